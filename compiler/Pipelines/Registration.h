@@ -1,0 +1,25 @@
+//===- Registration.h - zcc's dialects, passes and pipelines ----*- C++ -*-===//
+//
+// The one place that knows every dialect, pass and pass pipeline of zcc; the
+// tools (zcc, zcc-opt) register through it and nothing else.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_COMPILER_PIPELINES_REGISTRATION_H
+#define ZCC_COMPILER_PIPELINES_REGISTRATION_H
+
+namespace mlir {
+class DialectRegistry;
+} // namespace mlir
+
+namespace zcc {
+
+/// zgraph, zdist, zplan and the upstream dialects they are used with.
+void registerZccDialects(mlir::DialectRegistry &registry);
+
+/// Every zcc pass and pass pipeline, for command-line parsing.
+void registerZccPasses();
+
+} // namespace zcc
+
+#endif // ZCC_COMPILER_PIPELINES_REGISTRATION_H

@@ -1,0 +1,206 @@
+//===- ZDistOps.td - zdist operations ----------------------*- tablegen -*-===//
+
+#ifndef ZCC_DIALECT_DIST_ZDISTOPS_TD
+#define ZCC_DIALECT_DIST_ZDISTOPS_TD
+
+include "dialects/Dist/IR/ZDistAttrs.td"
+include "dialects/Dist/IR/ZDistDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// Shard shapes are computed at compile time, so every zdist tensor is static.
+def ZDist_Tensor : StaticShapeTensorOf<[AnyType]>;
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+def ZDist_MeshOp : ZDist_Op<"mesh", [Symbol]> {
+  let summary = "The device mesh";
+  let description = [{
+    Arranges the job's devices in a named n-dimensional grid. Axis `i` is
+    named `axis_names[i]` and has `shape[i]` devices; the product of the
+    shape is the number of devices. Shardings and collectives refer to the
+    mesh by symbol and to its axes by name.
+
+    ```mlir
+    // 2 pipeline stages, each 4-way data parallel: 8 devices.
+    zdist.mesh @m ["pp" = 2, "dp" = 4]
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axis_names,
+                       DenseI64ArrayAttr:$shape);
+  let assemblyFormat = [{
+    $sym_name custom<MeshAxes>($axis_names, $shape) attr-dict
+  }];
+  let extraClassDeclaration = [{
+    /// The number of devices along `axis`, or nothing if the mesh has no
+    /// axis of that name.
+    std::optional<int64_t> getAxisSize(::llvm::StringRef axis);
+    /// The number of devices in the mesh.
+    int64_t getNumDevices();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Global and local values
+//===----------------------------------------------------------------------===//
+
+def ZDist_ShardOp : ZDist_Op<"shard", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "This device's shard of a global tensor";
+  let description = [{
+    Takes the global (logical) value and gives the part of it this device
+    holds under `sharding`: each dimension divided by the product of the sizes
+    of the mesh axes that split it. No data moves; the op records where a
+    global value becomes a per-device one. In the op the sharding is written
+    without its `#zdist.sharding` prefix.
+
+    ```mlir
+    zdist.mesh @m ["dp" = 2]
+    %local = zdist.shard %w to <@m, [{"dp"}, {} ]>
+        : tensor<8x4xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input, ZDist_ShardingAttr:$sharding);
+  let results = (outs ZDist_Tensor:$result);
+  // Not qualified: MLIR's parser reads a `: type` after a full
+  // `#dialect.attr<...>` as the attribute's type, and would take the op's.
+  let assemblyFormat = [{
+    $input `to` $sharding attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def ZDist_UnshardOp : ZDist_Op<"unshard", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "The global tensor whose shard this device holds";
+  let description = [{
+    The inverse of `zdist.shard`: names the global value of which the operand
+    is this device's shard under `sharding`. No data moves; use a collective
+    to actually assemble the global value on a device.
+
+    ```mlir
+    zdist.mesh @m ["dp" = 2]
+    %global = zdist.unshard %local from <@m, [{"dp"}, {} ]>
+        : tensor<4x4xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input, ZDist_ShardingAttr:$sharding);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `from` $sharding attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+// A collective runs in each group of devices that differ only in their
+// coordinates along `mesh_axes`; the group size is the product of those axes'
+// sizes. Operands and results are local tensors.
+class ZDist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : ZDist_Op<mnemonic, !listconcat(traits, [Pure,
+        SameOperandsAndResultElementType,
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+def ZDist_AllGatherOp : ZDist_CollectiveOp<"all_gather"> {
+  let summary = "Concatenates the group's tensors along one dimension";
+  let description = [{
+    Every device of the group receives the concatenation, in group order, of
+    the group's operands along `gather_axis`: that dimension of the result is
+    the operand's times the group size. ZeRO-3 uses it to assemble a
+    parameter before its use.
+
+    ```mlir
+    zdist.mesh @m ["dp" = 4]
+    %full = zdist.all_gather %shard on @m axes = ["dp"] gather_axis = 0
+        : tensor<2x4xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$gather_axis);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `gather_axis` `=` $gather_axis
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def ZDist_ReduceScatterOp : ZDist_CollectiveOp<"reduce_scatter"> {
+  let summary = "Reduces the group's tensors and splits the result";
+  let description = [{
+    Combines the group's operands element-wise with `reduction`, splits the
+    combined tensor along `scatter_axis` into as many equal parts as the group
+    has devices, and gives each device its part: that dimension of the result
+    is the operand's divided by the group size. ZeRO-2 and ZeRO-3 use it to
+    reduce gradients into their owners' shards.
+
+    ```mlir
+    zdist.mesh @m ["dp" = 4]
+    %grad_shard = zdist.reduce_scatter %grad on @m axes = ["dp"]
+        scatter_axis = 0 reduction = avg : tensor<8x4xf32> -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$scatter_axis,
+                       ZDist_ReductionKind:$reduction);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `scatter_axis` `=` $scatter_axis
+    `reduction` `=` $reduction attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def ZDist_AllReduceOp : ZDist_CollectiveOp<"all_reduce",
+    [SameOperandsAndResultType]> {
+  let summary = "Reduces the group's tensors onto every device of the group";
+  let description = [{
+    Every device of the group receives the element-wise `reduction` of the
+    group's operands. Data parallelism without ZeRO uses it for gradients.
+
+    ```mlir
+    zdist.mesh @m ["dp" = 4]
+    %grad_mean = zdist.all_reduce %grad on @m axes = ["dp"] reduction = avg
+        : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$mesh_axes, ZDist_ReductionKind:$reduction);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `axes` `=` $mesh_axes `reduction` `=` $reduction
+    attr-dict `:` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Lifetimes
+//===----------------------------------------------------------------------===//
+
+def ZDist_ReleaseOp : ZDist_Op<"release"> {
+  let summary = "Ends the life of a gathered parameter";
+  let description = [{
+    After this op the operand is no longer used, so its memory can be reused.
+    The prefetch and release schedule places it right after the last use of
+    a parameter that an `all_gather` assembled (ZeRO-3), so that the plan can
+    free the full parameter and keep only its shard. It has no result and is
+    not pure, so it stays where the schedule put it.
+
+    ```mlir
+    zdist.release %full : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+#endif // ZCC_DIALECT_DIST_ZDISTOPS_TD

@@ -1,0 +1,18 @@
+//===- ZGraph.h - zgraph dialect --------------------------------*- C++ -*-===//
+
+#ifndef ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H
+#define ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Graph/IR/ZGraphDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/IR/ZGraphOps.h.inc"
+
+#endif // ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H

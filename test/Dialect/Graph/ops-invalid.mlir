@@ -1,0 +1,161 @@
+// RUN: zcc-opt %s -split-input-file -verify-diagnostics
+
+// The plan sizes every buffer at compile time.
+func.func @dynamic_shape() {
+  // expected-error @+1 {{'zgraph.param' op requires static shapes, but got 'tensor<?x4xf32>'}}
+  %w = zgraph.param "w" : tensor<?x4xf32>
+  return
+}
+
+// -----
+
+// The weight manifest keys parameters by name.
+func.func @empty_param_name() {
+  // expected-error @+1 {{requires a non-empty parameter name}}
+  %w = zgraph.param "" : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Trailing dimensions 3 and 4 differ and neither is 1.
+func.func @not_broadcastable(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+1 {{operand shapes 'tensor<2x3xf32>' and 'tensor<2x4xf32>' are not broadcast-compatible}}
+  %0 = zgraph.add %a, %b : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// The operands broadcast, but not to the declared result.
+func.func @wrong_broadcast_result(%a: tensor<4x1xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{result type 'tensor<4x4xf32>' does not match the broadcast shape of its operands ('tensor<4x3xf32>')}}
+  %0 = zgraph.mul %a, %b : (tensor<4x1xf32>, tensor<3xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+// Only the two ONNX approximations exist.
+func.func @gelu_approximation(%x: tensor<4xf32>) {
+  // expected-error @+1 {{approximate must be "none" or "tanh", got "erf"}}
+  %0 = zgraph.gelu %x {approximate = "erf"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// numpy.matmul rejects scalars.
+func.func @matmul_scalar(%a: tensor<f32>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{operands must have rank at least 1}}
+  %0 = zgraph.matmul %a, %b : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The inner dimensions must agree.
+func.func @matmul_contracting(%a: tensor<4x8xf32>, %b: tensor<7x2xf32>) {
+  // expected-error @+1 {{contracting dimensions differ: 8 vs 7}}
+  %0 = zgraph.matmul %a, %b : (tensor<4x8xf32>, tensor<7x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// Batch dimensions broadcast like element-wise operands; 2 and 3 do not.
+func.func @matmul_batch(%a: tensor<2x4x8xf32>, %b: tensor<3x8x2xf32>) {
+  // expected-error @+1 {{batch dimensions are not broadcast-compatible}}
+  %0 = zgraph.matmul %a, %b : (tensor<2x4x8xf32>, tensor<3x8x2xf32>) -> tensor<2x4x2xf32>
+  return
+}
+
+// -----
+
+// A rank-1 rhs removes the column dimension from the result.
+func.func @matmul_result(%a: tensor<4x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{result type 'tensor<4x1xf32>' does not match the product shape 'tensor<4xf32>'}}
+  %0 = zgraph.matmul %a, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+// Axis 2 does not exist in a rank-2 tensor.
+func.func @softmax_axis(%x: tensor<4x10xf32>) {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %0 = zgraph.softmax %x axis = 2 : tensor<4x10xf32>
+  return
+}
+
+// -----
+
+// Normalising from axis 1 of a 2x3x4 tensor needs 3x4 scale and bias.
+func.func @layer_norm_scale(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{scale and bias must have the normalised shape 'tensor<3x4xf32>', got 'tensor<4xf32>'}}
+  %0 = zgraph.layer_norm %x, %s, %s axis = 1 epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+// Layer normalisation keeps the input's type.
+func.func @layer_norm_result(%x: tensor<2x4xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x4xf16>' must equal the input type 'tensor<2x4xf32>'}}
+  %0 = zgraph.layer_norm %x, %s, %s axis = -1 epsilon = 1.0e-5 : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf16>
+  return
+}
+
+// -----
+
+// A zero epsilon divides by zero on a constant row.
+func.func @layer_norm_epsilon(%x: tensor<2x4xf32>, %s: tensor<4xf32>) {
+  // expected-error @+1 {{epsilon must be positive}}
+  %0 = zgraph.layer_norm %x, %s, %s axis = -1 epsilon = 0.0 : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// A reshape cannot create or drop elements.
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{cannot reshape 6 elements into 8}}
+  %0 = zgraph.reshape %x : tensor<2x3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// The permutation names every input dimension once.
+func.func @transpose_perm_size(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{perm has 3 entries for rank 2}}
+  %0 = zgraph.transpose %x perm = [1, 0, 2] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+// A repeated index is not a permutation.
+func.func @transpose_perm_repeat(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{perm must be a permutation of 0..rank-1}}
+  %0 = zgraph.transpose %x perm = [0, 0] : tensor<2x3xf32> -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+// The identity permutation keeps the shape.
+func.func @transpose_result(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{result type 'tensor<3x2xf32>' does not match the permuted shape 'tensor<2x3xf32>'}}
+  %0 = zgraph.transpose %x perm = [0, 1] : tensor<2x3xf32> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+// The loss compares element by element, without broadcasting.
+func.func @mse_shapes(%p: tensor<4x10xf32>, %t: tensor<10xf32>) {
+  // expected-error @+1 {{prediction 'tensor<4x10xf32>' and target 'tensor<10xf32>' must have the same shape}}
+  %0 = zgraph.mse_loss %p, %t : (tensor<4x10xf32>, tensor<10xf32>) -> tensor<f32>
+  return
+}

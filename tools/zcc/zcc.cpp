@@ -1,0 +1,189 @@
+//===- zcc.cpp - The zcc compiler driver ----------------------------------===//
+//
+//   zcc MODEL.onnx -c CONFIG.json -o PLAN.bin [--world-size N] [--mode train|infer]
+//       [--emit config|graph|train|dist|plan|plan-text] [--report[=text|json]]
+//       [--input-shape NAME=D0xD1...] [--device-memory-limit 16GiB]
+//
+// Every failure exits non-zero with one message on standard error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Import/Config/ConfigAttr.h"
+#include "compiler/Import/Config/DeepSpeedConfig.h"
+#include "compiler/Pipelines/Registration.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace llvm;
+
+namespace {
+
+enum class EmitKind { None, Config, Graph, Train, Dist, Plan, PlanText };
+enum class Mode { Auto, Train, Infer };
+
+cl::OptionCategory zccCategory("zcc options");
+
+cl::opt<std::string> modelPath(cl::Positional, cl::desc("<MODEL.onnx>"), cl::init(""),
+                               cl::cat(zccCategory));
+cl::opt<std::string> configPath("c", cl::desc("DeepSpeed JSON config"),
+                                cl::value_desc("CONFIG.json"), cl::init(""),
+                                cl::cat(zccCategory));
+cl::alias configPathLong("config", cl::desc("Alias for -c"), cl::aliasopt(configPath),
+                         cl::cat(zccCategory));
+cl::opt<std::string> outputPath("o", cl::desc("Output plan"), cl::value_desc("PLAN.bin"),
+                                cl::init(""), cl::cat(zccCategory));
+cl::opt<int64_t> worldSize("world-size",
+                           cl::desc("Number of ranks (default: nodes * gpus-per-node, or 1)"),
+                           cl::init(0), cl::cat(zccCategory));
+cl::opt<int64_t> nodes("nodes", cl::desc("Number of nodes"), cl::init(0),
+                       cl::cat(zccCategory));
+cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"), cl::init(0),
+                             cl::cat(zccCategory));
+cl::opt<Mode> mode("mode", cl::desc("Plan kind (default: train if the model has a loss and "
+                                    "the config an optimizer)"),
+                   cl::values(clEnumValN(Mode::Train, "train", "a training plan"),
+                              clEnumValN(Mode::Infer, "infer", "an inference plan")),
+                   cl::init(Mode::Auto), cl::cat(zccCategory));
+cl::opt<EmitKind> emit(
+    "emit", cl::desc("Print a stage to standard output instead of writing a plan"),
+    cl::values(clEnumValN(EmitKind::Config, "config", "the resolved config (JSON)"),
+               clEnumValN(EmitKind::Graph, "graph", "the imported zgraph module"),
+               clEnumValN(EmitKind::Train, "train", "the training step in zgraph"),
+               clEnumValN(EmitKind::Dist, "dist", "the distributed zdist module"),
+               clEnumValN(EmitKind::Plan, "plan", "the zplan module"),
+               clEnumValN(EmitKind::PlanText, "plan-text", "the plan as zplan dump prints it")),
+    cl::init(EmitKind::None), cl::cat(zccCategory));
+cl::opt<std::string> report("report", cl::desc("Print the memory and communication report "
+                                               "(text or json)"),
+                            cl::ValueOptional, cl::value_desc("text|json"), cl::init(""),
+                            cl::cat(zccCategory));
+cl::list<std::string> inputShapes("input-shape",
+                                  cl::desc("Bind an input's dynamic dimensions"),
+                                  cl::value_desc("NAME=D0xD1..."), cl::cat(zccCategory));
+cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
+                                       cl::desc("Per-GPU memory the plan must fit"),
+                                       cl::value_desc("16GiB"), cl::init(""),
+                                       cl::cat(zccCategory));
+
+[[noreturn]] void fail(const Twine &message) {
+  errs() << "zcc: error: " << message << "\n";
+  std::exit(1);
+}
+
+int64_t resolveWorldSize() {
+  bool haveNodes = nodes.getNumOccurrences() || gpusPerNode.getNumOccurrences();
+  if (haveNodes && (nodes < 1 || gpusPerNode < 1))
+    fail("--nodes and --gpus-per-node go together and must both be at least 1");
+  if (worldSize.getNumOccurrences() && worldSize < 1)
+    fail("--world-size must be at least 1, got " + Twine(worldSize));
+  if (haveNodes) {
+    int64_t product = nodes * gpusPerNode;
+    if (worldSize.getNumOccurrences() && worldSize != product)
+      fail("--world-size " + Twine(worldSize) + " disagrees with --nodes " + Twine(nodes) +
+           " * --gpus-per-node " + Twine(gpusPerNode) + " = " + Twine(product) +
+           "; give one or the other");
+    return product;
+  }
+  return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
+}
+
+StringRef emitName(EmitKind kind) {
+  switch (kind) {
+  case EmitKind::None:
+    return "";
+  case EmitKind::Config:
+    return "config";
+  case EmitKind::Graph:
+    return "graph";
+  case EmitKind::Train:
+    return "train";
+  case EmitKind::Dist:
+    return "dist";
+  case EmitKind::Plan:
+    return "plan";
+  case EmitKind::PlanText:
+    return "plan-text";
+  }
+  return "";
+}
+
+/// Stages of the compiler that this version does not have yet fail loudly.
+void rejectUnbuiltFlags() {
+  if (report.getNumOccurrences())
+    fail("--report is not supported yet: the memory planner is not built in this version");
+  if (inputShapes.getNumOccurrences())
+    fail("--input-shape is not supported yet: the ONNX importer is not built in this "
+         "version");
+  if (deviceMemoryLimit.getNumOccurrences())
+    fail("--device-memory-limit is not supported yet: the memory planner is not built in "
+         "this version");
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(zccCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "zcc: compile an ONNX model and a DeepSpeed config into a static plan\n\n"
+      "  zcc MODEL.onnx -c CONFIG.json -o PLAN.bin [--world-size N]\n"
+      "  zcc --emit config -c CONFIG.json [--world-size N]\n");
+
+  int64_t ranks = resolveWorldSize();
+  rejectUnbuiltFlags();
+
+  if (configPath.empty())
+    fail("no config: pass the DeepSpeed config with -c CONFIG.json");
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(configPath, /*IsText=*/true);
+  if (std::error_code error = buffer.getError())
+    fail("cannot read config '" + configPath + "': " + error.message());
+
+  zcc::config::ConfigImportOptions options;
+  options.worldSize = ranks;
+  zcc::config::ConfigImportResult imported =
+      zcc::config::importDeepSpeedConfig((*buffer)->getBuffer().str(), options);
+  for (const zcc::config::ConfigDiagnostic &diagnostic : imported.diagnostics)
+    errs() << zcc::config::formatDiagnostic(configPath, diagnostic) << "\n";
+  if (!imported.succeeded())
+    return 1;
+
+  mlir::DialectRegistry registry;
+  zcc::registerZccDialects(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  zcc::config::attachConfig(*module, *imported.config);
+  if (failed(mlir::verify(*module)))
+    fail("internal error: the config module does not verify");
+
+  if (emit == EmitKind::Config) {
+    // Printed from the module attribute, so what is shown is what passes read.
+    std::optional<zcc::config::Json> config =
+        zcc::config::attributeToJson(zcc::config::getConfig(*module));
+    if (!config)
+      fail("internal error: zcc.config holds an attribute that is not JSON");
+    outs() << config->dump(2) << "\n";
+    return 0;
+  }
+
+  if (emit != EmitKind::None)
+    fail("--emit " + emitName(emit) +
+         " is not supported yet: the ONNX importer is not built in this version; "
+         "--emit config works");
+  if (modelPath.empty())
+    fail("no model: pass MODEL.onnx (or use --emit config to check a config alone)");
+  fail("compiling '" + modelPath +
+       "' is not supported yet: the ONNX importer and the planner are not built in this "
+       "version; --emit config checks a config");
+}
