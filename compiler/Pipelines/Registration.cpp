@@ -8,13 +8,27 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 void zcc::registerZccDialects(mlir::DialectRegistry &registry) {
   registry.insert<mlir::func::FuncDialect, zgraph::ZGraphDialect,
                   zdist::ZDistDialect, zplan::ZPlanDialect>();
 }
 
+void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(zgraph::createFuseAttentionPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(zgraph::createVerifyGraphPass());
+}
+
 void zcc::registerZccPasses() {
+  mlir::PassPipelineRegistration<>(
+      "zcc-graph-pipeline",
+      "The graph phase after import: fuse attention, CSE, canonicalize, verify",
+      buildGraphPipeline);
   zgraph::registerZGraphPasses();
   zdist::registerZDistPasses();
   zplan::registerZPlanPasses();

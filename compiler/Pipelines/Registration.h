@@ -10,6 +10,7 @@
 
 namespace mlir {
 class DialectRegistry;
+class OpPassManager;
 } // namespace mlir
 
 namespace zcc {
@@ -19,6 +20,10 @@ void registerZccDialects(mlir::DialectRegistry &registry);
 
 /// Every zcc pass and pass pipeline, for command-line parsing.
 void registerZccPasses();
+
+/// After import: fuse attention, clean up, and close the graph phase
+/// (`zcc-graph-pipeline` in zcc-opt).
+void buildGraphPipeline(mlir::OpPassManager &pm);
 
 } // namespace zcc
 

@@ -10,12 +10,14 @@
 
 #include "compiler/Import/Config/ConfigAttr.h"
 #include "compiler/Import/Config/DeepSpeedConfig.h"
+#include "compiler/Import/Onnx/OnnxImporter.h"
 #include "compiler/Pipelines/Registration.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -120,9 +122,6 @@ StringRef emitName(EmitKind kind) {
 void rejectUnbuiltFlags() {
   if (report.getNumOccurrences())
     fail("--report is not supported yet: the memory planner is not built in this version");
-  if (inputShapes.getNumOccurrences())
-    fail("--input-shape is not supported yet: the ONNX importer is not built in this "
-         "version");
   if (deviceMemoryLimit.getNumOccurrences())
     fail("--device-memory-limit is not supported yet: the memory planner is not built in "
          "this version");
@@ -137,53 +136,93 @@ int main(int argc, char **argv) {
       argc, argv,
       "zcc: compile an ONNX model and a DeepSpeed config into a static plan\n\n"
       "  zcc MODEL.onnx -c CONFIG.json -o PLAN.bin [--world-size N]\n"
+      "  zcc MODEL.onnx [-c CONFIG.json] --emit graph [--input-shape NAME=D0xD1...]\n"
       "  zcc --emit config -c CONFIG.json [--world-size N]\n");
 
   int64_t ranks = resolveWorldSize();
   rejectUnbuiltFlags();
+  if (emit != EmitKind::Config && modelPath.empty())
+    fail("no model: pass MODEL.onnx (or use --emit config to check a config alone)");
 
-  if (configPath.empty())
+  // Importing a graph needs no config (its batch dimension can come from
+  // --input-shape); everything after import does.
+  std::optional<zcc::config::Json> config;
+  if (!configPath.empty()) {
+    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+        MemoryBuffer::getFile(configPath, /*IsText=*/true);
+    if (std::error_code error = buffer.getError())
+      fail("cannot read config '" + configPath + "': " + error.message());
+    zcc::config::ConfigImportOptions options;
+    options.worldSize = ranks;
+    zcc::config::ConfigImportResult imported =
+        zcc::config::importDeepSpeedConfig((*buffer)->getBuffer().str(), options);
+    for (const zcc::config::ConfigDiagnostic &diagnostic : imported.diagnostics)
+      errs() << zcc::config::formatDiagnostic(configPath, diagnostic) << "\n";
+    if (!imported.succeeded())
+      return 1;
+    config = std::move(imported.config);
+  } else if (emit != EmitKind::Graph) {
     fail("no config: pass the DeepSpeed config with -c CONFIG.json");
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(configPath, /*IsText=*/true);
-  if (std::error_code error = buffer.getError())
-    fail("cannot read config '" + configPath + "': " + error.message());
-
-  zcc::config::ConfigImportOptions options;
-  options.worldSize = ranks;
-  zcc::config::ConfigImportResult imported =
-      zcc::config::importDeepSpeedConfig((*buffer)->getBuffer().str(), options);
-  for (const zcc::config::ConfigDiagnostic &diagnostic : imported.diagnostics)
-    errs() << zcc::config::formatDiagnostic(configPath, diagnostic) << "\n";
-  if (!imported.succeeded())
-    return 1;
+  }
 
   mlir::DialectRegistry registry;
   zcc::registerZccDialects(registry);
   mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // Every diagnostic already says where (file, node, JSON path): print it as
+  // one line, without MLIR's location prefix.
+  mlir::ScopedDiagnosticHandler diagnostics(&context, [](mlir::Diagnostic &diagnostic) {
+    const char *severity = diagnostic.getSeverity() == mlir::DiagnosticSeverity::Error
+                               ? "error"
+                               : diagnostic.getSeverity() == mlir::DiagnosticSeverity::Warning
+                                     ? "warning"
+                                     : "note";
+    errs() << "zcc: " << severity << ": " << diagnostic.str() << "\n";
+    for (const mlir::Diagnostic &note : diagnostic.getNotes())
+      errs() << "zcc: note: " << note.str() << "\n";
+    return mlir::success();
+  });
+
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
-  zcc::config::attachConfig(*module, *imported.config);
-  if (failed(mlir::verify(*module)))
-    fail("internal error: the config module does not verify");
+  if (config)
+    zcc::config::attachConfig(*module, *config);
 
   if (emit == EmitKind::Config) {
     // Printed from the module attribute, so what is shown is what passes read.
-    std::optional<zcc::config::Json> config =
+    std::optional<zcc::config::Json> resolved =
         zcc::config::attributeToJson(zcc::config::getConfig(*module));
-    if (!config)
+    if (!resolved)
       fail("internal error: zcc.config holds an attribute that is not JSON");
-    outs() << config->dump(2) << "\n";
+    outs() << resolved->dump(2) << "\n";
+    return 0;
+  }
+
+  zcc::onnx_import::OnnxImportOptions importOptions;
+  for (const std::string &shape : inputShapes) {
+    std::string error;
+    if (!zcc::onnx_import::parseInputShape(shape, importOptions, error))
+      fail(error);
+  }
+  if (config)
+    importOptions.microBatchSize =
+        (*config)["train_micro_batch_size_per_gpu"].get<int64_t>();
+  if (failed(zcc::onnx_import::importOnnxModel(*module, modelPath, importOptions)))
+    return 1;
+  mlir::PassManager graphPipeline(&context);
+  zcc::buildGraphPipeline(graphPipeline);
+  if (failed(graphPipeline.run(*module)))
+    return 1;
+  if (emit == EmitKind::Graph) {
+    module->print(outs());
     return 0;
   }
 
   if (emit != EmitKind::None)
     fail("--emit " + emitName(emit) +
-         " is not supported yet: the ONNX importer is not built in this version; "
-         "--emit config works");
-  if (modelPath.empty())
-    fail("no model: pass MODEL.onnx (or use --emit config to check a config alone)");
+         " is not supported yet: autodiff, partitioning and planning are not built in this "
+         "version; --emit graph and --emit config work");
   fail("compiling '" + modelPath +
-       "' is not supported yet: the ONNX importer and the planner are not built in this "
-       "version; --emit config checks a config");
+       "' to a plan is not supported yet: the planner is not built in this version; "
+       "--emit graph shows the imported model");
 }

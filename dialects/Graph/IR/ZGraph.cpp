@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
 
 using namespace mlir;
@@ -191,5 +192,238 @@ LogicalResult MseLossOp::verify() {
     return emitOpError() << "prediction " << getPrediction().getType()
                          << " and target " << getTarget().getType()
                          << " must have the same shape";
+  return verifyStaticShapes(*this);
+}
+
+LogicalResult PowOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult MaxOp::verify() { return verifyBroadcastBinary(*this); }
+LogicalResult MinOp::verify() { return verifyBroadcastBinary(*this); }
+
+namespace {
+/// The broadcast shape of `types`, or failure with a diagnostic.
+FailureOr<SmallVector<int64_t>> broadcastShapes(Operation *op, TypeRange types) {
+  SmallVector<int64_t> shape;
+  for (Type type : types) {
+    SmallVector<int64_t> next;
+    if (!OpTrait::util::getBroadcastedShape(shape, cast<RankedTensorType>(type).getShape(),
+                                            next)) {
+      op->emitOpError() << "operand shapes are not broadcast-compatible";
+      return failure();
+    }
+    shape = std::move(next);
+  }
+  return shape;
+}
+
+LogicalResult verifyResultShape(Operation *op, ArrayRef<int64_t> expected) {
+  auto result = cast<RankedTensorType>(op->getResult(0).getType());
+  if (result.getShape() != expected)
+    return op->emitOpError() << "result type " << result << " does not have the expected shape "
+                             << RankedTensorType::get(expected, result.getElementType());
+  return success();
+}
+
+LogicalResult verifyCompare(Operation *op) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  if (getElementTypeOrSelf(op->getOperand(0)) != getElementTypeOrSelf(op->getOperand(1)))
+    return op->emitOpError("operands must have the same element type");
+  FailureOr<SmallVector<int64_t>> shape = broadcastShapes(op, op->getOperandTypes());
+  if (failed(shape))
+    return failure();
+  return verifyResultShape(op, *shape);
+}
+
+/// Normalises a possibly negative axis; assumes verifyAxis passed.
+int64_t normalizeAxis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+} // namespace
+
+LogicalResult EqualOp::verify() { return verifyCompare(*this); }
+LogicalResult LessOp::verify() { return verifyCompare(*this); }
+LogicalResult GreaterOp::verify() { return verifyCompare(*this); }
+
+LogicalResult WhereOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  Type element = getOnTrue().getType().getElementType();
+  if (getOnFalse().getType().getElementType() != element ||
+      getResult().getType().getElementType() != element)
+    return emitOpError("both branches and the result must have the same element type");
+  FailureOr<SmallVector<int64_t>> shape = broadcastShapes(*this, getOperandTypes());
+  if (failed(shape))
+    return failure();
+  return verifyResultShape(*this, *shape);
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("input and result must have the same shape");
+  return verifyStaticShapes(*this);
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
+namespace {
+template <typename ReduceOp> LogicalResult verifyReduce(ReduceOp op) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  RankedTensorType input = op.getInput().getType();
+  if (input.getElementType() != op.getResult().getType().getElementType())
+    return op.emitOpError("result must have the input's element type");
+  ArrayRef<int64_t> axes = op.getAxes();
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] < 0 || axes[i] >= input.getRank() || (i && axes[i] <= axes[i - 1]))
+      return op.emitOpError() << "axes must be ascending, distinct and in [0, "
+                              << input.getRank() << ")";
+  SmallVector<int64_t> expected;
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (!reduced)
+      expected.push_back(input.getDimSize(d));
+    else if (op.getKeepdims())
+      expected.push_back(1);
+  }
+  return verifyResultShape(op, expected);
+}
+} // namespace
+
+LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
+LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  ArrayRef<int64_t> q = getQuery().getType().getShape();
+  ArrayRef<int64_t> k = getKey().getType().getShape();
+  ArrayRef<int64_t> v = getValue().getType().getShape();
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size())
+    return emitOpError("query, key and value must have the same rank, at least 2");
+  if (q.drop_back(2) != k.drop_back(2) || q.drop_back(2) != v.drop_back(2))
+    return emitOpError("query, key and value must have the same leading dimensions");
+  if (q.back() != k.back())
+    return emitOpError() << "query and key head sizes differ: " << q.back() << " vs "
+                         << k.back();
+  if (k[k.size() - 2] != v[v.size() - 2])
+    return emitOpError("key and value must have the same sequence length");
+  if (getCausal() && q[q.size() - 2] > k[k.size() - 2])
+    return emitOpError("a causal attention needs at least as many keys as queries");
+  SmallVector<int64_t> expected(q.begin(), q.end());
+  expected.back() = v.back();
+  return verifyResultShape(*this, expected);
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one input");
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  auto first = cast<RankedTensorType>(getInputs().front().getType());
+  if (failed(verifyAxis(*this, getAxis(), first.getRank())))
+    return failure();
+  int64_t axis = normalizeAxis(getAxis(), first.getRank());
+  SmallVector<int64_t> expected(first.getShape());
+  expected[axis] = 0;
+  for (Value input : getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getRank() != first.getRank())
+      return emitOpError("inputs must have the same rank");
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != axis && type.getDimSize(d) != first.getDimSize(d))
+        return emitOpError() << "inputs differ in dimension " << d
+                             << ", which is not the concatenation axis";
+    expected[axis] += type.getDimSize(axis);
+  }
+  return verifyResultShape(*this, expected);
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  ArrayRef<int64_t> shape = getInput().getType().getShape();
+  ArrayRef<int64_t> starts = getStarts(), limits = getLimits(), strides = getStrides();
+  if (starts.size() != shape.size() || limits.size() != shape.size() ||
+      strides.size() != shape.size())
+    return emitOpError() << "starts, limits and strides need one entry per dimension ("
+                         << shape.size() << ")";
+  SmallVector<int64_t> expected;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (strides[d] <= 0)
+      return emitOpError("strides must be positive");
+    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
+      return emitOpError() << "dimension " << d << ": need 0 <= start <= limit <= "
+                           << shape[d] << ", got [" << starts[d] << ", " << limits[d] << ")";
+    expected.push_back((limits[d] - starts[d] + strides[d] - 1) / strides[d]);
+  }
+  return verifyResultShape(*this, expected);
+}
+
+LogicalResult GatherOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  RankedTensorType data = getData().getType();
+  if (failed(verifyAxis(*this, getAxis(), data.getRank())))
+    return failure();
+  if (data.getElementType() != getResult().getType().getElementType())
+    return emitOpError("result must have the data's element type");
+  int64_t axis = normalizeAxis(getAxis(), data.getRank());
+  SmallVector<int64_t> expected(data.getShape().take_front(axis));
+  llvm::append_range(expected, getIndices().getType().getShape());
+  llvm::append_range(expected, data.getShape().drop_front(axis + 1));
+  return verifyResultShape(*this, expected);
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  ArrayRef<int64_t> in = getInput().getType().getShape();
+  ArrayRef<int64_t> out = getResult().getType().getShape();
+  SmallVector<int64_t> shape;
+  if (in.size() > out.size() || !OpTrait::util::getBroadcastedShape(in, out, shape) ||
+      ArrayRef<int64_t>(shape) != out)
+    return emitOpError() << getInput().getType() << " does not broadcast to "
+                         << getResult().getType();
+  return success();
+}
+
+LogicalResult TriluOp::verify() {
+  if (getInput().getType().getRank() < 2)
+    return emitOpError("needs a tensor of rank at least 2");
+  return verifyStaticShapes(*this);
+}
+
+namespace {
+template <typename LossOp> LogicalResult verifyClassLoss(LossOp op) {
+  if (failed(verifyStaticShapes(op)))
+    return failure();
+  ArrayRef<int64_t> input = op.getInput().getType().getShape();
+  ArrayRef<int64_t> labels = op.getLabels().getType().getShape();
+  if (input.size() < 2)
+    return op.emitOpError("input must be [N, C] or [N, C, d1, ...]");
+  SmallVector<int64_t> expectedLabels{input[0]};
+  llvm::append_range(expectedLabels, input.drop_front(2));
+  if (labels != ArrayRef<int64_t>(expectedLabels))
+    return op.emitOpError() << "labels must have shape "
+                            << RankedTensorType::get(expectedLabels,
+                                                     op.getLabels().getType().getElementType())
+                            << " for input " << op.getInput().getType();
+  StringRef reduction = op.getReduction();
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return op.emitOpError() << "reduction must be \"mean\", \"sum\" or \"none\", got \""
+                            << reduction << "\"";
+  if (op.getLoss().getType().getElementType() != op.getInput().getType().getElementType())
+    return op.emitOpError("loss must have the input's element type");
+  return verifyResultShape(op, reduction == "none" ? labels : ArrayRef<int64_t>());
+}
+} // namespace
+
+LogicalResult CrossEntropyOp::verify() { return verifyClassLoss(*this); }
+LogicalResult NllLossOp::verify() { return verifyClassLoss(*this); }
+
+LogicalResult IsNanOp::verify() {
+  if (getInput().getType().getShape() != getResult().getType().getShape())
+    return emitOpError("result must have the input's shape");
   return verifyStaticShapes(*this);
 }

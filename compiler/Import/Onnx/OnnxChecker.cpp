@@ -1,0 +1,27 @@
+//===- OnnxChecker.cpp - ONNX's model checker, behind a wall --------------===//
+//
+// ONNX's checker reports problems by throwing; this is the one file of the
+// compiler built with exceptions, and none escape it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "onnx/checker.h"
+
+#include <exception>
+#include <string>
+
+namespace zcc::onnx_import {
+
+std::string runOnnxChecker(const onnx::ModelProto &model) {
+  try {
+    onnx::checker::check_model(model);
+  } catch (const std::exception &error) {
+    std::string message = error.what();
+    // The checker appends the whole node as text; the first line says what.
+    size_t newline = message.find('\n');
+    return newline == std::string::npos ? message : message.substr(0, newline);
+  }
+  return std::string();
+}
+
+} // namespace zcc::onnx_import
