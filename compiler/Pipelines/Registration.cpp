@@ -2,6 +2,7 @@
 
 #include "compiler/Pipelines/Registration.h"
 
+#include "compiler/Conversion/Passes.h"
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Graph/Transforms/Passes.h"
 #include "dialects/Plan/Transforms/Passes.h"
@@ -24,7 +25,18 @@ void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
+void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(createGraphToDistPass());
+  pm.addPass(createDistToPlanPass());
+  pm.addPass(zplan::createVerifyPlanPass());
+}
+
 void zcc::registerZccPasses() {
+  mlir::PassPipelineRegistration<>(
+      "zcc-plan-pipeline",
+      "From the graph to the plan: place on the mesh, plan buffers and kernels, verify",
+      buildPlanPipeline);
+  registerZccConversionPasses();
   mlir::PassPipelineRegistration<>(
       "zcc-graph-pipeline",
       "The graph phase after import: fuse attention, CSE, canonicalize, verify",

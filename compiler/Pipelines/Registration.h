@@ -25,6 +25,9 @@ void registerZccPasses();
 /// (`zcc-graph-pipeline` in zcc-opt).
 void buildGraphPipeline(mlir::OpPassManager &pm);
 
+/// From the graph to the plan (`zcc-plan-pipeline` in zcc-opt).
+void buildPlanPipeline(mlir::OpPassManager &pm);
+
 } // namespace zcc
 
 #endif // ZCC_COMPILER_PIPELINES_REGISTRATION_H

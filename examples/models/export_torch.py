@@ -195,14 +195,16 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and inputs (default 0)")
     parser.add_argument("--save-reference", metavar="DIR", help="write inputs, outputs and weights as .npy to DIR")
     gpt2 = parser.add_argument_group("gpt2 size (as make_models.py)")
-    gpt2.add_argument("--preset", choices=GPT2_PRESETS, default="tiny", help="default tiny")
+    gpt2.add_argument("--preset", choices=GPT2_PRESETS, help="default tiny")
     for key, meaning in SIZE_OPTIONS.items():
         gpt2.add_argument(f"--{key}", type=int, metavar="N", help=meaning)
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error("--batch must be positive")
     given = {key: getattr(args, key) for key in SIZE_OPTIONS if getattr(args, key) is not None}
-    args.gpt2_size = {**GPT2_PRESETS[args.preset], **given}
+    if args.model != "gpt2" and (given or args.preset):
+        parser.error(f"--preset and size options apply to gpt2 only, not {args.model}")
+    args.gpt2_size = {**GPT2_PRESETS[args.preset or "tiny"], **given}
     if args.gpt2_size["width"] % args.gpt2_size["heads"]:
         parser.error(f"width {args.gpt2_size['width']} is not a multiple of heads {args.gpt2_size['heads']}")
     return args

@@ -226,7 +226,10 @@ def main(argv):
     if args.weights:
         replace_weights(model, args.weights)
     feeds = {i.name: load_npy(os.path.join(args.inputs, f"{i.name}.npy")) for i in model.graph.input}
-    outputs = run(model, feeds)
+    try:
+        outputs = run(model, feeds)
+    except (ValueError, NotImplementedError) as error:
+        raise SystemExit(f"reference.py: error: {error}")
     if args.output_dir:
         os.makedirs(args.output_dir, exist_ok=True)
         for name, value in outputs.items():

@@ -11,7 +11,13 @@
 #include "compiler/Import/Config/ConfigAttr.h"
 #include "compiler/Import/Config/DeepSpeedConfig.h"
 #include "compiler/Import/Onnx/OnnxImporter.h"
+#include "compiler/Conversion/Passes.h"
 #include "compiler/Pipelines/Registration.h"
+#include "compiler/Target/PlanWriter.h"
+#include "dialects/Plan/Transforms/Passes.h"
+#include "plan.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -19,6 +25,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -98,30 +105,34 @@ int64_t resolveWorldSize() {
   return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
 }
 
-StringRef emitName(EmitKind kind) {
-  switch (kind) {
-  case EmitKind::None:
-    return "";
-  case EmitKind::Config:
-    return "config";
-  case EmitKind::Graph:
-    return "graph";
-  case EmitKind::Train:
-    return "train";
-  case EmitKind::Dist:
-    return "dist";
-  case EmitKind::Plan:
-    return "plan";
-  case EmitKind::PlanText:
-    return "plan-text";
+/// The memory plan per category, as text or JSON (DESIGN.md, --report).
+void printReport(mlir::ModuleOp module, bool json) {
+  auto memory = module->getAttrOfType<mlir::DictionaryAttr>("zplan.memory");
+  int64_t arena = 0;
+  for (auto arenaOp : module.getOps<zcc::zplan::ArenaOp>())
+    arena += arenaOp.getSize();
+  if (json) {
+    zcc::config::Json rank = {{"rank", 0}, {"peak_device_bytes", {{"total", arena}}},
+                              {"host_bytes", 0}, {"comm_bytes", zcc::config::Json::object()}};
+    if (memory)
+      for (mlir::NamedAttribute category : memory)
+        rank["peak_device_bytes"][category.getName().str()] =
+            cast<mlir::IntegerAttr>(category.getValue()).getInt();
+    outs() << zcc::config::Json{{"ranks", zcc::config::Json::array({rank})}}.dump(2) << "\n";
+    return;
   }
-  return "";
+  outs() << "memory plan, rank 0 (bytes)\n";
+  outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"), (long long)arena);
+  if (memory)
+    for (mlir::NamedAttribute category : memory)
+      outs() << llvm::format("  %-24s %14lld\n", category.getName().str().c_str(),
+                             (long long)cast<mlir::IntegerAttr>(category.getValue()).getInt());
 }
 
 /// Stages of the compiler that this version does not have yet fail loudly.
 void rejectUnbuiltFlags() {
-  if (report.getNumOccurrences())
-    fail("--report is not supported yet: the memory planner is not built in this version");
+  if (report.getNumOccurrences() && report != "" && report != "text" && report != "json")
+    fail("--report takes text or json, got '" + report + "'");
   if (deviceMemoryLimit.getNumOccurrences())
     fail("--device-memory-limit is not supported yet: the memory planner is not built in "
          "this version");
@@ -189,6 +200,9 @@ int main(int argc, char **argv) {
     zcc::config::attachConfig(*module, *config);
 
   if (emit == EmitKind::Config) {
+    if (report.getNumOccurrences())
+      fail("--report describes a compiled plan; --emit config stops before one (drop one "
+           "of the two)");
     // Printed from the module attribute, so what is shown is what passes read.
     std::optional<zcc::config::Json> resolved =
         zcc::config::attributeToJson(zcc::config::getConfig(*module));
@@ -218,11 +232,50 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  if (emit != EmitKind::None)
-    fail("--emit " + emitName(emit) +
-         " is not supported yet: autodiff, partitioning and planning are not built in this "
-         "version; --emit graph and --emit config work");
-  fail("compiling '" + modelPath +
-       "' to a plan is not supported yet: the planner is not built in this version; "
-       "--emit graph shows the imported model");
+  bool hasLossOutput = false;
+  module->walk([&](mlir::func::FuncOp func) {
+    for (mlir::Type type : func.getFunctionType().getResults())
+      if (auto tensor = dyn_cast<mlir::RankedTensorType>(type))
+        hasLossOutput |= tensor.getRank() == 0 && isa<mlir::FloatType>(tensor.getElementType());
+  });
+  bool training = mode == Mode::Train ||
+                  (mode == Mode::Auto && config && !(*config)["optimizer"].is_null() &&
+                   hasLossOutput);
+  if (training)
+    fail("training plans are not supported yet: autodiff and optimizers are not built in "
+         "this version; compile an inference plan with --mode infer");
+
+  mlir::PassManager distPipeline(&context);
+  distPipeline.addPass(zcc::createGraphToDistPass());
+  if (failed(distPipeline.run(*module)))
+    return 1;
+  if (emit == EmitKind::Dist) {
+    module->print(outs());
+    return 0;
+  }
+  mlir::PassManager planPipeline(&context);
+  planPipeline.addPass(zcc::createDistToPlanPass());
+  planPipeline.addPass(zcc::zplan::createVerifyPlanPass());
+  if (failed(planPipeline.run(*module)))
+    return 1;
+  if (emit == EmitKind::Plan) {
+    module->print(outs());
+    return 0;
+  }
+  mlir::FailureOr<zcc::plan::PlanFile> planFile = zcc::buildPlanFile(*module, "zcc 0.1.0");
+  if (failed(planFile))
+    return 1;
+  if (report.getNumOccurrences())
+    printReport(*module, report == "json");
+  if (emit == EmitKind::PlanText)
+    fail("--emit plan-text is not supported yet; write the plan with -o and run zplan dump");
+  if (outputPath.empty()) {
+    if (report.getNumOccurrences())
+      return 0;
+    fail("no output: pass -o PLAN.bin (or --emit, or --report)");
+  }
+  std::string error;
+  if (failed(zcc::writePlanFile(*planFile, outputPath, error)))
+    fail(error);
+  return 0;
 }

@@ -12,9 +12,10 @@
 
 namespace zcc::onnx_import {
 
-std::string runOnnxChecker(const onnx::ModelProto &model) {
+std::string runOnnxChecker(const std::string &modelPath) {
   try {
-    onnx::checker::check_model(model);
+    // The path form resolves external data relative to the model's folder.
+    onnx::checker::check_model(modelPath);
   } catch (const std::exception &error) {
     std::string message = error.what();
     // The checker appends the whole node as text; the first line says what.

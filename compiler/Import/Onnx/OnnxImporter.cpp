@@ -11,6 +11,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+
+#include <climits>
 #include <map>
 
 using namespace mlir;
@@ -19,7 +23,7 @@ namespace zcc::onnx_import {
 
 // Defined in OnnxChecker.cpp, which is built with exceptions because ONNX's
 // checker reports through them.
-std::string runOnnxChecker(const onnx::ModelProto &model);
+std::string runOnnxChecker(const std::string &modelPath);
 
 namespace {
 constexpr int64_t kMinOpset = 13;
@@ -131,6 +135,7 @@ public:
 
 private:
   LogicalResult loadModel();
+  void findInlineRanges(llvm::StringRef bytes);
   LogicalResult importInitializer(const onnx::TensorProto &tensor);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
@@ -142,6 +147,8 @@ private:
   const OnnxImportOptions &options_;
   OpBuilder builder_;
   onnx::ModelProto model_;
+  /// Where each inline initializer's data lies in the model file.
+  llvm::StringMap<std::pair<uint64_t, uint64_t>> inlineRanges_;
   int64_t opset_ = 0;
   std::map<std::string, Entry> values_;
 };
@@ -253,6 +260,7 @@ LogicalResult OnnxImporter::loadModel() {
   if (!model_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return fail("not an ONNX model: the file does not parse as an ONNX ModelProto "
                 "(truncated or not ONNX)");
+  findInlineRanges(bytes);
   if (!model_.has_graph() || model_.ir_version() == 0)
     return fail("not an ONNX model: it has no " +
                 Twine(model_.has_graph() ? "IR version" : "graph"));
@@ -270,7 +278,7 @@ LogicalResult OnnxImporter::loadModel() {
                 Twine(kMinOpset) + " to " + Twine(kMaxOpset) +
                 " (re-export with torch.onnx.export(..., opset_version=17))");
   if (opset_ <= kCheckerMaxOpset && model_.ir_version() <= kCheckerMaxIrVersion) {
-    std::string problem = runOnnxChecker(model_);
+    std::string problem = runOnnxChecker(path_);
     if (!problem.empty())
       return fail("the ONNX checker rejects the model: " + problem);
   }
@@ -299,6 +307,74 @@ Type convertElementType(MLIRContext *context, int32_t onnxType) {
     return b.getI1Type();
   default:
     return Type();
+  }
+}
+
+namespace {
+using google::protobuf::io::CodedInputStream;
+
+bool skipField(CodedInputStream &in, uint32_t tag) {
+  return google::protobuf::internal::WireFormatLite::SkipField(&in, tag);
+}
+
+/// Reads a length-delimited field's payload bounds: [start, start + length).
+bool readLength(CodedInputStream &in, uint64_t base, uint64_t &start, uint64_t &length) {
+  uint32_t size = 0;
+  if (!in.ReadVarint32(&size))
+    return false;
+  start = base + in.CurrentPosition();
+  length = size;
+  return in.Skip(static_cast<int>(size));
+}
+} // namespace
+
+/// The runtime reads weights as byte ranges of files and never parses ONNX:
+/// walk the model's wire format (ModelProto.graph = 7, GraphProto.initializer
+/// = 5, TensorProto.name = 8, raw_data = 9, float_data = 4) to find where each
+/// inline initializer's little-endian data lies.
+void OnnxImporter::findInlineRanges(llvm::StringRef bytes) {
+  const auto *data = reinterpret_cast<const uint8_t *>(bytes.data());
+  CodedInputStream model(data, static_cast<int>(bytes.size()));
+  model.SetTotalBytesLimit(INT_MAX);
+  for (uint32_t tag; (tag = model.ReadTag()) != 0;) {
+    uint64_t graphStart = 0, graphLength = 0;
+    if (tag != ((7u << 3) | 2u)) {
+      if (!skipField(model, tag))
+        return;
+      continue;
+    }
+    if (!readLength(model, 0, graphStart, graphLength))
+      return;
+    CodedInputStream graph(data + graphStart, static_cast<int>(graphLength));
+    graph.SetTotalBytesLimit(INT_MAX);
+    for (uint32_t graphTag; (graphTag = graph.ReadTag()) != 0;) {
+      uint64_t tensorStart = 0, tensorLength = 0;
+      if (graphTag != ((5u << 3) | 2u)) {
+        if (!skipField(graph, graphTag))
+          return;
+        continue;
+      }
+      if (!readLength(graph, graphStart, tensorStart, tensorLength))
+        return;
+      CodedInputStream tensor(data + tensorStart, static_cast<int>(tensorLength));
+      std::string name;
+      std::pair<uint64_t, uint64_t> range{0, 0};
+      for (uint32_t tensorTag; (tensorTag = tensor.ReadTag()) != 0;) {
+        uint32_t field = tensorTag >> 3;
+        if (field == 8 && (tensorTag & 7) == 2) {
+          uint32_t size = 0;
+          if (!tensor.ReadVarint32(&size) || !tensor.ReadString(&name, static_cast<int>(size)))
+            return;
+        } else if ((field == 9 || field == 4) && (tensorTag & 7) == 2) {
+          if (!readLength(tensor, tensorStart, range.first, range.second))
+            return;
+        } else if (!skipField(tensor, tensorTag)) {
+          return;
+        }
+      }
+      if (!name.empty() && range.second > 0)
+        inlineRanges_[name] = range;
+    }
   }
 }
 
@@ -388,7 +464,7 @@ LogicalResult OnnxImporter::importInitializer(const onnx::TensorProto &tensor) {
                   "' is integer or scalar data stored externally; zcc needs such "
                   "constants inside the model");
     source.push_back(builder_.getNamedAttr("kind", builder_.getStringAttr("external")));
-    source.push_back(builder_.getNamedAttr("location", builder_.getStringAttr(location)));
+    source.push_back(builder_.getNamedAttr("file", builder_.getStringAttr(location)));
     source.push_back(builder_.getNamedAttr("offset", builder_.getI64IntegerAttr(offset)));
     source.push_back(builder_.getNamedAttr("length", builder_.getI64IntegerAttr(length)));
   } else {
@@ -396,7 +472,17 @@ LogicalResult OnnxImporter::importInitializer(const onnx::TensorProto &tensor) {
     if (stored >= 0 && stored != bytes)
       return fail("initializer '" + tensor.name() + "' holds " + Twine(stored) +
                   " bytes, but its shape and type need " + Twine(bytes));
+    auto range = inlineRanges_.find(tensor.name());
+    if (range == inlineRanges_.end() || int64_t(range->second.second) != bytes)
+      return fail("initializer '" + tensor.name() +
+                  "' stores its data in a form zcc cannot read in place (use raw_data, "
+                  "as onnx.numpy_helper.from_array and torch.onnx.export write)");
     source.push_back(builder_.getNamedAttr("kind", builder_.getStringAttr("initializer")));
+    source.push_back(builder_.getNamedAttr(
+        "file", builder_.getStringAttr(llvm::sys::path::filename(path_))));
+    source.push_back(builder_.getNamedAttr("offset",
+                                           builder_.getI64IntegerAttr(range->second.first)));
+    source.push_back(builder_.getNamedAttr("length", builder_.getI64IntegerAttr(bytes)));
   }
   Location loc = NameLoc::get(builder_.getStringAttr(tensor.name()),
                               FileLineColLoc::get(context_, path_, 0, 0));
@@ -502,6 +588,9 @@ LogicalResult OnnxImporter::run() {
     return failure();
   const onnx::GraphProto &graph = model_.graph();
 
+  llvm::SmallString<256> absolute(path_);
+  llvm::sys::fs::make_absolute(absolute);
+  module_->setAttr("zcc.model_path", builder_.getStringAttr(absolute));
   builder_.setInsertionPointToEnd(module_.getBody());
   auto func = builder_.create<func::FuncOp>(FileLineColLoc::get(context_, path_, 0, 0),
                                             "main", builder_.getFunctionType({}, {}));

@@ -217,11 +217,12 @@ def main():
     # Outputs given by name take the type and shape ONNX infers for them.
     untyped = [o for o in model.graph.output if not o.HasField("type")]
     if untyped and args.opset <= onnx.defs.onnx_opset_version():
-        inferred = onnx.shape_inference.infer_shapes(model)
-        known = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        known = {v.name: v.type for v in [*inferred.graph.output, *inferred.graph.value_info,
+                                          *inferred.graph.input] if v.type.WhichOneof("value")}
         for output in untyped:
-            if output.name in known and known[output.name].HasField("type"):
-                output.type.CopyFrom(known[output.name].type)
+            if output.name in known:
+                output.type.CopyFrom(known[output.name])
 
     # onnx 1.12 knows opsets up to 17; newer models cannot be checked here.
     if not args.no_check and args.opset <= onnx.defs.onnx_opset_version():

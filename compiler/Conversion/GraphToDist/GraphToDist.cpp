@@ -1,0 +1,53 @@
+//===- GraphToDist.cpp - Place the graph on the device mesh ---------------===//
+
+#include "compiler/Conversion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace zcc {
+#define GEN_PASS_DEF_GRAPHTODISTPASS
+#include "compiler/Conversion/Passes.h.inc"
+} // namespace zcc
+
+using namespace mlir;
+
+namespace zcc {
+namespace {
+
+int64_t configInt(DictionaryAttr config, StringRef name, int64_t defaultValue) {
+  if (!config)
+    return defaultValue;
+  auto value = config.getAs<IntegerAttr>(name);
+  return value ? value.getInt() : defaultValue;
+}
+
+struct GraphToDistPass : impl::GraphToDistPassBase<GraphToDistPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+    int64_t world = configInt(config, "world_size", 1);
+    int64_t stages = configInt(config, "pipeline_parallel_size", 1);
+    int64_t dataParallel = configInt(config, "data_parallel_size", world);
+    if (world != 1) {
+      module.emitError() << "plans for " << world
+                         << " ranks are not supported yet: sharding, collectives and "
+                            "pipeline stages are not built in this version; compile "
+                            "with --world-size 1";
+      return signalPassFailure();
+    }
+    OpBuilder builder(module.getBodyRegion());
+    SmallVector<StringRef> names;
+    SmallVector<int64_t> sizes;
+    if (stages > 1) {
+      names.push_back("pp");
+      sizes.push_back(stages);
+    }
+    names.push_back("dp");
+    sizes.push_back(dataParallel);
+    builder.create<zdist::MeshOp>(module.getLoc(), "mesh", builder.getStrArrayAttr(names),
+                                  builder.getDenseI64ArrayAttr(sizes));
+  }
+};
+
+} // namespace
+} // namespace zcc

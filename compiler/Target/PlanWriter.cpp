@@ -1,0 +1,288 @@
+//===- PlanWriter.cpp - The zplan module as plan.bin ----------------------===//
+
+#include "compiler/Target/PlanWriter.h"
+
+#include "compiler/Import/Config/ConfigAttr.h"
+#include "dialects/Plan/IR/ZPlan.h"
+#include "plan.pb.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <zlib.h>
+
+using namespace mlir;
+
+namespace zcc {
+namespace {
+
+plan::DType convertDType(Type element) {
+  if (element.isF32())
+    return plan::F32;
+  if (element.isF16())
+    return plan::F16;
+  if (element.isBF16())
+    return plan::BF16;
+  if (element.isF64())
+    return plan::F64;
+  if (element.isInteger(64))
+    return plan::I64;
+  if (element.isInteger(32))
+    return plan::I32;
+  if (element.isInteger(8))
+    return plan::I8;
+  if (element.isInteger(1))
+    return plan::BOOL;
+  return plan::DTYPE_UNSPECIFIED;
+}
+
+plan::BufferKind convertKind(StringRef kind) {
+  return llvm::StringSwitch<plan::BufferKind>(kind)
+      .Case("parameter", plan::PARAMETER)
+      .Case("constant", plan::CONSTANT)
+      .Case("input", plan::INPUT)
+      .Case("output", plan::OUTPUT)
+      .Case("activation", plan::ACTIVATION)
+      .Default(plan::BUFFER_KIND_UNSPECIFIED);
+}
+
+/// Little-endian element bytes of a dense constant, one byte per bool.
+std::string constantBytes(DenseElementsAttr value) {
+  Type element = value.getElementType();
+  std::string bytes;
+  if (element.isInteger(1)) {
+    for (bool b : value.getValues<bool>())
+      bytes.push_back(b ? 1 : 0);
+    return bytes;
+  }
+  unsigned width = element.getIntOrFloatBitWidth() / 8;
+  auto append = [&](const APInt &bits) {
+    for (unsigned i = 0; i < width; ++i)
+      bytes.push_back(char(bits.extractBitsAsZExtValue(8, i * 8)));
+  };
+  if (isa<FloatType>(element)) {
+    for (const APFloat &f : value.getValues<APFloat>())
+      append(f.bitcastToAPInt());
+  } else {
+    for (const APInt &i : value.getValues<APInt>())
+      append(i);
+  }
+  return bytes;
+}
+
+bool convertAttribute(Attribute attribute, plan::Attribute &out) {
+  if (auto b = dyn_cast<BoolAttr>(attribute))
+    out.set_b(b.getValue());
+  else if (auto i = dyn_cast<IntegerAttr>(attribute))
+    out.set_i(i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(attribute))
+    out.set_f(f.getValueAsDouble());
+  else if (auto s = dyn_cast<StringAttr>(attribute))
+    out.set_s(s.str());
+  else if (auto ints = dyn_cast<DenseI64ArrayAttr>(attribute))
+    for (int64_t v : ints.asArrayRef())
+      out.mutable_ints()->add_values(v);
+  else if (isa<UnitAttr>(attribute))
+    out.set_b(true);
+  else
+    return false;
+  return true;
+}
+
+std::string locationName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  return "";
+}
+
+} // namespace
+
+FailureOr<plan::PlanFile> buildPlanFile(ModuleOp module, const std::string &producer) {
+  plan::Plan result;
+  auto arenas = llvm::to_vector(module.getOps<zplan::ArenaOp>());
+  if (arenas.size() != 1 || arenas[0].getSymName() != "device")
+    return module.emitError("expects one arena @device (run zcc-dist-to-plan first)"), failure();
+  zplan::ArenaOp arena = arenas[0];
+  result.set_arena_bytes(arena.getSize());
+  result.set_arena_alignment(arena.getAlignment());
+
+  llvm::StringMap<uint32_t> ids;
+  for (zplan::BufferOp buffer : arena.getOps<zplan::BufferOp>()) {
+    uint32_t id = result.buffers_size();
+    ids[buffer.getSymName()] = id;
+    plan::Buffer *out = result.add_buffers();
+    out->set_id(id);
+    auto type = buffer->getAttrOfType<TypeAttr>("type");
+    auto kind = buffer->getAttrOfType<StringAttr>("kind");
+    if (!type || !kind)
+      return buffer.emitError("buffer without a type and kind"), failure();
+    auto tensor = cast<RankedTensorType>(type.getValue());
+    out->set_kind(convertKind(kind.getValue()));
+    out->set_dtype(convertDType(tensor.getElementType()));
+    if (out->dtype() == plan::DTYPE_UNSPECIFIED)
+      return buffer.emitError() << "element type " << tensor.getElementType()
+                                << " has no plan dtype",
+             failure();
+    for (int64_t d : tensor.getShape())
+      out->add_shape(d);
+    out->set_offset(buffer.getOffset());
+    out->set_bytes(buffer.getSize());
+    if (auto name = buffer->getAttrOfType<StringAttr>("name"))
+      out->set_name(name.str());
+    if (auto value = buffer->getAttrOfType<DenseElementsAttr>("value"))
+      out->set_constant_data(constantBytes(value));
+    if (auto weight = buffer->getAttrOfType<DictionaryAttr>("weight")) {
+      plan::Weight *w = result.add_weights();
+      w->set_name(out->name());
+      w->set_buffer(id);
+      if (auto file = weight.getAs<StringAttr>("file"))
+        w->set_file(file.str());
+      if (auto offset = weight.getAs<IntegerAttr>("offset"))
+        w->set_offset(offset.getInt());
+      if (auto length = weight.getAs<IntegerAttr>("length"))
+        w->set_length(length.getInt());
+      w->set_file_dtype(out->dtype());
+      if (auto init = buffer->getAttrOfType<DictionaryAttr>("random_init")) {
+        StringRef kindName = init.getAs<StringAttr>("kind").getValue();
+        w->mutable_random_init()->set_kind(kindName == "ones"    ? plan::RandomInit::ONES
+                                           : kindName == "zeros" ? plan::RandomInit::ZEROS
+                                                                 : plan::RandomInit::NORMAL);
+        if (auto std = init.getAs<FloatAttr>("std"))
+          w->mutable_random_init()->set_std(std.getValueAsDouble());
+      }
+    }
+  }
+
+  auto bufferId = [&](Attribute ref) -> std::optional<uint32_t> {
+    auto symbol = dyn_cast<SymbolRefAttr>(ref);
+    if (!symbol || symbol.getNestedReferences().size() != 1)
+      return std::nullopt;
+    auto it = ids.find(symbol.getLeafReference().getValue());
+    if (it == ids.end())
+      return std::nullopt;
+    return it->second;
+  };
+
+  for (zplan::ProgramOp program : module.getOps<zplan::ProgramOp>()) {
+    plan::Program *out = result.add_programs();
+    out->set_name(program.getSymName().str());
+    for (Operation &op : program.getBodyRegion().front()) {
+      auto kernel = dyn_cast<zplan::KernelOp>(op);
+      if (!kernel)
+        return op.emitError("only kernels can be serialised yet"), failure();
+      plan::Instruction *instruction = out->add_instructions();
+      instruction->set_kernel(kernel.getName().str());
+      instruction->set_stream(kernel.getStream());
+      instruction->set_location(locationName(kernel.getLoc()));
+      for (Attribute ref : kernel.getIns()) {
+        std::optional<uint32_t> id = bufferId(ref);
+        if (!id)
+          return kernel.emitError() << "unknown buffer " << ref, failure();
+        instruction->add_inputs(*id);
+      }
+      for (Attribute ref : kernel.getOuts()) {
+        std::optional<uint32_t> id = bufferId(ref);
+        if (!id)
+          return kernel.emitError() << "unknown buffer " << ref, failure();
+        instruction->add_outputs(*id);
+      }
+      if (DictionaryAttr params = kernel.getParamsAttr())
+        for (NamedAttribute param : params) {
+          plan::Attribute attribute;
+          if (!convertAttribute(param.getValue(), attribute))
+            return kernel.emitError() << "attribute '" << param.getName().getValue()
+                                      << "' has no plan form",
+                   failure();
+          (*instruction->mutable_attributes())[param.getName().str()] = attribute;
+        }
+    }
+  }
+
+  auto addBindings = [&](StringRef attrName,
+                         google::protobuf::RepeatedPtrField<plan::Binding> *out) -> LogicalResult {
+    auto list = module->getAttrOfType<ArrayAttr>(attrName);
+    if (!list)
+      return module.emitError() << "missing " << attrName, failure();
+    for (Attribute entry : list) {
+      auto pair = cast<ArrayAttr>(entry);
+      plan::Binding *binding = out->Add();
+      binding->set_name(cast<StringAttr>(pair[0]).str());
+      std::optional<uint32_t> id = bufferId(pair[1]);
+      if (!id)
+        return module.emitError() << "binding to an unknown buffer", failure();
+      binding->set_buffer(*id);
+    }
+    return success();
+  };
+  if (failed(addBindings("zplan.inputs", result.mutable_inputs())) ||
+      failed(addBindings("zplan.outputs", result.mutable_outputs())))
+    return failure();
+
+  if (auto mesh = module->getAttrOfType<DictionaryAttr>("zplan.mesh")) {
+    for (Attribute name : mesh.getAs<ArrayAttr>("axis_names"))
+      result.mutable_mesh()->add_axis_names(cast<StringAttr>(name).str());
+    for (int64_t size : mesh.getAs<DenseI64ArrayAttr>("axis_sizes").asArrayRef())
+      result.mutable_mesh()->add_axis_sizes(size);
+  }
+  if (auto mode = module->getAttrOfType<StringAttr>("zplan.mode"))
+    result.set_mode(mode.str());
+  if (auto model = module->getAttrOfType<StringAttr>("zcc.model_path"))
+    result.set_model_path(model.str());
+  if (auto memory = module->getAttrOfType<DictionaryAttr>("zplan.memory"))
+    for (NamedAttribute category : memory) {
+      plan::MemoryCategory *out = result.add_memory();
+      out->set_category(category.getName().str());
+      out->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
+    }
+  if (DictionaryAttr config = config::getConfig(module))
+    if (std::optional<config::Json> json = config::attributeToJson(config))
+      result.set_config_json(json->dump());
+
+  plan::PlanFile file;
+  file.set_magic(kPlanMagic);
+  file.set_format_version(kPlanFormatVersion);
+  file.set_producer(producer);
+  std::string bytes;
+  if (!result.SerializeToString(&bytes))
+    return module.emitError("the plan does not serialise"), failure();
+  file.set_checksum(crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()), bytes.size()));
+  file.set_plan(std::move(bytes));
+  return file;
+}
+
+LogicalResult writePlanFile(const plan::PlanFile &file, const std::string &path,
+                            std::string &error) {
+  std::string bytes;
+  if (!file.SerializeToString(&bytes)) {
+    error = "the plan does not serialise";
+    return failure();
+  }
+  std::string temporary = path + ".tmp";
+  {
+    std::error_code code;
+    llvm::raw_fd_ostream out(temporary, code);
+    if (code) {
+      error = "cannot write '" + temporary + "': " + code.message();
+      return failure();
+    }
+    out << bytes;
+    out.close();
+    if (out.has_error()) {
+      error = "cannot write '" + temporary + "': " + out.error().message();
+      out.clear_error();
+      llvm::sys::fs::remove(temporary);
+      return failure();
+    }
+  }
+  if (std::error_code code = llvm::sys::fs::rename(temporary, path)) {
+    error = "cannot rename '" + temporary + "' to '" + path + "': " + code.message();
+    llvm::sys::fs::remove(temporary);
+    return failure();
+  }
+  return success();
+}
+
+} // namespace zcc

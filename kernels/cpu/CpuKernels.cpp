@@ -1,0 +1,218 @@
+//===- CpuKernels.cpp - Registry and argument helpers ---------------------===//
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include "kernels/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace zcc::cpu {
+
+int64_t TensorView::numElements() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+size_t dtypeBytes(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+  case plan::I32:
+    return 4;
+  case plan::F16:
+  case plan::BF16:
+    return 2;
+  case plan::F64:
+  case plan::I64:
+    return 8;
+  case plan::I8:
+  case plan::BOOL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+const char *dtypeName(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return "f32";
+  case plan::F16:
+    return "f16";
+  case plan::BF16:
+    return "bf16";
+  case plan::F64:
+    return "f64";
+  case plan::I64:
+    return "i64";
+  case plan::I32:
+    return "i32";
+  case plan::I8:
+    return "i8";
+  case plan::BOOL:
+    return "bool";
+  case plan::DTYPE_UNSPECIFIED:
+    return "unspecified";
+  default:
+    return "unknown";
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// KernelArgs
+//===----------------------------------------------------------------------===//
+//
+// The lenient accessors: a missing attribute, or one of a kind that cannot
+// be read as the requested one, gives the default. Kernels use the strict
+// readers of KernelSupport.h, which report the wrong kind instead.
+
+static const plan::Attribute *lookup(const AttributeMap *attributes,
+                                     const std::string &name) {
+  if (!attributes)
+    return nullptr;
+  auto it = attributes->find(name);
+  return it == attributes->end() ? nullptr : &it->second;
+}
+
+bool KernelArgs::hasAttr(const std::string &name) const {
+  return lookup(attributes, name) != nullptr;
+}
+
+int64_t KernelArgs::intAttr(const std::string &name,
+                            int64_t defaultValue) const {
+  const plan::Attribute *attr = lookup(attributes, name);
+  if (!attr)
+    return defaultValue;
+  if (attr->value_case() == plan::Attribute::kI)
+    return attr->i();
+  if (attr->value_case() == plan::Attribute::kB)
+    return attr->b() ? 1 : 0;
+  return defaultValue;
+}
+
+double KernelArgs::floatAttr(const std::string &name,
+                             double defaultValue) const {
+  const plan::Attribute *attr = lookup(attributes, name);
+  if (!attr)
+    return defaultValue;
+  if (attr->value_case() == plan::Attribute::kF)
+    return attr->f();
+  if (attr->value_case() == plan::Attribute::kI)
+    return static_cast<double>(attr->i());
+  return defaultValue;
+}
+
+std::string KernelArgs::stringAttr(const std::string &name,
+                                   const std::string &defaultValue) const {
+  const plan::Attribute *attr = lookup(attributes, name);
+  if (!attr || attr->value_case() != plan::Attribute::kS)
+    return defaultValue;
+  return attr->s();
+}
+
+std::vector<int64_t> KernelArgs::intsAttr(const std::string &name) const {
+  const plan::Attribute *attr = lookup(attributes, name);
+  if (!attr || attr->value_case() != plan::Attribute::kInts)
+    return {};
+  return std::vector<int64_t>(attr->ints().values().begin(),
+                              attr->ints().values().end());
+}
+
+bool KernelArgs::boolAttr(const std::string &name, bool defaultValue) const {
+  const plan::Attribute *attr = lookup(attributes, name);
+  if (!attr)
+    return defaultValue;
+  switch (attr->value_case()) {
+  case plan::Attribute::kB:
+    return attr->b();
+  case plan::Attribute::kI:
+    return attr->i() != 0;
+  case plan::Attribute::VALUE_NOT_SET:
+    // A unit attribute: its presence is the value.
+    return true;
+  default:
+    return defaultValue;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Registry
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct KernelEntry {
+  const char *name;
+  KernelFn fn;
+};
+
+// Sorted by name: findKernel bisects it and kernelNames lists it as is.
+constexpr KernelEntry kKernels[] = {
+    {"add", kernels::add},
+    {"attention", kernels::attention},
+    {"broadcast", kernels::broadcast},
+    {"cast", kernels::cast},
+    {"concat", kernels::concat},
+    {"copy", kernels::copy},
+    {"cross_entropy", kernels::crossEntropy},
+    {"div", kernels::div},
+    {"equal", kernels::equal},
+    {"erf", kernels::erf},
+    {"exp", kernels::exp},
+    {"gather", kernels::gather},
+    {"gelu", kernels::gelu},
+    {"greater", kernels::greater},
+    {"is_nan", kernels::isNan},
+    {"layer_norm", kernels::layerNorm},
+    {"less", kernels::less},
+    {"log", kernels::log},
+    {"log_softmax", kernels::logSoftmax},
+    {"matmul", kernels::matmul},
+    {"max", kernels::max},
+    {"min", kernels::min},
+    {"mse_loss", kernels::mseLoss},
+    {"mul", kernels::mul},
+    {"neg", kernels::neg},
+    {"nll_loss", kernels::nllLoss},
+    {"pow", kernels::pow},
+    {"reciprocal", kernels::reciprocal},
+    {"reduce_max", kernels::reduceMax},
+    {"reduce_mean", kernels::reduceMean},
+    {"reduce_sum", kernels::reduceSum},
+    {"relu", kernels::relu},
+    {"reshape", kernels::reshape},
+    {"sigmoid", kernels::sigmoid},
+    {"slice", kernels::slice},
+    {"softmax", kernels::softmax},
+    {"sqrt", kernels::sqrt},
+    {"sub", kernels::sub},
+    {"tanh", kernels::tanh},
+    {"transpose", kernels::transpose},
+    {"trilu", kernels::trilu},
+    {"where", kernels::where},
+};
+
+bool entryLess(const KernelEntry &a, const KernelEntry &b) {
+  return std::strcmp(a.name, b.name) < 0;
+}
+} // namespace
+
+KernelFn findKernel(const std::string &name) {
+  const KernelEntry key{name.c_str(), nullptr};
+  const KernelEntry *end = std::end(kKernels);
+  const KernelEntry *it =
+      std::lower_bound(std::begin(kKernels), end, key, entryLess);
+  if (it == end || name != it->name)
+    return nullptr;
+  return it->fn;
+}
+
+std::vector<std::string> kernelNames() {
+  std::vector<std::string> names;
+  for (const KernelEntry &entry : kKernels)
+    names.push_back(entry.name);
+  return names;
+}
+
+} // namespace zcc::cpu

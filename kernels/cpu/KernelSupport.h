@@ -1,0 +1,247 @@
+//===- KernelSupport.h - Shared helpers of the cpu kernels ------*- C++ -*-===//
+//
+// Argument checks, strict attribute readers, small fixed-capacity shapes and
+// strided index walkers shared by the kernel files. Kernels must not touch the
+// heap on their success path (a step allocates nothing), so everything here
+// lives on the stack: shapes are capped at kMaxRank dimensions, attribute
+// lists are read in place from the plan's protobuf, and only error paths
+// build strings.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_KERNELS_CPU_KERNELSUPPORT_H
+#define ZCC_KERNELS_CPU_KERNELSUPPORT_H
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+
+namespace zcc::cpu::detail {
+
+/// The most dimensions a kernel handles; ONNX models stay far below it.
+constexpr int kMaxRank = 16;
+
+/// A shape (or a set of strides) of at most kMaxRank dimensions, kept on the
+/// stack.
+class SmallShape {
+public:
+  SmallShape() = default;
+  /// Leaves the shape empty when `dims` has more than kMaxRank entries;
+  /// checkOperands has already refused such tensors.
+  explicit SmallShape(const std::vector<int64_t> &dims);
+
+  int rank() const { return rank_; }
+  int64_t operator[](int i) const { return dims_[i]; }
+  int64_t &operator[](int i) { return dims_[i]; }
+  int64_t back() const { return dims_[rank_ - 1]; }
+  const int64_t *begin() const { return dims_; }
+  const int64_t *end() const { return dims_ + rank_; }
+
+  /// Returns false (and changes nothing) when the shape is full.
+  bool push_back(int64_t dim);
+  void resize(int rank, int64_t fill = 0);
+
+  /// Product of the dimensions (1 for rank 0).
+  int64_t numElements() const;
+  bool operator==(const SmallShape &other) const;
+  bool operator!=(const SmallShape &other) const { return !(*this == other); }
+  bool equals(const std::vector<int64_t> &dims) const;
+
+private:
+  int64_t dims_[kMaxRank] = {};
+  int rank_ = 0;
+};
+
+/// "[2, 3, 4]" for messages.
+std::string shapeString(const SmallShape &shape);
+std::string shapeString(const std::vector<int64_t> &shape);
+
+/// Row-major strides of a contiguous tensor, in elements.
+SmallShape contiguousStrides(const SmallShape &shape);
+
+/// The NumPy broadcast of `a` and `b` (trailing dimensions matched, 1
+/// stretches); false when they are incompatible.
+bool broadcastShapes(const SmallShape &a, const SmallShape &b,
+                     SmallShape &result);
+
+/// Strides (in elements) that read a contiguous tensor of `shape` as if it
+/// were broadcast to `target`: 0 along stretched and missing dimensions.
+/// `shape` must broadcast to `target`.
+SmallShape broadcastStrides(const SmallShape &shape, const SmallShape &target);
+
+/// Walks a row-major index space of `shape` and keeps, for each of N strided
+/// operands, the element offset of the current index.
+template <int N> class IndexWalker {
+public:
+  IndexWalker(const SmallShape &shape, const SmallShape (&strides)[N])
+      : shape_(shape) {
+    for (int op = 0; op < N; ++op) {
+      strides_[op] = strides[op];
+      offsets_[op] = 0;
+    }
+    index_.resize(shape.rank(), 0);
+  }
+
+  int64_t offset(int op) const { return offsets_[op]; }
+  void setBase(int op, int64_t base) { offsets_[op] = base; }
+
+  /// Advances to the next index; the offsets wrap back once past the end.
+  void next() {
+    for (int d = shape_.rank() - 1; d >= 0; --d) {
+      ++index_[d];
+      for (int op = 0; op < N; ++op)
+        offsets_[op] += strides_[op][d];
+      if (index_[d] < shape_[d])
+        return;
+      for (int op = 0; op < N; ++op)
+        offsets_[op] -= strides_[op][d] * shape_[d];
+      index_[d] = 0;
+    }
+  }
+
+private:
+  SmallShape shape_;
+  SmallShape index_;
+  SmallShape strides_[N];
+  int64_t offsets_[N];
+};
+
+/// Calls `fn(i, offsets)` for every element i of `outShape` in row-major
+/// order, where offsets[op] is the element of operand `op` (of shape
+/// `inShapes[op]`, contiguous) that NumPy broadcasting reads for it.
+template <int N, typename Fn>
+void forEachBroadcast(const SmallShape &outShape,
+                      const SmallShape (&inShapes)[N], Fn &&fn) {
+  int64_t total = outShape.numElements();
+  int64_t offsets[N];
+  bool flat = true;
+  for (int op = 0; op < N; ++op)
+    flat &= inShapes[op] == outShape;
+  if (flat) {
+    for (int64_t i = 0; i < total; ++i) {
+      for (int op = 0; op < N; ++op)
+        offsets[op] = i;
+      fn(i, offsets);
+    }
+    return;
+  }
+  SmallShape strides[N];
+  for (int op = 0; op < N; ++op)
+    strides[op] = broadcastStrides(inShapes[op], outShape);
+  IndexWalker<N> walker(outShape, strides);
+  for (int64_t i = 0; i < total; ++i) {
+    for (int op = 0; op < N; ++op)
+      offsets[op] = walker.offset(op);
+    fn(i, offsets);
+    walker.next();
+  }
+}
+
+/// Copies a strided view of `src` (element offsets `srcBase` + index .
+/// `srcStrides`) into the contiguous `dst` of `shape`, element by element of
+/// `elementBytes` bytes.
+void stridedCopy(void *dst, const void *src, size_t elementBytes,
+                 const SmallShape &shape, const SmallShape &srcStrides,
+                 int64_t srcBase);
+
+/// Copies one element of `bytes` bytes; constant sizes let the compiler emit
+/// a plain load and store.
+inline void copyElement(void *dst, const void *src, size_t bytes) {
+  switch (bytes) {
+  case 1:
+    std::memcpy(dst, src, 1);
+    return;
+  case 2:
+    std::memcpy(dst, src, 2);
+    return;
+  case 4:
+    std::memcpy(dst, src, 4);
+    return;
+  case 8:
+    std::memcpy(dst, src, 8);
+    return;
+  default:
+    std::memcpy(dst, src, bytes);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/// A Status whose message starts with the kernel name: "<kernel>: <message>".
+Status kernelError(StatusCode code, const char *kernel, const char *format,
+                   ...) __attribute__((format(printf, 3, 4)));
+
+/// Checks the operand counts and that every view is usable: a known element
+/// type, non-negative dimensions, at most kMaxRank of them, and data for
+/// every non-empty tensor. The names are used in messages.
+Status checkOperands(const KernelArgs &args, const char *kernel,
+                     std::initializer_list<const char *> inputs,
+                     std::initializer_list<const char *> outputs);
+
+/// The same for a kernel with at least `minInputs` inputs, all called
+/// `inputName` (numbered in messages), and one output.
+Status checkVariadicOperands(const KernelArgs &args, const char *kernel,
+                             size_t minInputs, const char *inputName,
+                             const char *outputName);
+
+Status expectDType(const char *kernel, const char *operand,
+                   const TensorView &view, plan::DType expected);
+Status expectSameDType(const char *kernel, const char *operand,
+                       const TensorView &view, const char *otherOperand,
+                       const TensorView &other);
+Status expectShape(const char *kernel, const char *operand,
+                   const TensorView &view, const SmallShape &expected);
+Status expectSameShape(const char *kernel, const char *operand,
+                       const TensorView &view, const char *otherOperand,
+                       const TensorView &other);
+Status unsupportedDType(const char *kernel, const char *operand,
+                        const TensorView &view, const char *supported);
+
+/// Normalises `axis` (negative counts from the end) into [0, rank).
+Status normalizeAxis(const char *kernel, const char *attr, int64_t axis,
+                     int64_t rank, int64_t &result);
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+//
+// Unlike KernelArgs' lenient accessors these refuse an attribute of the wrong
+// kind instead of quietly using the default, so a plan that spells an
+// attribute wrongly fails loudly.
+
+Status requiredInt(const KernelArgs &args, const char *kernel,
+                   const char *name, int64_t &value);
+Status optionalInt(const KernelArgs &args, const char *kernel,
+                   const char *name, int64_t defaultValue, int64_t &value);
+Status requiredFloat(const KernelArgs &args, const char *kernel,
+                     const char *name, double &value);
+Status optionalBool(const KernelArgs &args, const char *kernel,
+                    const char *name, bool defaultValue, bool &value);
+/// `value` points into the attribute map: valid as long as the map is.
+Status optionalString(const KernelArgs &args, const char *kernel,
+                      const char *name, const char *defaultValue,
+                      const char *&value);
+/// Reads an int list into `values` (at most kMaxRank entries).
+Status requiredInts(const KernelArgs &args, const char *kernel,
+                    const char *name, SmallShape &values);
+/// The attribute `name`, or null when absent.
+const plan::Attribute *findAttr(const KernelArgs &args, const char *name);
+
+//===----------------------------------------------------------------------===//
+// Element conversions
+//===----------------------------------------------------------------------===//
+
+/// IEEE binary16 and bfloat16 from and to f32, rounding to nearest even.
+uint16_t floatToHalf(float value);
+float halfToFloat(uint16_t bits);
+uint16_t floatToBFloat16(float value);
+float bfloat16ToFloat(uint16_t bits);
+
+} // namespace zcc::cpu::detail
+
+#endif // ZCC_KERNELS_CPU_KERNELSUPPORT_H

@@ -1,0 +1,71 @@
+//===- Kernels.h - The cpu kernels, one function each -----------*- C++ -*-===//
+//
+// Internal: the registry in CpuKernels.cpp maps op names to these; everything
+// else reaches them through findKernel().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_KERNELS_CPU_KERNELS_H
+#define ZCC_KERNELS_CPU_KERNELS_H
+
+#include "kernels/cpu/CpuKernels.h"
+
+namespace zcc::cpu::kernels {
+
+// Elementwise.cpp
+Status add(const KernelArgs &args);
+Status sub(const KernelArgs &args);
+Status mul(const KernelArgs &args);
+Status div(const KernelArgs &args);
+Status pow(const KernelArgs &args);
+Status max(const KernelArgs &args);
+Status min(const KernelArgs &args);
+Status equal(const KernelArgs &args);
+Status less(const KernelArgs &args);
+Status greater(const KernelArgs &args);
+Status where(const KernelArgs &args);
+Status cast(const KernelArgs &args);
+Status isNan(const KernelArgs &args);
+Status neg(const KernelArgs &args);
+Status exp(const KernelArgs &args);
+Status sqrt(const KernelArgs &args);
+Status tanh(const KernelArgs &args);
+Status relu(const KernelArgs &args);
+Status sigmoid(const KernelArgs &args);
+Status log(const KernelArgs &args);
+Status erf(const KernelArgs &args);
+Status reciprocal(const KernelArgs &args);
+Status gelu(const KernelArgs &args);
+
+// Linalg.cpp
+Status matmul(const KernelArgs &args);
+Status attention(const KernelArgs &args);
+
+// Normalize.cpp
+Status softmax(const KernelArgs &args);
+Status logSoftmax(const KernelArgs &args);
+Status layerNorm(const KernelArgs &args);
+
+// Reduce.cpp
+Status reduceSum(const KernelArgs &args);
+Status reduceMean(const KernelArgs &args);
+Status reduceMax(const KernelArgs &args);
+
+// Shape.cpp
+Status copy(const KernelArgs &args);
+Status reshape(const KernelArgs &args);
+Status transpose(const KernelArgs &args);
+Status concat(const KernelArgs &args);
+Status slice(const KernelArgs &args);
+Status gather(const KernelArgs &args);
+Status broadcast(const KernelArgs &args);
+Status trilu(const KernelArgs &args);
+
+// Loss.cpp
+Status mseLoss(const KernelArgs &args);
+Status crossEntropy(const KernelArgs &args);
+Status nllLoss(const KernelArgs &args);
+
+} // namespace zcc::cpu::kernels
+
+#endif // ZCC_KERNELS_CPU_KERNELS_H

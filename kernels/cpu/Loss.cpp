@@ -1,0 +1,204 @@
+//===- Loss.cpp - mse_loss, cross_entropy and nll_loss --------------------===//
+//
+// Losses accumulate in double and visit elements in memory order, so a loss
+// value is a deterministic function of its inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/Kernels.h"
+
+#include <cmath>
+
+namespace zcc::cpu::kernels {
+
+using namespace detail;
+
+namespace {
+
+enum class Reduction { Mean, Sum, None };
+
+template <typename Label>
+Status checkLabels(const char *kernel, const Label *labels, int64_t count,
+                   int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t label = labels[i];
+    if (hasIgnore && label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "label %lld (at position %lld of 'labels') is out "
+                         "of range for %lld classes",
+                         static_cast<long long>(label),
+                         static_cast<long long>(i),
+                         static_cast<long long>(classes));
+  }
+  return Status::ok();
+}
+
+/// The loss of every label position: [N, C, inner] scores against [N,
+/// inner] labels, reduced as asked. `logSoftmax` says whether the scores are
+/// logits (cross_entropy) or already log-probabilities (nll_loss).
+template <typename Label>
+void classLossLoop(const float *input, const Label *labels, int64_t batch,
+                   int64_t classes, int64_t inner, bool logSoftmax,
+                   bool hasIgnore, int64_t ignoreIndex, Reduction reduction,
+                   float *loss) {
+  double total = 0;
+  int64_t counted = 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t s = 0; s < inner; ++s) {
+      int64_t position = n * inner + s;
+      int64_t label = labels[position];
+      double value = 0;
+      if (!(hasIgnore && label == ignoreIndex)) {
+        // Class c of this position sits at row[c * inner].
+        const float *row = input + n * classes * inner + s;
+        value = -static_cast<double>(row[label * inner]);
+        if (logSoftmax) {
+          float maxValue = row[0];
+          for (int64_t c = 1; c < classes; ++c)
+            maxValue = std::fmax(maxValue, row[c * inner]);
+          double sum = 0;
+          for (int64_t c = 0; c < classes; ++c)
+            sum += std::exp(static_cast<double>(row[c * inner]) - maxValue);
+          value += maxValue + std::log(sum);
+        }
+        total += value;
+        ++counted;
+      }
+      if (reduction == Reduction::None)
+        loss[position] = static_cast<float>(value);
+    }
+  }
+  // The mean is over the labels that count, as in torch: all ignored gives
+  // 0 / 0, NaN.
+  if (reduction == Reduction::Sum)
+    loss[0] = static_cast<float>(total);
+  else if (reduction == Reduction::Mean)
+    loss[0] = static_cast<float>(total / static_cast<double>(counted));
+}
+
+Status classLoss(const KernelArgs &args, const char *kernel,
+                 bool logSoftmax) {
+  if (Status s = checkOperands(args, kernel, {"input", "labels"}, {"loss"});
+      !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &labels = args.inputs[1],
+                   &out = args.outputs[0];
+  if (in.dtype != plan::F32)
+    return unsupportedDType(kernel, "input", in, "f32");
+  if (labels.dtype != plan::I64 && labels.dtype != plan::I32)
+    return unsupportedDType(kernel, "labels", labels, "i64 and i32");
+  if (Status s = expectDType(kernel, "loss", out, plan::F32); !s.isOk())
+    return s;
+  SmallShape shape(in.shape);
+  if (shape.rank() < 2)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' must be [N, C] or [N, C, d1, ...], got %s",
+                       shapeString(in.shape).c_str());
+  SmallShape labelShape;
+  labelShape.push_back(shape[0]);
+  for (int d = 2; d < shape.rank(); ++d)
+    labelShape.push_back(shape[d]);
+  if (Status s = expectShape(kernel, "labels", labels, labelShape); !s.isOk())
+    return s;
+
+  const char *reductionName = nullptr;
+  if (Status s =
+          optionalString(args, kernel, "reduction", "mean", reductionName);
+      !s.isOk())
+    return s;
+  Reduction reduction;
+  if (std::strcmp(reductionName, "mean") == 0)
+    reduction = Reduction::Mean;
+  else if (std::strcmp(reductionName, "sum") == 0)
+    reduction = Reduction::Sum;
+  else if (std::strcmp(reductionName, "none") == 0)
+    reduction = Reduction::None;
+  else
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "reduction must be \"mean\", \"sum\" or \"none\", got "
+                       "\"%s\"",
+                       reductionName);
+  // Without ignore_index every label counts (ONNX); torch's -100 default is
+  // the importer's business.
+  bool hasIgnore = findAttr(args, "ignore_index") != nullptr;
+  int64_t ignoreIndex = 0;
+  if (Status s = optionalInt(args, kernel, "ignore_index", 0, ignoreIndex);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "loss", out,
+                             reduction == Reduction::None ? labelShape
+                                                          : SmallShape());
+      !s.isOk())
+    return s;
+
+  int64_t batch = shape[0], classes = shape[1];
+  int64_t inner = labelShape.numElements() / (batch == 0 ? 1 : batch);
+  int64_t count = labels.numElements();
+  const float *input = in.as<const float>();
+  float *loss = out.as<float>();
+  if (labels.dtype == plan::I64) {
+    const int64_t *label = labels.as<const int64_t>();
+    if (Status s = checkLabels(kernel, label, count, classes, hasIgnore,
+                               ignoreIndex);
+        !s.isOk())
+      return s;
+    classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,
+                  ignoreIndex, reduction, loss);
+  } else {
+    const int32_t *label = labels.as<const int32_t>();
+    if (Status s = checkLabels(kernel, label, count, classes, hasIgnore,
+                               ignoreIndex);
+        !s.isOk())
+      return s;
+    classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,
+                  ignoreIndex, reduction, loss);
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status mseLoss(const KernelArgs &args) {
+  const char *kernel = "mse_loss";
+  if (Status s =
+          checkOperands(args, kernel, {"prediction", "target"}, {"loss"});
+      !s.isOk())
+    return s;
+  const TensorView &prediction = args.inputs[0], &target = args.inputs[1],
+                   &out = args.outputs[0];
+  if (prediction.dtype != plan::F32)
+    return unsupportedDType(kernel, "prediction", prediction, "f32");
+  if (Status s = expectDType(kernel, "target", target, plan::F32); !s.isOk())
+    return s;
+  if (Status s = expectDType(kernel, "loss", out, plan::F32); !s.isOk())
+    return s;
+  if (Status s =
+          expectSameShape(kernel, "target", target, "prediction", prediction);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "loss", out, SmallShape()); !s.isOk())
+    return s;
+  const float *p = prediction.as<const float>();
+  const float *t = target.as<const float>();
+  int64_t n = prediction.numElements();
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double difference = static_cast<double>(p[i]) - t[i];
+    sum += difference * difference;
+  }
+  out.as<float>()[0] = static_cast<float>(sum / static_cast<double>(n));
+  return Status::ok();
+}
+
+Status crossEntropy(const KernelArgs &args) {
+  return classLoss(args, "cross_entropy", /*logSoftmax=*/true);
+}
+
+Status nllLoss(const KernelArgs &args) {
+  return classLoss(args, "nll_loss", /*logSoftmax=*/false);
+}
+
+} // namespace zcc::cpu::kernels

@@ -1,0 +1,361 @@
+//===- Shape.cpp - Data movement kernels ----------------------------------===//
+//
+// copy, reshape, transpose, concat, slice, gather, broadcast and trilu move
+// bytes without interpreting them, so they serve every element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/Kernels.h"
+
+namespace zcc::cpu::kernels {
+
+using namespace detail;
+
+namespace {
+
+int64_t byteSize(const TensorView &view) {
+  return view.numElements() * static_cast<int64_t>(dtypeBytes(view.dtype));
+}
+
+/// memmove, not memcpy: the plan may run a copy or reshape in place.
+void moveBytes(const TensorView &out, const TensorView &in) {
+  int64_t bytes = byteSize(in);
+  if (bytes > 0 && out.data != in.data)
+    std::memmove(out.data, in.data, static_cast<size_t>(bytes));
+}
+
+/// Checks a single-input data-movement kernel: one input, one result of the
+/// input's element type.
+Status checkMove(const KernelArgs &args, const char *kernel) {
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
+      !s.isOk())
+    return s;
+  return expectSameDType(kernel, "result", args.outputs[0], "input",
+                         args.inputs[0]);
+}
+
+template <typename Index>
+Status checkIndices(const char *kernel, const Index *indices, int64_t count,
+                    int64_t extent) {
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[i] < -extent || indices[i] >= extent)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "index %lld (at position %lld of 'indices') is out "
+                         "of range for an axis of size %lld",
+                         static_cast<long long>(indices[i]),
+                         static_cast<long long>(i),
+                         static_cast<long long>(extent));
+  return Status::ok();
+}
+
+template <typename Index>
+void gatherLoop(const TensorView &data, const Index *indices, int64_t count,
+                int64_t outer, int64_t extent, size_t sliceBytes, char *out) {
+  const char *source = data.as<const char>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < count; ++i, out += sliceBytes) {
+      // Negative indices count from the end, as in ONNX.
+      int64_t index = indices[i] < 0 ? indices[i] + extent : indices[i];
+      std::memcpy(out, source + (o * extent + index) * sliceBytes, sliceBytes);
+    }
+  }
+}
+
+} // namespace
+
+Status copy(const KernelArgs &args) {
+  const char *kernel = "copy";
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
+      !s.isOk())
+    return s;
+  // A plain byte copy: element types and shapes may differ as long as the
+  // sizes agree (the planner copies between buffers of one layout).
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  if (byteSize(in) != byteSize(out))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' (%s %s) has %lld bytes but 'result' (%s %s) "
+                       "has %lld",
+                       dtypeName(in.dtype), shapeString(in.shape).c_str(),
+                       static_cast<long long>(byteSize(in)),
+                       dtypeName(out.dtype), shapeString(out.shape).c_str(),
+                       static_cast<long long>(byteSize(out)));
+  moveBytes(out, in);
+  return Status::ok();
+}
+
+Status reshape(const KernelArgs &args) {
+  const char *kernel = "reshape";
+  if (Status s = checkMove(args, kernel); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  if (in.numElements() != out.numElements())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "cannot reshape %s (%lld elements) into %s (%lld)",
+                       shapeString(in.shape).c_str(),
+                       static_cast<long long>(in.numElements()),
+                       shapeString(out.shape).c_str(),
+                       static_cast<long long>(out.numElements()));
+  moveBytes(out, in);
+  return Status::ok();
+}
+
+Status transpose(const KernelArgs &args) {
+  const char *kernel = "transpose";
+  if (Status s = checkMove(args, kernel); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  SmallShape perm;
+  if (Status s = requiredInts(args, kernel, "perm", perm); !s.isOk())
+    return s;
+  SmallShape shape(in.shape);
+  if (perm.rank() != shape.rank())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "perm %s has %d entries for 'input' of rank %d",
+                       shapeString(perm).c_str(), perm.rank(), shape.rank());
+  SmallShape inStrides = contiguousStrides(shape), expected, srcStrides;
+  bool seen[kMaxRank] = {};
+  for (int i = 0; i < perm.rank(); ++i) {
+    int64_t p = perm[i];
+    if (p < 0 || p >= shape.rank() || seen[p])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "perm %s is not a permutation of 0..%d",
+                         shapeString(perm).c_str(), shape.rank() - 1);
+    seen[p] = true;
+    // Result dimension i is input dimension perm[i].
+    expected.push_back(shape[static_cast<int>(p)]);
+    srcStrides.push_back(inStrides[static_cast<int>(p)]);
+  }
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), expected, srcStrides,
+              0);
+  return Status::ok();
+}
+
+Status concat(const KernelArgs &args) {
+  const char *kernel = "concat";
+  if (Status s = checkVariadicOperands(args, kernel, 1, "inputs", "result");
+      !s.isOk())
+    return s;
+  const TensorView &first = args.inputs[0], &out = args.outputs[0];
+  SmallShape expected(first.shape);
+  int64_t axis = 0;
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  if (Status s = normalizeAxis(kernel, "axis", axis, expected.rank(), axis);
+      !s.isOk())
+    return s;
+  int a = static_cast<int>(axis);
+  expected[a] = 0;
+  for (size_t t = 0; t < args.inputs.size(); ++t) {
+    const TensorView &in = args.inputs[t];
+    if (in.dtype != first.dtype)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "input #%zu has element type %s, but input #0 has %s",
+                         t, dtypeName(in.dtype), dtypeName(first.dtype));
+    bool compatible = in.shape.size() == first.shape.size();
+    for (size_t d = 0; compatible && d < in.shape.size(); ++d)
+      compatible = static_cast<int>(d) == a || in.shape[d] == first.shape[d];
+    if (!compatible)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "input #%zu has shape %s, which differs from input "
+                         "#0's %s outside axis %d",
+                         t, shapeString(in.shape).c_str(),
+                         shapeString(first.shape).c_str(), a);
+    expected[a] += in.shape[a];
+  }
+  if (Status s = expectSameDType(kernel, "result", out, "inputs", first);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+
+  // Each input contributes one contiguous block per index of the dimensions
+  // before the axis.
+  int64_t outer = 1, inner = static_cast<int64_t>(dtypeBytes(first.dtype));
+  for (int d = 0; d < a; ++d)
+    outer *= expected[d];
+  for (int d = a + 1; d < expected.rank(); ++d)
+    inner *= expected[d];
+  char *dst = out.as<char>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const TensorView &in : args.inputs) {
+      size_t block = static_cast<size_t>(in.shape[a] * inner);
+      if (block == 0)
+        continue;
+      std::memcpy(dst, in.as<const char>() + o * block, block);
+      dst += block;
+    }
+  }
+  return Status::ok();
+}
+
+Status slice(const KernelArgs &args) {
+  const char *kernel = "slice";
+  if (Status s = checkMove(args, kernel); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  SmallShape starts, limits, steps;
+  if (Status s = requiredInts(args, kernel, "starts", starts); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "limits", limits); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "strides", steps); !s.isOk())
+    return s;
+  SmallShape shape(in.shape);
+  if (starts.rank() != shape.rank() || limits.rank() != shape.rank() ||
+      steps.rank() != shape.rank())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "starts %s, limits %s and strides %s need one entry "
+                       "per dimension of 'input' %s",
+                       shapeString(starts).c_str(),
+                       shapeString(limits).c_str(),
+                       shapeString(steps).c_str(),
+                       shapeString(shape).c_str());
+  SmallShape inStrides = contiguousStrides(shape), expected, srcStrides;
+  int64_t base = 0;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (steps[d] <= 0)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "strides must be positive, got %s",
+                         shapeString(steps).c_str());
+    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "dimension %d: need 0 <= start <= limit <= %lld, got "
+                         "[%lld, %lld)",
+                         d, static_cast<long long>(shape[d]),
+                         static_cast<long long>(starts[d]),
+                         static_cast<long long>(limits[d]));
+    expected.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
+    srcStrides.push_back(inStrides[d] * steps[d]);
+    base += starts[d] * inStrides[d];
+  }
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), expected, srcStrides,
+              base);
+  return Status::ok();
+}
+
+Status gather(const KernelArgs &args) {
+  const char *kernel = "gather";
+  if (Status s = checkOperands(args, kernel, {"data", "indices"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &data = args.inputs[0], &indices = args.inputs[1],
+                   &out = args.outputs[0];
+  if (indices.dtype != plan::I64 && indices.dtype != plan::I32)
+    return unsupportedDType(kernel, "indices", indices, "i64 and i32");
+  if (Status s = expectSameDType(kernel, "result", out, "data", data);
+      !s.isOk())
+    return s;
+  SmallShape shape(data.shape);
+  int64_t axis = 0;
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+      !s.isOk())
+    return s;
+  int a = static_cast<int>(axis);
+  // data.shape[:axis] + indices.shape + data.shape[axis+1:]
+  SmallShape expected;
+  bool fits = true;
+  for (int d = 0; d < a; ++d)
+    fits &= expected.push_back(shape[d]);
+  for (int64_t dim : indices.shape)
+    fits &= expected.push_back(dim);
+  for (int d = a + 1; d < shape.rank(); ++d)
+    fits &= expected.push_back(shape[d]);
+  if (!fits)
+    return kernelError(StatusCode::kUnimplemented, kernel,
+                       "the result of gathering %s at %s along axis %d has "
+                       "more than %d dimensions",
+                       shapeString(data.shape).c_str(),
+                       shapeString(indices.shape).c_str(), a, kMaxRank);
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+
+  int64_t outer = 1, extent = shape[a];
+  size_t sliceBytes = dtypeBytes(data.dtype);
+  for (int d = 0; d < a; ++d)
+    outer *= shape[d];
+  for (int d = a + 1; d < shape.rank(); ++d)
+    sliceBytes *= static_cast<size_t>(shape[d]);
+  int64_t count = indices.numElements();
+  // All indices are checked before anything is written.
+  if (indices.dtype == plan::I64) {
+    const int64_t *index = indices.as<const int64_t>();
+    if (Status s = checkIndices(kernel, index, count, extent); !s.isOk())
+      return s;
+    gatherLoop(data, index, count, outer, extent, sliceBytes, out.as<char>());
+  } else {
+    const int32_t *index = indices.as<const int32_t>();
+    if (Status s = checkIndices(kernel, index, count, extent); !s.isOk())
+      return s;
+    gatherLoop(data, index, count, outer, extent, sliceBytes, out.as<char>());
+  }
+  return Status::ok();
+}
+
+Status broadcast(const KernelArgs &args) {
+  const char *kernel = "broadcast";
+  if (Status s = checkMove(args, kernel); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  SmallShape inShape(in.shape), outShape(out.shape), shape;
+  if (inShape.rank() > outShape.rank() ||
+      !broadcastShapes(inShape, outShape, shape) || shape != outShape)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' of shape %s does not broadcast to 'result' "
+                       "of shape %s",
+                       shapeString(in.shape).c_str(),
+                       shapeString(out.shape).c_str());
+  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), outShape,
+              broadcastStrides(inShape, outShape), 0);
+  return Status::ok();
+}
+
+Status trilu(const KernelArgs &args) {
+  const char *kernel = "trilu";
+  if (Status s = checkMove(args, kernel); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  SmallShape shape(in.shape);
+  if (shape.rank() < 2)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' must have rank at least 2, got %s",
+                       shapeString(in.shape).c_str());
+  if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
+    return s;
+  bool upper = true;
+  if (Status s = optionalBool(args, kernel, "upper", true, upper); !s.isOk())
+    return s;
+  int64_t k = 0;
+  if (Status s = optionalInt(args, kernel, "k", 0, k); !s.isOk())
+    return s;
+
+  int64_t rows = shape[shape.rank() - 2], columns = shape.back();
+  int64_t matrices =
+      rows * columns == 0 ? 0 : shape.numElements() / (rows * columns);
+  size_t bytes = dtypeBytes(in.dtype);
+  const char *src = in.as<const char>();
+  char *dst = out.as<char>();
+  for (int64_t m = 0; m < matrices; ++m) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < columns; ++j) {
+        int64_t e = (m * rows + i) * columns + j;
+        // The triangle is offset by diagonal k (ONNX Trilu); zero is all
+        // zero bytes in every element type.
+        bool keep = upper ? j - i >= k : j - i <= k;
+        if (keep)
+          copyElement(dst + e * bytes, src + e * bytes, bytes);
+        else
+          std::memset(dst + e * bytes, 0, bytes);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace zcc::cpu::kernels

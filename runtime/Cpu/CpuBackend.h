@@ -1,0 +1,37 @@
+//===- CpuBackend.h - The reference backend ---------------------*- C++ -*-===//
+//
+// Device memory is host memory and every kernel runs to completion on the
+// calling thread in launch order, so streams need no events and a run is
+// deterministic: the reference the cuda backend is compared against.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_RUNTIME_CPU_CPUBACKEND_H
+#define ZCC_RUNTIME_CPU_CPUBACKEND_H
+
+#include "runtime/Backend.h"
+
+#include <vector>
+
+namespace zcc {
+
+class CpuBackend final : public Backend {
+public:
+  const char *name() const override { return "cpu"; }
+  Status allocate(uint64_t bytes, uint64_t alignment, void **memory) override;
+  void deallocate(void *memory) override;
+  Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
+  Status copyToHost(void *host, const void *device, uint64_t bytes) override;
+  StatusOr<KernelHandle> resolveKernel(const std::string &name) override;
+  Status launch(KernelHandle kernel, const KernelArgs &args,
+                uint32_t stream) override;
+  Status synchronize() override { return Status::ok(); }
+
+private:
+  /// Resolved kernels, indexed by KernelHandle::index.
+  std::vector<cpu::KernelFn> kernels_;
+};
+
+} // namespace zcc
+
+#endif // ZCC_RUNTIME_CPU_CPUBACKEND_H

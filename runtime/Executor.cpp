@@ -1,0 +1,225 @@
+//===- Executor.cpp - Running a plan --------------------------------------===//
+
+#include "runtime/Executor.h"
+
+#include <algorithm>
+
+namespace zcc {
+
+Executor::Executor(LoadedPlan plan) : plan_(std::move(plan)) {}
+
+Executor::~Executor() {
+  if (backend_)
+    backend_->deallocate(arena_);
+}
+
+StatusOr<std::unique_ptr<Executor>>
+Executor::instantiate(LoadedPlan plan, const ExecutorOptions &options) {
+  std::unique_ptr<Executor> executor(new Executor(std::move(plan)));
+  Status status = executor->prepare(options);
+  if (!status.isOk())
+    return status.addContext("while instantiating " + executor->plan_.path);
+  return StatusOr<std::unique_ptr<Executor>>(std::move(executor));
+}
+
+TensorView Executor::viewOf(uint32_t bufferId) const {
+  const plan::Buffer &buffer = plan_.plan.buffers(bufferId);
+  TensorView view;
+  view.data = arena_ + buffer.offset();
+  view.dtype = buffer.dtype();
+  view.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  return view;
+}
+
+Status Executor::prepare(const ExecutorOptions &options) {
+  const plan::Plan &plan = plan_.plan;
+  StatusOr<std::unique_ptr<Backend>> backend = createBackend(options.backend);
+  if (!backend.isOk())
+    return backend.takeStatus();
+  backend_ = std::move(*backend);
+
+  void *arena = nullptr;
+  ZCC_RETURN_IF_ERROR(
+      backend_->allocate(plan.arena_bytes(), plan.arena_alignment(), &arena),
+      "cannot allocate the arena");
+  arena_ = static_cast<uint8_t *>(arena);
+
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::CONSTANT)
+      ZCC_RETURN_IF_ERROR(backend_->copyToDevice(arena_ + buffer.offset(),
+                                                 buffer.constant_data().data(),
+                                                 buffer.bytes()),
+                          "while copying constant %s",
+                          describeBuffer(buffer).c_str());
+
+  ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_),
+                      "cannot load the weights");
+
+  // Everything the step loop touches is built here: its views' shape vectors
+  // are the only allocations a kernel launch would otherwise need.
+  programs_.resize(plan.programs_size());
+  for (int p = 0; p < plan.programs_size(); ++p) {
+    const plan::Program &program = plan.programs(p);
+    PreparedProgram &prepared = programs_[p];
+    prepared.source = &program;
+    prepared.instructions.resize(program.instructions_size());
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      const plan::Instruction &instruction = program.instructions(i);
+      PreparedInstruction &step = prepared.instructions[i];
+      StatusOr<KernelHandle> kernel =
+          backend_->resolveKernel(instruction.kernel());
+      if (!kernel.isOk()) {
+        Status status = kernel.takeStatus();
+        return status.addContext("while preparing " +
+                                 describeInstruction(i, instruction) +
+                                 " of program '" + program.name() + "'");
+      }
+      step.kernel = *kernel;
+      step.stream = instruction.stream();
+      for (uint32_t id : instruction.inputs())
+        step.args.inputs.push_back(viewOf(id));
+      for (uint32_t id : instruction.outputs())
+        step.args.outputs.push_back(viewOf(id));
+      step.args.attributes = &instruction.attributes();
+    }
+  }
+  inputWritten_.assign(plan.inputs_size(), false);
+  return Status::ok();
+}
+
+/// numpy's name of a dtype, for the conversion a message suggests.
+static std::string numpyName(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return "np.float32";
+  case plan::F64:
+    return "np.float64";
+  case plan::F16:
+    return "np.float16";
+  case plan::I64:
+    return "np.int64";
+  case plan::I32:
+    return "np.int32";
+  case plan::I8:
+    return "np.int8";
+  case plan::BOOL:
+    return "np.bool_";
+  default:
+    return dtypeText(dtype);
+  }
+}
+
+Status Executor::setInput(const std::string &name, const void *data,
+                          uint64_t bytes, plan::DType dtype,
+                          const std::vector<int64_t> &shape) {
+  const plan::Plan &plan = plan_.plan;
+  int index = -1;
+  std::string known;
+  for (int i = 0; i < plan.inputs_size(); ++i) {
+    if (plan.inputs(i).name() == name)
+      index = i;
+    known += (i ? ", '" : "'") + plan.inputs(i).name() + "'";
+  }
+  if (index < 0)
+    return Status(StatusCode::kNotFound,
+                  "the plan has no input '" + name + "' (its inputs: " +
+                      (known.empty() ? std::string("none") : known) + ")");
+  const plan::Buffer &buffer = plan.buffers(plan.inputs(index).buffer());
+  if (dtype != buffer.dtype())
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' has dtype " + dtypeText(dtype) +
+                      " but the plan was compiled for " +
+                      dtypeText(buffer.dtype()) + "; convert the array (" +
+                      "x.astype(" + numpyName(buffer.dtype()) + "))");
+  if (!std::equal(shape.begin(), shape.end(), buffer.shape().begin(),
+                  buffer.shape().end()))
+    return Status(StatusCode::kInvalidArgument,
+                  "input '" + name + "' has shape " + shapeText(shape) +
+                      " but the plan was compiled for " +
+                      shapeText(buffer.shape()) + "; recompile with " +
+                      "--input-shape " + name + "=" + shapeText(shape) +
+                      " or pass a matching array");
+  if (bytes != buffer.bytes())
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "input '%s' has %llu bytes of data, but %s %s holds "
+                      "%llu",
+                      name.c_str(), static_cast<unsigned long long>(bytes),
+                      dtypeText(dtype).c_str(), shapeText(shape).c_str(),
+                      static_cast<unsigned long long>(buffer.bytes()));
+  ZCC_RETURN_IF_ERROR(
+      backend_->copyToDevice(arena_ + buffer.offset(), data, bytes),
+      "while writing input '%s'", name.c_str());
+  inputWritten_[index] = true;
+  return Status::ok();
+}
+
+StatusOr<HostTensor> Executor::output(const std::string &name) const {
+  const plan::Plan &plan = plan_.plan;
+  std::string known;
+  for (const plan::Binding &binding : plan.outputs()) {
+    known += (known.empty() ? "'" : ", '") + binding.name() + "'";
+    if (binding.name() != name)
+      continue;
+    const plan::Buffer &buffer = plan.buffers(binding.buffer());
+    HostTensor tensor;
+    tensor.dtype = buffer.dtype();
+    tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
+    tensor.data.resize(static_cast<size_t>(buffer.bytes()));
+    ZCC_RETURN_IF_ERROR(backend_->copyToHost(tensor.data.data(),
+                                             arena_ + buffer.offset(),
+                                             buffer.bytes()),
+                        "while reading output '%s'", name.c_str());
+    return tensor;
+  }
+  return Status(StatusCode::kNotFound,
+                "the plan has no output '" + name + "' (its outputs: " +
+                    (known.empty() ? std::string("none") : known) + ")");
+}
+
+Status Executor::kernelFailed(Status status, const PreparedProgram &program,
+                              size_t index) const {
+  const plan::Program &source = *program.source;
+  return status.addContext(
+      "while running " +
+      describeInstruction(static_cast<int>(index),
+                          source.instructions(static_cast<int>(index))) +
+      " of program '" + source.name() + "'");
+}
+
+Status Executor::run(const std::string &programName) {
+  const PreparedProgram *program = nullptr;
+  for (const PreparedProgram &candidate : programs_)
+    if (candidate.source->name() == programName)
+      program = &candidate;
+  if (!program) {
+    std::string known;
+    for (const PreparedProgram &candidate : programs_)
+      known += (known.empty() ? "'" : ", '") + candidate.source->name() + "'";
+    return Status(StatusCode::kNotFound,
+                  "the plan has no program '" + programName +
+                      "' (its programs: " +
+                      (known.empty() ? std::string("none") : known) + ")");
+  }
+  for (size_t i = 0; i < inputWritten_.size(); ++i)
+    if (!inputWritten_[i])
+      return Status(StatusCode::kFailedPrecondition,
+                    "input '" + plan_.plan.inputs(static_cast<int>(i)).name() +
+                        "' was never written; pass it (zrun --input " +
+                        plan_.plan.inputs(static_cast<int>(i)).name() +
+                        "=FILE.npy)");
+
+  // The step loop: launches only. Everything it reads was built by
+  // instantiate().
+  for (size_t i = 0; i < program->instructions.size(); ++i) {
+    const PreparedInstruction &step = program->instructions[i];
+    Status status = backend_->launch(step.kernel, step.args, step.stream);
+    if (!status.isOk())
+      return kernelFailed(std::move(status), *program, i);
+  }
+  Status status = backend_->synchronize();
+  if (!status.isOk())
+    return status.addContext("while finishing program '" + programName + "'");
+  return Status::ok();
+}
+
+} // namespace zcc

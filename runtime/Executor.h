@@ -1,0 +1,83 @@
+//===- Executor.h - Running a plan ------------------------------*- C++ -*-===//
+//
+// instantiate() does everything that can fail or allocate: it allocates the
+// arena once, copies constants, loads weights, resolves every kernel and
+// builds every instruction's arguments (tensor views into the arena). run()
+// then only launches kernels in plan order, so a step allocates nothing and
+// fails only when a kernel does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_RUNTIME_EXECUTOR_H
+#define ZCC_RUNTIME_EXECUTOR_H
+
+#include "runtime/Backend.h"
+#include "runtime/Data/HostTensor.h"
+#include "runtime/Plan/PlanLoader.h"
+#include "runtime/Weights.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zcc {
+
+struct ExecutorOptions {
+  /// "cpu" (or "cuda", once it exists).
+  std::string backend = "cpu";
+  WeightOptions weights;
+};
+
+class Executor {
+public:
+  /// Takes the plan: the prepared kernel arguments point into it.
+  static StatusOr<std::unique_ptr<Executor>>
+  instantiate(LoadedPlan plan, const ExecutorOptions &options);
+
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const LoadedPlan &plan() const { return plan_; }
+  Backend &backend() { return *backend_; }
+
+  /// Copies `bytes` of host data into input `name`'s buffer after checking
+  /// that `dtype` and `shape` are the ones the plan was compiled for.
+  Status setInput(const std::string &name, const void *data, uint64_t bytes,
+                  plan::DType dtype, const std::vector<int64_t> &shape);
+
+  /// A copy of output `name` as it is now.
+  StatusOr<HostTensor> output(const std::string &name) const;
+
+  /// Runs program `programName` ("infer", ...) to completion.
+  Status run(const std::string &programName);
+
+private:
+  struct PreparedInstruction {
+    KernelHandle kernel;
+    KernelArgs args;
+    uint32_t stream = 0;
+  };
+  struct PreparedProgram {
+    const plan::Program *source = nullptr;
+    std::vector<PreparedInstruction> instructions;
+  };
+
+  explicit Executor(LoadedPlan plan);
+  Status prepare(const ExecutorOptions &options);
+  TensorView viewOf(uint32_t bufferId) const;
+  Status kernelFailed(Status status, const PreparedProgram &program,
+                      size_t index) const;
+
+  LoadedPlan plan_;
+  std::unique_ptr<Backend> backend_;
+  uint8_t *arena_ = nullptr;
+  std::vector<PreparedProgram> programs_;
+  /// Whether each plan input has been written, so a run never reads an
+  /// input the caller forgot.
+  std::vector<bool> inputWritten_;
+};
+
+} // namespace zcc
+
+#endif // ZCC_RUNTIME_EXECUTOR_H

@@ -1,0 +1,450 @@
+//===- PlanLoader.cpp - Reading and validating plan files -----------------===//
+
+#include "runtime/Plan/PlanLoader.h"
+
+#include "kernels/cpu/CpuKernels.h"
+#include "runtime/Support/File.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace zcc {
+
+// Every inconsistency inside a plan that passed its checksum is the
+// compiler's doing (or another tool's), never the user's: the fix is a plan
+// from a zcc that agrees with this runtime.
+static const char kRecompile[] =
+    "recompile the plan with a zcc that matches this zrun";
+
+static Status invalid(const std::string &path, const std::string &item,
+                      const std::string &problem) {
+  return Status(StatusCode::kInvalidArgument,
+                path + ": " + item + ": " + problem + "; " + kRecompile);
+}
+
+static std::string quoted(const std::string &text) { return "'" + text + "'"; }
+
+static std::string hex(uint64_t value) {
+  return formatString("0x%llx", static_cast<unsigned long long>(value));
+}
+
+//===----------------------------------------------------------------------===//
+// Names for messages
+//===----------------------------------------------------------------------===//
+
+std::string dtypeText(plan::DType dtype) {
+  if (!plan::DType_IsValid(dtype))
+    return formatString("dtype %d", static_cast<int>(dtype));
+  std::string name = plan::DType_Name(dtype);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return name;
+}
+
+std::string shapeText(const int64_t *dims, int rank) {
+  if (rank == 0)
+    return "scalar";
+  std::string text;
+  for (int i = 0; i < rank; ++i) {
+    if (i)
+      text += 'x';
+    text += std::to_string(dims[i]);
+  }
+  return text;
+}
+
+std::string describeInstruction(int index,
+                                const plan::Instruction &instruction) {
+  std::string text = "instruction " + std::to_string(index) + " (" +
+                     instruction.kernel();
+  if (!instruction.location().empty())
+    text += ", from node " + quoted(instruction.location());
+  return text + ")";
+}
+
+std::string describeBuffer(const plan::Buffer &buffer) {
+  return "buffer " + std::to_string(buffer.id()) + " (" +
+         quoted(buffer.name()) + ")";
+}
+
+int64_t LoadedPlan::worldSize() const {
+  int64_t size = 1;
+  for (int64_t axis : plan.mesh().axis_sizes())
+    size *= axis;
+  return size;
+}
+
+//===----------------------------------------------------------------------===//
+// The file
+//===----------------------------------------------------------------------===//
+
+uint32_t planChecksum(const std::string &bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef *data = reinterpret_cast<const Bytef *>(bytes.data());
+  size_t left = bytes.size();
+  // crc32() takes a uInt length; feed plans over 4 GiB in slices.
+  while (left > 0) {
+    uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, data, chunk);
+    data += chunk;
+    left -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string encodePlanFile(const plan::Plan &plan,
+                           const std::string &producer) {
+  std::string planBytes;
+  {
+    // Attribute maps serialize in hash order unless asked otherwise; a plan
+    // file must not change between two compilations of the same model.
+    google::protobuf::io::StringOutputStream stream(&planBytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    plan.SerializeToCodedStream(&coded);
+  }
+  plan::PlanFile file;
+  file.set_magic(kPlanMagic);
+  file.set_format_version(kPlanFormatVersion);
+  file.set_producer(producer);
+  file.set_checksum(planChecksum(planBytes));
+  file.set_plan(std::move(planBytes));
+  return file.SerializeAsString();
+}
+
+StatusOr<LoadedPlan> parsePlanFile(const std::string &bytes,
+                                   const std::string &path) {
+  static const char kNotAPlan[] =
+      "; pass a plan written by zcc (zcc MODEL.onnx -c CONFIG.json -o PLAN.bin)";
+  if (bytes.empty())
+    return Status(StatusCode::kInvalidArgument,
+                  path + " is empty, not a zcc plan" + kNotAPlan);
+  plan::PlanFile file;
+  if (!file.ParseFromString(bytes))
+    return Status(StatusCode::kInvalidArgument,
+                  path +
+                      " is not a zcc plan: it does not parse as a plan file "
+                      "(another kind of file, or a plan cut short or "
+                      "corrupted)" +
+                      kNotAPlan);
+  if (file.magic() != kPlanMagic)
+    return Status(StatusCode::kInvalidArgument,
+                  path + " is not a zcc plan: its magic number is " +
+                      hex(file.magic()) + ", a plan's is " + hex(kPlanMagic) +
+                      " (\"ZCCPLAN1\")" + kNotAPlan);
+  if (file.format_version() != kPlanFormatVersion)
+    return makeStatus(StatusCode::kFailedPrecondition,
+                      "%s: plan format version %u is not supported by this "
+                      "zrun (it reads version %u); recompile with a matching "
+                      "zcc",
+                      path.c_str(), file.format_version(), kPlanFormatVersion);
+  if (file.plan().empty())
+    return Status(StatusCode::kDataLoss,
+                  path + ": the file holds no plan after its header: it was "
+                         "cut short; copy it again or recompile it");
+  uint32_t actual = planChecksum(file.plan());
+  if (actual != file.checksum())
+    return Status(StatusCode::kDataLoss,
+                  path + ": checksum mismatch: the header says " +
+                      hex(file.checksum()) + " but the plan's bytes give " +
+                      hex(actual) +
+                      "; the file is corrupt or was cut short: copy it again "
+                      "or recompile it");
+  LoadedPlan loaded;
+  loaded.path = path;
+  if (!loaded.plan.ParseFromString(file.plan()))
+    return Status(StatusCode::kInvalidArgument,
+                  path +
+                      ": the plan does not parse although its checksum "
+                      "matches, so another program wrote it; " +
+                      kRecompile);
+  file.clear_plan();
+  loaded.header = std::move(file);
+  Status valid = validatePlan(loaded.plan, path);
+  if (!valid.isOk())
+    return valid;
+  return loaded;
+}
+
+StatusOr<LoadedPlan> loadPlan(const std::string &path) {
+  StatusOr<std::string> bytes = readFile(path);
+  if (!bytes.isOk()) {
+    Status status = bytes.takeStatus();
+    return status.addContext("cannot read the plan");
+  }
+  return parsePlanFile(*bytes, path);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation
+//===----------------------------------------------------------------------===//
+
+/// Levenshtein distance, for "did you mean" on kernel names.
+static size_t editDistance(const std::string &a, const std::string &b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+static std::string unknownKernelProblem(const std::string &name) {
+  std::string problem =
+      "kernel " + quoted(name) + " is not one this runtime has";
+  std::string best;
+  size_t bestDistance = 3; // Farther than two edits is not a typo.
+  for (const std::string &known : cpu::kernelNames()) {
+    size_t distance = editDistance(name, known);
+    if (distance < bestDistance) {
+      bestDistance = distance;
+      best = known;
+    }
+  }
+  if (!best.empty())
+    problem += " (did you mean " + quoted(best) + "?)";
+  return problem;
+}
+
+static bool isPowerOfTwo(uint64_t value) {
+  return value != 0 && (value & (value - 1)) == 0;
+}
+
+namespace {
+/// Checks one plan; each check returns the first problem it finds.
+class PlanValidator {
+public:
+  PlanValidator(const plan::Plan &plan, const std::string &path)
+      : plan_(plan), path_(path) {}
+
+  Status validate() {
+    // Later checks index buffers, so buffers are checked first.
+    Status status = validateHeader();
+    for (int i = 0; status.isOk() && i < plan_.buffers_size(); ++i)
+      status = validateBuffer(i);
+    if (status.isOk())
+      status = validateWeights();
+    if (status.isOk())
+      status = validateBindings(plan_.inputs(), "input");
+    if (status.isOk())
+      status = validateBindings(plan_.outputs(), "output");
+    if (status.isOk())
+      status = validatePrograms();
+    return status;
+  }
+
+private:
+  bool isBuffer(uint32_t id) const {
+    return id < static_cast<uint32_t>(plan_.buffers_size());
+  }
+
+  std::string missingBuffer(const char *verb, uint32_t id) const {
+    return formatString("%s buffer %u, but the plan has only %d buffers", verb,
+                        id, plan_.buffers_size());
+  }
+
+  Status validateHeader() {
+    if (plan_.mode() != "infer" && plan_.mode() != "train")
+      return invalid(path_, "plan",
+                     "mode " + quoted(plan_.mode()) +
+                         " is neither 'infer' nor 'train'");
+    if (!plan::Backend_IsValid(plan_.backend()))
+      return invalid(path_, "plan",
+                     formatString("backend %d is unknown",
+                                  static_cast<int>(plan_.backend())));
+    const plan::Mesh &mesh = plan_.mesh();
+    if (mesh.axis_names_size() != mesh.axis_sizes_size())
+      return invalid(path_, "mesh",
+                     formatString("has %d axis names but %d axis sizes",
+                                  mesh.axis_names_size(),
+                                  mesh.axis_sizes_size()));
+    for (int i = 0; i < mesh.axis_sizes_size(); ++i)
+      if (mesh.axis_sizes(i) < 1)
+        return invalid(path_, "mesh",
+                       formatString("axis '%s' has size %lld",
+                                    mesh.axis_names(i).c_str(),
+                                    static_cast<long long>(mesh.axis_sizes(i))));
+    if (!isPowerOfTwo(plan_.arena_alignment()))
+      return invalid(path_, "plan",
+                     formatString("arena_alignment %u is not a power of two",
+                                  plan_.arena_alignment()));
+    return Status::ok();
+  }
+
+  Status validateBuffer(int index) {
+    const plan::Buffer &buffer = plan_.buffers(index);
+    std::string item = describeBuffer(buffer);
+    if (buffer.id() != static_cast<uint32_t>(index))
+      return invalid(path_, formatString("buffer %d (%s)", index,
+                                         quoted(buffer.name()).c_str()),
+                     formatString("has id %u; a buffer's id must be its index",
+                                  buffer.id()));
+    if (!plan::BufferKind_IsValid(buffer.kind()) ||
+        buffer.kind() == plan::BUFFER_KIND_UNSPECIFIED)
+      return invalid(path_, item,
+                     formatString("has no known kind (%d)",
+                                  static_cast<int>(buffer.kind())));
+    size_t elementBytes = plan::DType_IsValid(buffer.dtype())
+                              ? cpu::dtypeBytes(buffer.dtype())
+                              : 0;
+    if (elementBytes == 0)
+      return invalid(path_, item,
+                     "has no known dtype (" + dtypeText(buffer.dtype()) + ")");
+    // A 0-d tensor is one element: the empty product.
+    uint64_t elements = 1;
+    for (int64_t dim : buffer.shape()) {
+      if (dim < 0)
+        return invalid(path_, item,
+                       "has a negative dimension in shape " +
+                           shapeText(buffer.shape()));
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(dim),
+                                 &elements))
+        return invalid(path_, item,
+                       "has shape " + shapeText(buffer.shape()) +
+                           ", too many elements to address");
+    }
+    uint64_t expectedBytes = 0;
+    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(elementBytes),
+                               &expectedBytes) ||
+        buffer.bytes() != expectedBytes)
+      return invalid(
+          path_, item,
+          formatString("has %llu bytes, but %s %s holds %llu",
+                       static_cast<unsigned long long>(buffer.bytes()),
+                       dtypeText(buffer.dtype()).c_str(),
+                       shapeText(buffer.shape()).c_str(),
+                       static_cast<unsigned long long>(expectedBytes)));
+    if (buffer.offset() % plan_.arena_alignment() != 0)
+      return invalid(path_, item,
+                     formatString("offset %llu is not a multiple of the arena "
+                                  "alignment %u",
+                                  static_cast<unsigned long long>(buffer.offset()),
+                                  plan_.arena_alignment()));
+    if (buffer.offset() > plan_.arena_bytes() ||
+        buffer.bytes() > plan_.arena_bytes() - buffer.offset())
+      return invalid(
+          path_, item,
+          formatString("bytes [%llu, %llu) lie outside the arena of %llu bytes",
+                       static_cast<unsigned long long>(buffer.offset()),
+                       static_cast<unsigned long long>(buffer.offset() +
+                                                       buffer.bytes()),
+                       static_cast<unsigned long long>(plan_.arena_bytes())));
+    if (buffer.kind() == plan::CONSTANT &&
+        buffer.constant_data().size() != buffer.bytes())
+      return invalid(
+          path_, item,
+          formatString("is a constant of %llu bytes but carries %zu bytes of "
+                       "constant_data",
+                       static_cast<unsigned long long>(buffer.bytes()),
+                       buffer.constant_data().size()));
+    return Status::ok();
+  }
+
+  Status validateWeights() {
+    std::vector<int> weightOfBuffer(plan_.buffers_size(), -1);
+    for (int i = 0; i < plan_.weights_size(); ++i) {
+      const plan::Weight &weight = plan_.weights(i);
+      std::string item =
+          "weight " + std::to_string(i) + " (" + quoted(weight.name()) + ")";
+      if (!isBuffer(weight.buffer()))
+        return invalid(path_, item, missingBuffer("fills", weight.buffer()));
+      const plan::Buffer &buffer = plan_.buffers(weight.buffer());
+      if (buffer.kind() != plan::PARAMETER)
+        return invalid(path_, item,
+                       "fills " + describeBuffer(buffer) +
+                           ", which is not a parameter buffer");
+      if (weightOfBuffer[weight.buffer()] >= 0)
+        return invalid(path_, item,
+                       "fills " + describeBuffer(buffer) +
+                           formatString(", which weight %d fills already",
+                                        weightOfBuffer[weight.buffer()]));
+      weightOfBuffer[weight.buffer()] = i;
+      if (!plan::RandomInit::Kind_IsValid(weight.random_init().kind()))
+        return invalid(path_, item,
+                       formatString("has an unknown random init kind %d",
+                                    static_cast<int>(
+                                        weight.random_init().kind())));
+      // Converting weights between dtypes comes later; where none is needed
+      // the file range must be exactly the buffer.
+      if (weight.file_dtype() == buffer.dtype() &&
+          weight.length() != buffer.bytes())
+        return invalid(
+            path_, item,
+            formatString("reads %llu bytes of '%s' into %s, which has %llu",
+                         static_cast<unsigned long long>(weight.length()),
+                         weight.file().c_str(), describeBuffer(buffer).c_str(),
+                         static_cast<unsigned long long>(buffer.bytes())));
+    }
+    for (const plan::Buffer &buffer : plan_.buffers())
+      if (buffer.kind() == plan::PARAMETER && weightOfBuffer[buffer.id()] < 0)
+        return invalid(path_, describeBuffer(buffer),
+                       "is a parameter that no weight fills");
+    return Status::ok();
+  }
+
+  Status validateBindings(
+      const google::protobuf::RepeatedPtrField<plan::Binding> &bindings,
+      const char *what) {
+    std::set<std::string> names;
+    for (int i = 0; i < bindings.size(); ++i) {
+      const plan::Binding &binding = bindings.Get(i);
+      std::string item = formatString("%s %d (%s)", what, i,
+                                      quoted(binding.name()).c_str());
+      if (binding.name().empty())
+        return invalid(path_, item, "has no name");
+      if (!names.insert(binding.name()).second)
+        return invalid(path_, item, std::string("repeats the name of another ") +
+                                        what);
+      if (!isBuffer(binding.buffer()))
+        return invalid(path_, item, missingBuffer("names", binding.buffer()));
+    }
+    return Status::ok();
+  }
+
+  Status validatePrograms() {
+    std::set<std::string> names;
+    for (const plan::Program &program : plan_.programs()) {
+      std::string programItem = "program " + quoted(program.name());
+      if (program.name().empty())
+        return invalid(path_, "a program", "has no name");
+      if (!names.insert(program.name()).second)
+        return invalid(path_, programItem, "appears twice");
+      for (int i = 0; i < program.instructions_size(); ++i) {
+        const plan::Instruction &instruction = program.instructions(i);
+        std::string item = programItem + ", " + describeInstruction(i, instruction);
+        if (!cpu::findKernel(instruction.kernel()))
+          return invalid(path_, item, unknownKernelProblem(instruction.kernel()));
+        for (uint32_t id : instruction.inputs())
+          if (!isBuffer(id))
+            return invalid(path_, item, missingBuffer("reads", id));
+        for (uint32_t id : instruction.outputs())
+          if (!isBuffer(id))
+            return invalid(path_, item, missingBuffer("writes", id));
+      }
+    }
+    return Status::ok();
+  }
+
+  const plan::Plan &plan_;
+  const std::string &path_;
+};
+} // namespace
+
+Status validatePlan(const plan::Plan &plan, const std::string &path) {
+  return PlanValidator(plan, path).validate();
+}
+
+} // namespace zcc

@@ -1,0 +1,244 @@
+//===- PlanPrinter.cpp - A plan as readable text --------------------------===//
+
+#include "runtime/Plan/PlanPrinter.h"
+
+#include "runtime/Plan/PlanLoader.h"
+#include "runtime/Support/Status.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <vector>
+
+namespace zcc {
+
+/// A string literal with C escapes, so names with quotes or newlines cannot
+/// break the one-item-per-line layout.
+static std::string quote(const std::string &text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    switch (c) {
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      if (std::isprint(c))
+        out += static_cast<char>(c);
+      else
+        out += formatString("\\x%02x", c);
+    }
+  }
+  return out + "\"";
+}
+
+/// The shortest text that reads back as the same double, always with a '.'
+/// or an exponent so it cannot be mistaken for an integer attribute.
+static std::string formatDouble(double value) {
+  std::string text;
+  for (int precision = 1; precision <= 17; ++precision) {
+    text = formatString("%.*g", precision, value);
+    if (std::strtod(text.c_str(), nullptr) == value)
+      break;
+  }
+  if (text.find_first_of(".eEn") == std::string::npos)
+    text += ".0";
+  return text;
+}
+
+static std::string lowerName(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return name;
+}
+
+static std::string kindText(plan::BufferKind kind) {
+  if (!plan::BufferKind_IsValid(kind))
+    return formatString("kind(%d)", static_cast<int>(kind));
+  return lowerName(plan::BufferKind_Name(kind));
+}
+
+static std::string backendText(plan::Backend backend) {
+  switch (backend) {
+  case plan::BACKEND_ANY:
+    return "any";
+  case plan::BACKEND_CPU:
+    return "cpu";
+  case plan::BACKEND_CUDA:
+    return "cuda";
+  default:
+    return formatString("backend(%d)", static_cast<int>(backend));
+  }
+}
+
+static std::string attributeText(const plan::Attribute &attribute) {
+  switch (attribute.value_case()) {
+  case plan::Attribute::kI:
+    return std::to_string(attribute.i());
+  case plan::Attribute::kF:
+    return formatDouble(attribute.f());
+  case plan::Attribute::kS:
+    return quote(attribute.s());
+  case plan::Attribute::kInts: {
+    std::string text = "[";
+    for (int i = 0; i < attribute.ints().values_size(); ++i) {
+      if (i)
+        text += ", ";
+      text += std::to_string(attribute.ints().values(i));
+    }
+    return text + "]";
+  }
+  case plan::Attribute::kB:
+    return attribute.b() ? "true" : "false";
+  case plan::Attribute::VALUE_NOT_SET:
+    break;
+  }
+  return "<unset>";
+}
+
+static std::string operandList(
+    const google::protobuf::RepeatedField<uint32_t> &ids) {
+  std::string text;
+  for (int i = 0; i < ids.size(); ++i) {
+    if (i)
+      text += ", ";
+    text += "%" + std::to_string(ids.Get(i));
+  }
+  return text;
+}
+
+/// The magic's bytes as characters where they are printable ("ZCCPLAN1").
+static std::string magicText(uint64_t magic) {
+  std::string text;
+  for (int i = 0; i < 8; ++i) {
+    unsigned char c = static_cast<unsigned char>(magic >> (8 * i));
+    text += std::isprint(c) ? static_cast<char>(c) : '.';
+  }
+  return text;
+}
+
+static std::string u64(uint64_t value) { return std::to_string(value); }
+
+std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
+  std::string out;
+  out += formatString("header: magic 0x%016llx %s, format_version %u, "
+                      "producer %s, checksum 0x%08x\n",
+                      static_cast<unsigned long long>(header.magic()),
+                      quote(magicText(header.magic())).c_str(),
+                      header.format_version(), quote(header.producer()).c_str(),
+                      header.checksum());
+  out += "mode: " + quote(plan.mode()) + "\n";
+  out += "backend: " + backendText(plan.backend()) + "\n";
+
+  const plan::Mesh &mesh = plan.mesh();
+  int64_t worldSize = 1;
+  out += "mesh:";
+  for (int i = 0; i < std::max(mesh.axis_names_size(), mesh.axis_sizes_size());
+       ++i) {
+    std::string name = i < mesh.axis_names_size() ? mesh.axis_names(i) : "?";
+    int64_t size = i < mesh.axis_sizes_size() ? mesh.axis_sizes(i) : 0;
+    worldSize *= size;
+    out += " " + quote(name) + "=" + std::to_string(size);
+  }
+  out += (mesh.axis_names_size() || mesh.axis_sizes_size() ? ", " : " ");
+  out += "world size " + std::to_string(worldSize) + "\n";
+
+  out += "model_path: " + quote(plan.model_path()) + "\n";
+  out += "arena: " + u64(plan.arena_bytes()) + " bytes, alignment " +
+         u64(plan.arena_alignment()) + "\n";
+  out += "memory:";
+  for (const plan::MemoryCategory &category : plan.memory())
+    out += " " + quote(category.category()) + "=" + u64(category.bytes());
+  out += "\n";
+
+  out += "buffers: " + std::to_string(plan.buffers_size()) + "\n";
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    std::string shape;
+    for (int i = 0; i < buffer.shape_size(); ++i)
+      shape += (i ? "x" : "") + std::to_string(buffer.shape(i));
+    out += "  %" + u64(buffer.id()) + " " + kindText(buffer.kind()) + " " +
+           quote(buffer.name()) + " " + dtypeText(buffer.dtype()) + "[" +
+           shape + "] offset " + u64(buffer.offset()) + " bytes " +
+           u64(buffer.bytes());
+    if (!buffer.constant_data().empty())
+      out += " data " + u64(buffer.constant_data().size());
+    out += "\n";
+  }
+
+  out += "weights: " + std::to_string(plan.weights_size()) + "\n";
+  for (const plan::Weight &weight : plan.weights()) {
+    out += "  " + quote(weight.name()) + " -> %" + u64(weight.buffer());
+    if (weight.file().empty())
+      out += " file none";
+    else
+      out += " file " + quote(weight.file()) + " offset " +
+             u64(weight.offset()) + " length " + u64(weight.length()) + " " +
+             dtypeText(weight.file_dtype());
+    const plan::RandomInit &init = weight.random_init();
+    switch (init.kind()) {
+    case plan::RandomInit::NORMAL:
+      out += ", random normal(std " + formatDouble(init.std()) + ")";
+      break;
+    case plan::RandomInit::ONES:
+      out += ", random ones";
+      break;
+    case plan::RandomInit::ZEROS:
+      out += ", random zeros";
+      break;
+    default:
+      out += formatString(", random kind(%d)", static_cast<int>(init.kind()));
+    }
+    out += "\n";
+  }
+
+  out += "inputs: " + std::to_string(plan.inputs_size()) + "\n";
+  for (const plan::Binding &binding : plan.inputs())
+    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+  out += "outputs: " + std::to_string(plan.outputs_size()) + "\n";
+  for (const plan::Binding &binding : plan.outputs())
+    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+
+  for (const plan::Program &program : plan.programs()) {
+    out += "program " + quote(program.name()) + ": " +
+           std::to_string(program.instructions_size()) + " instructions\n";
+    for (const plan::Instruction &instruction : program.instructions()) {
+      out += "  ";
+      if (instruction.outputs_size())
+        out += operandList(instruction.outputs()) + " = ";
+      out += instruction.kernel() + "(" + operandList(instruction.inputs()) +
+             ")";
+      // The attribute map iterates in hash order; sorting keeps dumps stable.
+      std::vector<const std::string *> names;
+      for (const auto &entry : instruction.attributes())
+        names.push_back(&entry.first);
+      std::sort(names.begin(), names.end(),
+                [](const std::string *a, const std::string *b) { return *a < *b; });
+      if (!names.empty()) {
+        out += " {";
+        for (size_t i = 0; i < names.size(); ++i) {
+          if (i)
+            out += ", ";
+          out += *names[i] + " = " +
+                 attributeText(instruction.attributes().at(*names[i]));
+        }
+        out += "}";
+      }
+      out += " stream " + u64(instruction.stream());
+      if (!instruction.location().empty())
+        out += " // " + instruction.location();
+      out += "\n";
+    }
+  }
+  out += "config_json: " + quote(plan.config_json()) + "\n";
+  return out;
+}
+
+} // namespace zcc

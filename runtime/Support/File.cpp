@@ -1,0 +1,169 @@
+//===- File.cpp - Whole-file reads and writes for the runtime -------------===//
+
+#include "runtime/Support/File.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace zcc {
+
+static Status ioError(const char *action, const std::string &path, int error) {
+  StatusCode code =
+      error == ENOENT ? StatusCode::kNotFound : StatusCode::kUnavailable;
+  return makeStatus(code, "cannot %s '%s': %s", action, path.c_str(),
+                    std::strerror(error));
+}
+
+namespace {
+/// Closes the descriptor on every return path.
+class FileDescriptor {
+public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor &) = delete;
+  FileDescriptor &operator=(const FileDescriptor &) = delete;
+  int get() const { return fd_; }
+  /// Closes now, so that a failing close (a full disk on NFS) is reported.
+  int release() {
+    int result = ::close(fd_);
+    fd_ = -1;
+    return result;
+  }
+
+private:
+  int fd_;
+};
+} // namespace
+
+/// Reads until `length` bytes arrived or the file ended; returns how many.
+static StatusOr<uint64_t> readFully(int fd, const std::string &path,
+                                    uint64_t offset, uint64_t length,
+                                    char *destination) {
+  uint64_t done = 0;
+  while (done < length) {
+    // pread takes at most SSIZE_MAX per call; 1 GiB keeps every call small.
+    size_t chunk = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
+    ssize_t got = ::pread(fd, destination + done, chunk,
+                          static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return ioError("read", path, errno);
+    }
+    if (got == 0)
+      break;
+    done += static_cast<uint64_t>(got);
+  }
+  return done;
+}
+
+StatusOr<uint64_t> fileSize(const std::string &path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0)
+    return ioError("open", path, errno);
+  if (S_ISDIR(info.st_mode))
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "'%s' is a folder, not a file", path.c_str());
+  return static_cast<uint64_t>(info.st_size);
+}
+
+StatusOr<std::string> readFile(const std::string &path) {
+  StatusOr<uint64_t> size = fileSize(path);
+  if (!size.isOk())
+    return size.takeStatus();
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
+    return ioError("open", path, errno);
+  std::string bytes(*size, '\0');
+  StatusOr<uint64_t> got = readFully(fd.get(), path, 0, *size, bytes.data());
+  if (!got.isOk())
+    return got.takeStatus();
+  // A file that shrank between stat and read is short, not padded with zeros.
+  bytes.resize(*got);
+  return bytes;
+}
+
+Status readFileRange(const std::string &path, uint64_t offset, uint64_t length,
+                     void *destination) {
+  StatusOr<uint64_t> size = fileSize(path);
+  if (!size.isOk())
+    return size.takeStatus();
+  if (offset > *size || length > *size - offset)
+    return makeStatus(StatusCode::kOutOfRange,
+                      "'%s' has %llu bytes, too few for bytes [%llu, %llu)",
+                      path.c_str(), static_cast<unsigned long long>(*size),
+                      static_cast<unsigned long long>(offset),
+                      static_cast<unsigned long long>(offset + length));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
+    return ioError("open", path, errno);
+  StatusOr<uint64_t> got = readFully(fd.get(), path, offset, length,
+                                     static_cast<char *>(destination));
+  if (!got.isOk())
+    return got.takeStatus();
+  if (*got != length)
+    return makeStatus(StatusCode::kOutOfRange,
+                      "'%s' ended after %llu of the %llu bytes at offset %llu",
+                      path.c_str(), static_cast<unsigned long long>(*got),
+                      static_cast<unsigned long long>(length),
+                      static_cast<unsigned long long>(offset));
+  return Status::ok();
+}
+
+Status writeFile(const std::string &path, const std::string &bytes) {
+  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  FileDescriptor fd(
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0)
+    return ioError("create", temporary, errno);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t wrote = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (wrote < 0) {
+      if (errno == EINTR)
+        continue;
+      int error = errno;
+      ::unlink(temporary.c_str());
+      return ioError("write", temporary, error);
+    }
+    done += static_cast<size_t>(wrote);
+  }
+  if (fd.release() != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    return ioError("write", temporary, error);
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    return ioError("write", path, error);
+  }
+  return Status::ok();
+}
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  if (dir.empty() || (!name.empty() && name[0] == '/'))
+    return name;
+  if (dir.back() == '/')
+    return dir + name;
+  return dir + "/" + name;
+}
+
+std::string parentPath(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return std::string();
+  if (slash == 0)
+    return "/";
+  return path.substr(0, slash);
+}
+
+} // namespace zcc

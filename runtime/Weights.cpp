@@ -1,0 +1,296 @@
+//===- Weights.cpp - Filling parameter buffers ----------------------------===//
+
+#include "runtime/Weights.h"
+
+#include "runtime/Support/File.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace zcc {
+
+// Weights move through a host buffer of at most this size, so loading a
+// model needs host memory for one slice, not for the whole model.
+static const uint64_t kStagingBytes = 64ull << 20;
+
+std::string weightFilePath(const plan::Plan &plan, const plan::Weight &weight,
+                           const WeightOptions &options) {
+  std::string base =
+      options.dir.empty() ? parentPath(plan.model_path()) : options.dir;
+  return joinPath(base, weight.file());
+}
+
+static std::string describeWeight(const plan::Weight &weight) {
+  return formatString("weight '%s' (buffer %u)", weight.name().c_str(),
+                      weight.buffer());
+}
+
+//===----------------------------------------------------------------------===//
+// Random weights
+//===----------------------------------------------------------------------===//
+
+static const double kTwoPi = 6.283185307179586476925286766559;
+
+namespace {
+/// Standard normal draws: Box-Muller on a Mersenne twister. Both are fully
+/// specified (unlike std::normal_distribution, which differs between
+/// standard libraries), so a seed means the same weights everywhere libm
+/// agrees.
+class NormalSource {
+public:
+  NormalSource(uint64_t seed, uint32_t weightIndex) {
+    std::seed_seq sequence{static_cast<uint32_t>(seed),
+                           static_cast<uint32_t>(seed >> 32), weightIndex};
+    engine_.seed(sequence);
+  }
+
+  double next() {
+    if (haveSpare_) {
+      haveSpare_ = false;
+      return spare_;
+    }
+    // (0, 1]: log(0) must not happen.
+    double u1 = (static_cast<double>(engine_() >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = static_cast<double>(engine_() >> 11) * 0x1.0p-53;
+    double radius = std::sqrt(-2.0 * std::log(u1));
+    double angle = kTwoPi * u2;
+    spare_ = radius * std::sin(angle);
+    haveSpare_ = true;
+    return radius * std::cos(angle);
+  }
+
+private:
+  std::mt19937_64 engine_;
+  bool haveSpare_ = false;
+  double spare_ = 0.0;
+};
+} // namespace
+
+/// IEEE half precision, rounded to nearest even.
+static uint16_t toHalf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  uint32_t magnitude = bits & 0x7fffffff;
+  if (magnitude > 0x7f800000)
+    return sign | 0x7e00; // NaN
+  if (magnitude >= 0x477ff000)
+    return sign | 0x7c00; // 65520 and above round to infinity.
+  if (magnitude < 0x38800000) {
+    // Below 2^-14 halves are subnormal: multiples of 2^-24.
+    float scaled = std::fabs(value) * 16777216.0f;
+    return sign | static_cast<uint16_t>(std::nearbyint(scaled));
+  }
+  uint32_t half = ((((magnitude >> 23) - 127 + 15) << 10) |
+                   ((magnitude & 0x7fffff) >> 13));
+  uint32_t rest = magnitude & 0x1fff;
+  // A carry out of the mantissa correctly bumps the exponent.
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
+    ++half;
+  return sign | static_cast<uint16_t>(half);
+}
+
+/// bfloat16: the top half of a float, rounded to nearest even.
+static uint16_t toBFloat16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffff) > 0x7f800000)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+/// Writes `count` values starting at `host`, each `value()` converted to
+/// `dtype`.
+template <typename Draw>
+static Status fillValues(plan::DType dtype, uint64_t count, void *host,
+                         Draw value) {
+  switch (dtype) {
+  case plan::F32: {
+    float *out = static_cast<float *>(host);
+    for (uint64_t i = 0; i < count; ++i)
+      out[i] = static_cast<float>(value());
+    return Status::ok();
+  }
+  case plan::F64: {
+    double *out = static_cast<double *>(host);
+    for (uint64_t i = 0; i < count; ++i)
+      out[i] = value();
+    return Status::ok();
+  }
+  case plan::F16:
+  case plan::BF16: {
+    uint16_t *out = static_cast<uint16_t *>(host);
+    for (uint64_t i = 0; i < count; ++i) {
+      float v = static_cast<float>(value());
+      out[i] = dtype == plan::F16 ? toHalf(v) : toBFloat16(v);
+    }
+    return Status::ok();
+  }
+  default:
+    return makeStatus(StatusCode::kUnimplemented,
+                      "normal random values for %s buffers are not supported "
+                      "yet",
+                      dtypeText(dtype).c_str());
+  }
+}
+
+/// Fills a run of `count` elements; `normal` continues where the previous
+/// run of the same weight stopped.
+static Status drawSlice(const plan::RandomInit &init, plan::DType dtype,
+                        NormalSource &normal, uint64_t count, void *host) {
+  size_t elementBytes = cpu::dtypeBytes(dtype);
+  switch (init.kind()) {
+  case plan::RandomInit::ZEROS:
+    std::memset(host, 0, static_cast<size_t>(count * elementBytes));
+    return Status::ok();
+  case plan::RandomInit::ONES:
+    switch (dtype) {
+    case plan::I64:
+      std::fill_n(static_cast<int64_t *>(host), count, 1);
+      return Status::ok();
+    case plan::I32:
+      std::fill_n(static_cast<int32_t *>(host), count, 1);
+      return Status::ok();
+    case plan::I8:
+    case plan::BOOL:
+      std::fill_n(static_cast<uint8_t *>(host), count, 1);
+      return Status::ok();
+    default:
+      return fillValues(dtype, count, host, [] { return 1.0; });
+    }
+  case plan::RandomInit::NORMAL: {
+    double std = init.std();
+    return fillValues(dtype, count, host,
+                      [&] { return std * normal.next(); });
+  }
+  default:
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "random init kind %d is unknown",
+                      static_cast<int>(init.kind()));
+  }
+}
+
+Status drawRandomWeight(const plan::RandomInit &init, plan::DType dtype,
+                        uint64_t seed, uint32_t weightIndex, uint64_t count,
+                        void *host) {
+  NormalSource normal(seed, weightIndex);
+  return drawSlice(init, dtype, normal, count, host);
+}
+
+//===----------------------------------------------------------------------===//
+// Loading
+//===----------------------------------------------------------------------===//
+
+static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
+                               const plan::Buffer &buffer, uint64_t seed,
+                               std::vector<uint8_t> &staging, Backend &backend,
+                               uint8_t *destination) {
+  size_t elementBytes = cpu::dtypeBytes(buffer.dtype());
+  uint64_t total = buffer.bytes() / elementBytes;
+  uint64_t perSlice = std::max<uint64_t>(1, kStagingBytes / elementBytes);
+  NormalSource normal(seed, index);
+  for (uint64_t done = 0; done < total;) {
+    uint64_t count = std::min(perSlice, total - done);
+    staging.resize(static_cast<size_t>(count * elementBytes));
+    Status status =
+        drawSlice(weight.random_init(), buffer.dtype(), normal, count,
+                  staging.data());
+    if (!status.isOk())
+      return status.addContext("cannot draw " + describeWeight(weight));
+    ZCC_RETURN_IF_ERROR(backend.copyToDevice(destination + done * elementBytes,
+                                             staging.data(), staging.size()),
+                        "while copying %s to the device",
+                        describeWeight(weight).c_str());
+    done += count;
+  }
+  return Status::ok();
+}
+
+static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
+                             const plan::Buffer &buffer,
+                             const WeightOptions &options,
+                             std::vector<uint8_t> &staging, Backend &backend,
+                             uint8_t *destination) {
+  std::string item = describeWeight(weight);
+  if (weight.file().empty())
+    return Status(StatusCode::kFailedPrecondition,
+                  item + " has no file in the plan to read it from; run with "
+                         "--weights random");
+  if (weight.file_dtype() != buffer.dtype())
+    return Status(StatusCode::kUnimplemented,
+                  item + " is stored as " + dtypeText(weight.file_dtype()) +
+                      " in '" + weight.file() + "' but its buffer is " +
+                      dtypeText(buffer.dtype()) +
+                      "; converting weights between dtypes is not supported "
+                      "yet (run with --weights random)");
+  if (weight.length() != buffer.bytes())
+    return Status(StatusCode::kInvalidArgument,
+                  item + formatString(" reads %llu bytes but its buffer has "
+                                      "%llu; recompile the plan",
+                                      static_cast<unsigned long long>(
+                                          weight.length()),
+                                      static_cast<unsigned long long>(
+                                          buffer.bytes())));
+  std::string path = weightFilePath(plan, weight, options);
+  StatusOr<uint64_t> size = fileSize(path);
+  if (!size.isOk()) {
+    if (size.status().code() == StatusCode::kNotFound)
+      return Status(StatusCode::kNotFound,
+                    item + " is read from '" + path +
+                        "', which does not exist; pass --weights DIR with "
+                        "the folder that holds '" +
+                        weight.file() + "', or --weights random");
+    Status status = size.takeStatus();
+    return status.addContext("cannot read " + item);
+  }
+  uint64_t end = weight.offset() + weight.length();
+  if (end < weight.offset() || end > *size)
+    return Status(StatusCode::kOutOfRange,
+                  item + formatString(" needs bytes [%llu, %llu) of '%s', but "
+                                      "the file has only %llu bytes; the "
+                                      "weight file does not match the plan "
+                                      "(recompile, or pass --weights random)",
+                                      static_cast<unsigned long long>(
+                                          weight.offset()),
+                                      static_cast<unsigned long long>(end),
+                                      path.c_str(),
+                                      static_cast<unsigned long long>(*size)));
+  for (uint64_t done = 0; done < weight.length();) {
+    uint64_t count = std::min(kStagingBytes, weight.length() - done);
+    staging.resize(static_cast<size_t>(count));
+    ZCC_RETURN_IF_ERROR(readFileRange(path, weight.offset() + done, count,
+                                      staging.data()),
+                        "cannot read %s", item.c_str());
+    ZCC_RETURN_IF_ERROR(
+        backend.copyToDevice(destination + done, staging.data(), count),
+        "while copying %s to the device", item.c_str());
+    done += count;
+  }
+  return Status::ok();
+}
+
+Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
+                   Backend &backend, uint8_t *arena) {
+  const plan::Plan &plan = loaded.plan;
+  std::vector<uint8_t> staging;
+  for (int i = 0; i < plan.weights_size(); ++i) {
+    const plan::Weight &weight = plan.weights(i);
+    const plan::Buffer &buffer = plan.buffers(weight.buffer());
+    uint8_t *destination = arena + buffer.offset();
+    Status status =
+        options.source == WeightSource::kRandom
+            ? loadRandomWeight(weight, static_cast<uint32_t>(i), buffer,
+                               options.seed, staging, backend, destination)
+            : loadFileWeight(plan, weight, buffer, options, staging, backend,
+                             destination);
+    if (!status.isOk())
+      return status;
+  }
+  return Status::ok();
+}
+
+} // namespace zcc

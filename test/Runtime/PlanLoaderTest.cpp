@@ -1,0 +1,567 @@
+//===- PlanLoaderTest.cpp - Plan file checks and validation ---------------===//
+//
+// Every way a plan file can be wrong must end in one clear Status naming the
+// file, the item and the fix, and never in a crash: these tests break valid
+// plans one rule at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestUtil.h"
+
+#include "runtime/Plan/PlanLoader.h"
+#include "runtime/Plan/PlanPrinter.h"
+
+#include <functional>
+#include <random>
+
+namespace zcc {
+namespace {
+
+using test::PlanBuilder;
+using test::TempDir;
+
+const char kFix[] = "; recompile the plan with a zcc that matches this zrun";
+
+/// x[2x3] + c -> t; t @ w[3x2] -> y: every buffer kind, a weight and two
+/// kernels, so each validation rule has something to break.
+plan::Plan basePlan() {
+  PlanBuilder builder;
+  uint32_t x = builder.addBuffer("x", plan::INPUT, plan::F32, {2, 3});
+  uint32_t c = builder.addConstant("c", {2, 3}, {1, 2, 3, 4, 5, 6});
+  uint32_t t = builder.addBuffer("t", plan::ACTIVATION, plan::F32, {2, 3});
+  uint32_t w = builder.addBuffer("w", plan::PARAMETER, plan::F32, {3, 2});
+  uint32_t y = builder.addBuffer("y", plan::OUTPUT, plan::F32, {2, 2});
+  builder.addWeight("w", w, "weights.bin", 0);
+  builder.addInput("x", x);
+  builder.addOutput("y", y);
+  builder.addInstruction("add", {x, c}, {t}, "/Add");
+  builder.addInstruction("matmul", {t, w}, {y}, "/h.0/attn/MatMul");
+  return builder.plan();
+}
+
+std::string validationError(const std::function<void(plan::Plan &)> &breakIt) {
+  plan::Plan plan = basePlan();
+  breakIt(plan);
+  Status status = validatePlan(plan, "p.bin");
+  EXPECT_FALSE(status.isOk());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  return status.message();
+}
+
+//===----------------------------------------------------------------------===//
+// The file: header, version, checksum
+//===----------------------------------------------------------------------===//
+
+TEST(PlanLoader, LoadsAValidPlan) {
+  TempDir dir;
+  std::string path = test::writePlan(dir.file("plan.bin"), basePlan());
+  StatusOr<LoadedPlan> loaded = loadPlan(path);
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
+  EXPECT_EQ(loaded->path, path);
+  EXPECT_EQ(loaded->header.magic(), kPlanMagic);
+  EXPECT_EQ(loaded->header.format_version(), 1u);
+  EXPECT_EQ(loaded->header.producer(), "zcc-test");
+  EXPECT_TRUE(loaded->header.plan().empty()) << "the parsed bytes are dropped";
+  EXPECT_EQ(loaded->plan.buffers_size(), 5);
+  EXPECT_EQ(loaded->worldSize(), 1);
+}
+
+TEST(PlanLoader, MagicSpellsZccPlan1) {
+  uint64_t magic = kPlanMagic;
+  EXPECT_EQ(std::string(reinterpret_cast<const char *>(&magic), 8), "ZCCPLAN1");
+}
+
+TEST(PlanLoader, EncodingIsDeterministic) {
+  plan::Plan plan = basePlan();
+  plan::Instruction *add = plan.mutable_programs(0)->mutable_instructions(0);
+  for (const char *name : {"zeta", "alpha", "mid", "beta", "omega"})
+    (*add->mutable_attributes())[name].set_i(1);
+  EXPECT_EQ(encodePlanFile(plan, "zcc"), encodePlanFile(plan, "zcc"));
+}
+
+TEST(PlanLoader, MissingFile) {
+  TempDir dir;
+  StatusOr<LoadedPlan> loaded = loadPlan(dir.file("absent.bin"));
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read the plan: cannot open '" + dir.file("absent.bin") +
+                "': No such file or directory");
+}
+
+TEST(PlanLoader, EmptyFile) {
+  StatusOr<LoadedPlan> loaded = parsePlanFile("", "p.bin");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "p.bin is empty, not a zcc plan; pass a plan written by zcc (zcc "
+            "MODEL.onnx -c CONFIG.json -o PLAN.bin)");
+}
+
+TEST(PlanLoader, FolderInsteadOfFile) {
+  TempDir dir;
+  StatusOr<LoadedPlan> loaded = loadPlan(dir.path());
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_NE(loaded.status().message().find("is a folder, not a file"),
+            std::string::npos)
+      << loaded.status().message();
+}
+
+TEST(PlanLoader, RandomBytesAreRejected) {
+  std::mt19937 engine(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string bytes(1 + engine() % 512, '\0');
+    for (char &byte : bytes)
+      byte = static_cast<char>(engine());
+    StatusOr<LoadedPlan> loaded = parsePlanFile(bytes, "noise.bin");
+    ASSERT_FALSE(loaded.isOk()) << "trial " << trial;
+    EXPECT_EQ(loaded.status().message().rfind("noise.bin", 0), 0u)
+        << loaded.status().message();
+  }
+}
+
+TEST(PlanLoader, NotAPlanFile) {
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile("{\"train_batch_size\": 8}\n", "ds.json");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "ds.json is not a zcc plan: it does not parse as a plan file "
+            "(another kind of file, or a plan cut short or corrupted); pass "
+            "a plan written by zcc (zcc MODEL.onnx -c CONFIG.json -o "
+            "PLAN.bin)");
+}
+
+TEST(PlanLoader, EveryTruncationIsAnError) {
+  std::string bytes = encodePlanFile(basePlan(), "zcc-test");
+  for (size_t length = 0; length < bytes.size(); ++length) {
+    StatusOr<LoadedPlan> loaded =
+        parsePlanFile(bytes.substr(0, length), "cut.bin");
+    ASSERT_FALSE(loaded.isOk()) << "cut to " << length << " bytes";
+    EXPECT_EQ(loaded.status().message().rfind("cut.bin", 0), 0u);
+  }
+}
+
+TEST(PlanLoader, TruncatedFileOnDisk) {
+  TempDir dir;
+  std::string bytes = encodePlanFile(basePlan(), "zcc-test");
+  test::writeBytes(dir.file("cut.bin"), bytes.substr(0, bytes.size() - 10));
+  StatusOr<LoadedPlan> loaded = loadPlan(dir.file("cut.bin"));
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_NE(loaded.status().message().find("cut short"), std::string::npos)
+      << loaded.status().message();
+}
+
+TEST(PlanLoader, FlippedPlanByteFailsTheChecksum) {
+  std::string bytes = encodePlanFile(basePlan(), "zcc-test");
+  plan::PlanFile file;
+  ASSERT_TRUE(file.ParseFromString(bytes));
+  // The serialized Plan is the file's last field.
+  size_t planStart = bytes.size() - file.plan().size();
+  for (size_t i = planStart; i < bytes.size(); ++i) {
+    std::string flipped = bytes;
+    flipped[i] = static_cast<char>(flipped[i] ^ 0xff);
+    StatusOr<LoadedPlan> loaded = parsePlanFile(flipped, "flip.bin");
+    ASSERT_FALSE(loaded.isOk()) << "byte " << i;
+    EXPECT_EQ(loaded.status().code(), StatusCode::kDataLoss);
+    EXPECT_EQ(loaded.status().message().rfind("flip.bin: checksum mismatch: "
+                                              "the header says 0x",
+                                              0),
+              0u)
+        << loaded.status().message();
+  }
+}
+
+TEST(PlanLoader, FlippedByteAnywhereNeverCrashes) {
+  std::string bytes = encodePlanFile(basePlan(), "zcc-test");
+  for (size_t i = 0; i < bytes.size(); ++i)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      StatusOr<LoadedPlan> loaded = parsePlanFile(flipped, "flip.bin");
+      // Only the producer string lies outside the checksum.
+      if (loaded.isOk())
+        EXPECT_NE(loaded->header.producer(), "zcc-test") << "byte " << i;
+    }
+}
+
+TEST(PlanLoader, WrongMagic) {
+  plan::PlanFile file;
+  ASSERT_TRUE(file.ParseFromString(encodePlanFile(basePlan(), "zcc")));
+  file.set_magic(0x0123456789abcdefULL);
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile(file.SerializeAsString(), "p.bin");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "p.bin is not a zcc plan: its magic number is 0x123456789abcdef, "
+            "a plan's is 0x314e414c5043435a (\"ZCCPLAN1\"); pass a plan "
+            "written by zcc (zcc MODEL.onnx -c CONFIG.json -o PLAN.bin)");
+}
+
+TEST(PlanLoader, WrongVersion) {
+  plan::PlanFile file;
+  ASSERT_TRUE(file.ParseFromString(encodePlanFile(basePlan(), "zcc")));
+  for (uint32_t version : {0u, 2u, 7u}) {
+    file.set_format_version(version);
+    StatusOr<LoadedPlan> loaded =
+        parsePlanFile(file.SerializeAsString(), "p.bin");
+    ASSERT_FALSE(loaded.isOk());
+    EXPECT_EQ(loaded.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(loaded.status().message(),
+              "p.bin: plan format version " + std::to_string(version) +
+                  " is not supported by this zrun (it reads version 1); "
+                  "recompile with a matching zcc");
+  }
+}
+
+TEST(PlanLoader, ChecksummedGarbageIsNotAPlan) {
+  plan::PlanFile file;
+  file.set_magic(kPlanMagic);
+  file.set_format_version(kPlanFormatVersion);
+  file.set_plan(std::string("\xff\xff\xff", 3));
+  file.set_checksum(planChecksum(file.plan()));
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile(file.SerializeAsString(), "p.bin");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            std::string("p.bin: the plan does not parse although its checksum "
+                        "matches, so another program wrote it; recompile the "
+                        "plan with a zcc that matches this zrun"));
+}
+
+TEST(PlanLoader, ValidationRunsOnLoad) {
+  plan::Plan plan = basePlan();
+  plan.mutable_programs(0)->mutable_instructions(1)->set_kernel("matmull");
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile(encodePlanFile(plan, "zcc"), "p.bin");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            std::string("p.bin: program 'infer', instruction 1 (matmull, from "
+                        "node '/h.0/attn/MatMul'): kernel 'matmull' is not "
+                        "one this runtime has (did you mean 'matmul'?)") +
+                kFix);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation, one rule at a time
+//===----------------------------------------------------------------------===//
+
+TEST(PlanValidation, BasePlanIsValid) {
+  Status status = validatePlan(basePlan(), "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+}
+
+TEST(PlanValidation, Mode) {
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.set_mode("serve"); }),
+            std::string("p.bin: plan: mode 'serve' is neither 'infer' nor "
+                        "'train'") +
+                kFix);
+}
+
+TEST(PlanValidation, Mesh) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_mesh()->add_axis_names("dp");
+            }),
+            std::string("p.bin: mesh: has 1 axis names but 0 axis sizes") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_mesh()->add_axis_names("dp");
+              p.mutable_mesh()->add_axis_sizes(0);
+            }),
+            std::string("p.bin: mesh: axis 'dp' has size 0") + kFix);
+}
+
+TEST(PlanValidation, ArenaAlignment) {
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.set_arena_alignment(48); }),
+            std::string("p.bin: plan: arena_alignment 48 is not a power of "
+                        "two") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.set_arena_alignment(0); }),
+            std::string("p.bin: plan: arena_alignment 0 is not a power of "
+                        "two") +
+                kFix);
+}
+
+TEST(PlanValidation, BufferIdIsItsIndex) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(1)->set_id(7);
+            }),
+            std::string("p.bin: buffer 1 ('c'): has id 7; a buffer's id must "
+                        "be its index") +
+                kFix);
+}
+
+TEST(PlanValidation, BufferKind) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(2)->set_kind(plan::BUFFER_KIND_UNSPECIFIED);
+            }),
+            std::string("p.bin: buffer 2 ('t'): has no known kind (0)") + kFix);
+}
+
+TEST(PlanValidation, BufferDtype) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(0)->set_dtype(plan::DTYPE_UNSPECIFIED);
+            }),
+            std::string("p.bin: buffer 0 ('x'): has no known dtype "
+                        "(dtype_unspecified)") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(0)->set_dtype(static_cast<plan::DType>(99));
+            }),
+            std::string("p.bin: buffer 0 ('x'): has no known dtype (dtype "
+                        "99)") +
+                kFix);
+}
+
+TEST(PlanValidation, BufferBytesMatchShapeAndDtype) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(0)->set_bytes(20);
+            }),
+            std::string("p.bin: buffer 0 ('x'): has 20 bytes, but f32 2x3 "
+                        "holds 24") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(0)->set_dtype(plan::F64);
+            }),
+            std::string("p.bin: buffer 0 ('x'): has 24 bytes, but f64 2x3 "
+                        "holds 48") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(0)->set_shape(1, -3);
+            }),
+            std::string("p.bin: buffer 0 ('x'): has a negative dimension in "
+                        "shape 2x-3") +
+                kFix);
+}
+
+TEST(PlanValidation, ZeroDimensionalBufferHoldsOneElement) {
+  plan::Plan plan = basePlan();
+  plan.mutable_buffers(2)->clear_shape();
+  plan.mutable_buffers(2)->set_bytes(4);
+  Status status = validatePlan(plan, "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+  plan.mutable_buffers(2)->set_bytes(0);
+  EXPECT_EQ(validatePlan(plan, "p.bin").message(),
+            std::string("p.bin: buffer 2 ('t'): has 0 bytes, but f32 scalar "
+                        "holds 4") +
+                kFix);
+}
+
+TEST(PlanValidation, OffsetAlignedAndInsideTheArena) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(2)->set_offset(160);
+            }),
+            std::string("p.bin: buffer 2 ('t'): offset 160 is not a multiple "
+                        "of the arena alignment 64") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_arena_bytes(264);
+            }),
+            std::string("p.bin: buffer 4 ('y'): bytes [256, 272) lie outside "
+                        "the arena of 264 bytes") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(4)->set_offset(~0ull << 6);
+            }),
+            std::string("p.bin: buffer 4 ('y'): bytes [18446744073709551552, "
+                        "0) lie outside the arena of 320 bytes") +
+                kFix);
+}
+
+TEST(PlanValidation, ConstantCarriesItsBytes) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(1)->mutable_constant_data()->resize(8);
+            }),
+            std::string("p.bin: buffer 1 ('c'): is a constant of 24 bytes but "
+                        "carries 8 bytes of constant_data") +
+                kFix);
+}
+
+TEST(PlanValidation, WeightFillsAnExistingParameter) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->set_buffer(99);
+            }),
+            std::string("p.bin: weight 0 ('w'): fills buffer 99, but the plan "
+                        "has only 5 buffers") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->set_buffer(2);
+              p.mutable_weights(0)->set_length(24);
+            }),
+            std::string("p.bin: weight 0 ('w'): fills buffer 2 ('t'), which "
+                        "is not a parameter buffer") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              *p.add_weights() = p.weights(0);
+              p.mutable_weights(1)->set_name("w2");
+            }),
+            std::string("p.bin: weight 1 ('w2'): fills buffer 3 ('w'), which "
+                        "weight 0 fills already") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.clear_weights(); }),
+            std::string("p.bin: buffer 3 ('w'): is a parameter that no weight "
+                        "fills") +
+                kFix);
+}
+
+TEST(PlanValidation, WeightLengthIsTheBufferSize) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->set_length(20);
+            }),
+            std::string("p.bin: weight 0 ('w'): reads 20 bytes of "
+                        "'weights.bin' into buffer 3 ('w'), which has 24") +
+                kFix);
+  // A weight stored in another dtype needs a conversion, so its length is
+  // not the buffer's; the loader refuses it later, by name.
+  plan::Plan plan = basePlan();
+  plan.mutable_weights(0)->set_file_dtype(plan::F16);
+  plan.mutable_weights(0)->set_length(12);
+  EXPECT_TRUE(validatePlan(plan, "p.bin").isOk());
+}
+
+TEST(PlanValidation, WeightRandomInitKind) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->mutable_random_init()->set_kind(
+                  static_cast<plan::RandomInit::Kind>(9));
+            }),
+            std::string("p.bin: weight 0 ('w'): has an unknown random init "
+                        "kind 9") +
+                kFix);
+}
+
+TEST(PlanValidation, Bindings) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_inputs(0)->set_buffer(5);
+            }),
+            std::string("p.bin: input 0 ('x'): names buffer 5, but the plan "
+                        "has only 5 buffers") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_outputs(0)->set_buffer(12);
+            }),
+            std::string("p.bin: output 0 ('y'): names buffer 12, but the plan "
+                        "has only 5 buffers") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              *p.add_inputs() = p.inputs(0);
+            }),
+            std::string("p.bin: input 1 ('x'): repeats the name of another "
+                        "input") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_outputs(0)->clear_name();
+            }),
+            std::string("p.bin: output 0 (''): has no name") + kFix);
+}
+
+TEST(PlanValidation, Instructions) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_programs(0)->mutable_instructions(0)->set_kernel(
+                  "frobnicate");
+            }),
+            std::string("p.bin: program 'infer', instruction 0 (frobnicate, "
+                        "from node '/Add'): kernel 'frobnicate' is not one "
+                        "this runtime has") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_programs(0)->mutable_instructions(1)->set_inputs(1, 42);
+            }),
+            std::string("p.bin: program 'infer', instruction 1 (matmul, from "
+                        "node '/h.0/attn/MatMul'): reads buffer 42, but the "
+                        "plan has only 5 buffers") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              plan::Instruction *add =
+                  p.mutable_programs(0)->mutable_instructions(0);
+              add->set_outputs(0, 5);
+              add->clear_location();
+            }),
+            std::string("p.bin: program 'infer', instruction 0 (add): writes "
+                        "buffer 5, but the plan has only 5 buffers") +
+                kFix);
+}
+
+TEST(PlanValidation, Programs) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.add_programs()->set_name("infer");
+            }),
+            std::string("p.bin: program 'infer': appears twice") + kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.add_programs(); }),
+            std::string("p.bin: a program: has no name") + kFix);
+}
+
+//===----------------------------------------------------------------------===//
+// zplan dump's text
+//===----------------------------------------------------------------------===//
+
+TEST(PlanPrinter, PrintsEveryPart) {
+  plan::Plan plan = basePlan();
+  plan.mutable_mesh()->add_axis_names("dp");
+  plan.mutable_mesh()->add_axis_sizes(1);
+  plan.set_config_json("{\"train_batch_size\": 8}");
+  plan::MemoryCategory *memory = plan.add_memory();
+  memory->set_category("params");
+  memory->set_bytes(24);
+  plan::Instruction *matmul = plan.mutable_programs(0)->mutable_instructions(1);
+  auto &attributes = *matmul->mutable_attributes();
+  attributes["transpose_b"].set_b(false);
+  attributes["alpha"].set_f(0.5);
+  attributes["axes"].mutable_ints()->add_values(-1);
+  attributes["axes"].mutable_ints()->add_values(2);
+  attributes["name"].set_s("q\"k");
+  attributes["axis"].set_i(3);
+  matmul->set_stream(1);
+  plan.mutable_weights(0)->mutable_random_init()->set_kind(
+      plan::RandomInit::ONES);
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile(encodePlanFile(plan, "zcc 0.1.0"), "p.bin");
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
+  std::string text = printPlan(loaded->header, loaded->plan);
+  std::string checksum =
+      formatString("0x%08x", loaded->header.checksum());
+  EXPECT_EQ(text,
+            "header: magic 0x314e414c5043435a \"ZCCPLAN1\", format_version 1, "
+            "producer \"zcc 0.1.0\", checksum " + checksum + "\n"
+            "mode: \"infer\"\n"
+            "backend: any\n"
+            "mesh: \"dp\"=1, world size 1\n"
+            "model_path: \"model.onnx\"\n"
+            "arena: 320 bytes, alignment 64\n"
+            "memory: \"params\"=24\n"
+            "buffers: 5\n"
+            "  %0 input \"x\" f32[2x3] offset 0 bytes 24\n"
+            "  %1 constant \"c\" f32[2x3] offset 64 bytes 24 data 24\n"
+            "  %2 activation \"t\" f32[2x3] offset 128 bytes 24\n"
+            "  %3 parameter \"w\" f32[3x2] offset 192 bytes 24\n"
+            "  %4 output \"y\" f32[2x2] offset 256 bytes 16\n"
+            "weights: 1\n"
+            "  \"w\" -> %3 file \"weights.bin\" offset 0 length 24 f32, "
+            "random ones\n"
+            "inputs: 1\n"
+            "  \"x\" -> %0\n"
+            "outputs: 1\n"
+            "  \"y\" -> %4\n"
+            "program \"infer\": 2 instructions\n"
+            "  %2 = add(%0, %1) stream 0 // /Add\n"
+            "  %4 = matmul(%2, %3) {alpha = 0.5, axes = [-1, 2], axis = 3, "
+            "name = \"q\\\"k\", transpose_b = false} stream 1 // "
+            "/h.0/attn/MatMul\n"
+            "config_json: \"{\\\"train_batch_size\\\": 8}\"\n");
+}
+
+TEST(PlanPrinter, EmptyPlanPrints) {
+  plan::PlanFile header;
+  std::string text = printPlan(header, plan::Plan());
+  EXPECT_NE(text.find("mesh: world size 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("buffers: 0\n"), std::string::npos) << text;
+}
+
+TEST(PlanPrinter, WholeFloatsKeepAPoint) {
+  plan::Plan plan = basePlan();
+  (*plan.mutable_programs(0)->mutable_instructions(0)->mutable_attributes())
+      ["scale"]
+          .set_f(2.0);
+  std::string text = printPlan(plan::PlanFile(), plan);
+  EXPECT_NE(text.find("{scale = 2.0}"), std::string::npos) << text;
+}
+
+} // namespace
+} // namespace zcc

@@ -1,0 +1,352 @@
+//===- zrun.cpp - The zcc runtime launcher --------------------------------===//
+//
+//   zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]
+//       [--output-dir DIR] [--weights random|DIR] [--seed S] [--nproc N]
+//
+// Runs a plan written by zcc. On an inference plan it reads each graph input
+// from --input, runs program "infer" once and writes each graph output to
+// DIR/<output name>.npy. Every failure exits 1 with one message on standard
+// error. Options of the full command line (DESIGN.md) that are not
+// implemented yet fail with "not supported yet" rather than being ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Data/Npy.h"
+#include "runtime/Executor.h"
+#include "runtime/Plan/PlanLoader.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+using namespace zcc;
+
+namespace {
+
+const char kUsage[] =
+    "usage: zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]\n"
+    "            [--output-dir DIR] [--weights random|DIR] [--seed S] "
+    "[--nproc N]\n"
+    "\n"
+    "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
+    "input from --input, runs it once and writes every graph output to\n"
+    "DIR/<output name>.npy (DIR: --output-dir, default the current folder).\n"
+    "\n"
+    "  --backend cpu          the backend (cuda is not supported yet)\n"
+    "  --input NAME=FILE.npy  a graph input, once per input\n"
+    "  --output-dir DIR       where outputs are written (created if missing)\n"
+    "  --weights random|DIR   draw weights from --seed, or read the plan's\n"
+    "                         weight files from DIR instead of the model's "
+    "folder\n"
+    "  --seed S               the seed of --weights random (default 0)\n"
+    "  --nproc N              processes; must equal the plan's world size\n";
+
+struct Options {
+  std::string planPath;
+  std::string backend = "cpu";
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string outputDir = ".";
+  std::string weights;
+  uint64_t seed = 0;
+  int64_t nproc = 0;
+};
+
+/// Parses a whole non-negative decimal integer.
+bool parseInteger(const std::string &text, uint64_t &value) {
+  if (text.empty() || text[0] == '-' || text[0] == '+')
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0')
+    return false;
+  value = parsed;
+  return true;
+}
+
+Status usageError(const std::string &message) {
+  return Status(StatusCode::kInvalidArgument,
+                message + " (see zrun --help)");
+}
+
+/// Options of DESIGN.md's command line that this zrun does not implement:
+/// each is refused by name so that no script believes it took effect.
+const char *const kNotYet[] = {"--steps",    "--grad-accum", "--data",
+                               "--log-json", "--save",       "--save-every",
+                               "--resume",   "--shuffle",    "--data-dtype"};
+
+Status parseArguments(int argc, char **argv, Options &options, bool &help) {
+  help = false;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      help = true;
+      return Status::ok();
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      if (!options.planPath.empty())
+        return usageError("more than one plan given: '" + options.planPath +
+                          "' and '" + arg + "'");
+      options.planPath = arg;
+      continue;
+    }
+    // Both "--flag value" and "--flag=value".
+    std::string name = arg, value;
+    bool hasValue = false;
+    size_t equals = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && equals != std::string::npos) {
+      name = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+      hasValue = true;
+    }
+    for (const char *notYet : kNotYet)
+      if (name == notYet)
+        return Status(StatusCode::kUnimplemented,
+                      name + " is not supported yet by zrun (training plans "
+                             "and token datasets come later)");
+    bool isKnown = name == "--backend" || name == "--input" ||
+                   name == "--output-dir" || name == "--weights" ||
+                   name == "--seed" || name == "--nproc";
+    if (!isKnown)
+      return usageError("unknown option '" + name + "'");
+    if (!hasValue) {
+      if (i + 1 >= args.size())
+        return usageError(name + " needs a value");
+      value = args[++i];
+    }
+    if (name == "--backend") {
+      options.backend = value;
+    } else if (name == "--input") {
+      size_t split = value.find('=');
+      if (split == std::string::npos || split == 0 ||
+          split + 1 == value.size())
+        return usageError("--input " + value +
+                          ": expected NAME=FILE.npy");
+      options.inputs.emplace_back(value.substr(0, split),
+                                  value.substr(split + 1));
+    } else if (name == "--output-dir") {
+      if (value.empty())
+        return usageError("--output-dir needs a folder");
+      options.outputDir = value;
+    } else if (name == "--weights") {
+      if (value.empty())
+        return usageError("--weights needs 'random' or a folder");
+      options.weights = value;
+    } else if (name == "--seed") {
+      if (!parseInteger(value, options.seed))
+        return usageError("--seed " + value +
+                          ": expected a non-negative integer");
+    } else if (name == "--nproc") {
+      uint64_t nproc = 0;
+      if (!parseInteger(value, nproc) || nproc == 0 || nproc > (1u << 20))
+        return usageError("--nproc " + value + ": expected a positive integer");
+      options.nproc = static_cast<int64_t>(nproc);
+    }
+  }
+  if (options.planPath.empty())
+    return usageError("no plan given: zrun PLAN.bin");
+  return Status::ok();
+}
+
+bool isDirectory(const std::string &path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/// `--weights` into the executor's terms.
+Status weightOptions(const Options &options, WeightOptions &weights) {
+  weights.seed = options.seed;
+  if (options.weights.empty())
+    return Status::ok();
+  if (options.weights == "random") {
+    weights.source = WeightSource::kRandom;
+    return Status::ok();
+  }
+  if (isDirectory(options.weights)) {
+    weights.dir = options.weights;
+    return Status::ok();
+  }
+  struct stat info;
+  if (::stat(options.weights.c_str(), &info) == 0)
+    return Status(StatusCode::kUnimplemented,
+                  "--weights " + options.weights +
+                      ": reading weights from a model or safetensors file is "
+                      "not supported yet; pass the folder that holds the "
+                      "plan's weight files, or random");
+  return Status(StatusCode::kNotFound,
+                "--weights " + options.weights +
+                    ": no such folder; pass the folder that holds the plan's "
+                    "weight files, or random");
+}
+
+/// Makes `path` and its missing parents.
+Status makeDirectories(const std::string &path) {
+  std::string partial;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos)
+      slash = path.size();
+    partial = path.substr(0, slash);
+    start = slash + 1;
+    if (partial.empty() || isDirectory(partial))
+      continue;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return makeStatus(StatusCode::kUnavailable,
+                        "cannot create the output folder '%s': %s",
+                        partial.c_str(), std::strerror(errno));
+  }
+  if (!isDirectory(path))
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "--output-dir %s is not a folder", path.c_str());
+  return Status::ok();
+}
+
+/// An output name as a file name: ONNX names may hold '/', which would
+/// otherwise point into folders that do not exist.
+std::string outputFileName(const std::string &name) {
+  std::string file = name;
+  for (char &c : file)
+    if (c == '/')
+      c = '_';
+  if (file.empty() || file == "." || file == "..")
+    file = "_" + file;
+  return file + ".npy";
+}
+
+Status runInference(const Options &options, LoadedPlan loaded) {
+  const plan::Plan &plan = loaded.plan;
+  // Every input must come from exactly one --input, before any weight is
+  // loaded: a typo should not cost a model load.
+  std::map<std::string, std::string> files;
+  for (const auto &[name, file] : options.inputs) {
+    bool known = false;
+    std::string names;
+    for (const plan::Binding &binding : plan.inputs()) {
+      known |= binding.name() == name;
+      names += (names.empty() ? "'" : ", '") + binding.name() + "'";
+    }
+    if (!known)
+      return Status(StatusCode::kInvalidArgument,
+                    "--input " + name + "=" + file + ": the plan has no input '" +
+                        name + "' (its inputs: " +
+                        (names.empty() ? std::string("none") : names) + ")");
+    if (!files.emplace(name, file).second)
+      return Status(StatusCode::kInvalidArgument,
+                    "--input " + name + " is given twice");
+  }
+  for (const plan::Binding &binding : plan.inputs())
+    if (!files.count(binding.name()))
+      return Status(StatusCode::kInvalidArgument,
+                    "the plan's input '" + binding.name() +
+                        "' has no array; pass --input " + binding.name() +
+                        "=FILE.npy");
+  std::vector<std::pair<std::string, HostTensor>> arrays;
+  for (const plan::Binding &binding : plan.inputs()) {
+    StatusOr<HostTensor> array = readNpy(files[binding.name()]);
+    if (!array.isOk()) {
+      Status status = array.takeStatus();
+      return status.addContext("cannot read input '" + binding.name() + "'");
+    }
+    arrays.emplace_back(binding.name(), std::move(*array));
+  }
+  Status status = makeDirectories(options.outputDir);
+  if (!status.isOk())
+    return status;
+
+  ExecutorOptions executorOptions;
+  executorOptions.backend = options.backend;
+  status = weightOptions(options, executorOptions.weights);
+  if (!status.isOk())
+    return status;
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::instantiate(std::move(loaded), executorOptions);
+  if (!executor.isOk())
+    return executor.takeStatus();
+  for (const auto &[name, array] : arrays)
+    ZCC_RETURN_IF_ERROR((*executor)->setInput(name, array.data.data(),
+                                              array.data.size(), array.dtype,
+                                              array.shape),
+                        "%s", files[name].c_str());
+  ZCC_RETURN_IF_ERROR((*executor)->run("infer"), "%s",
+                      (*executor)->plan().path.c_str());
+  for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
+    StatusOr<HostTensor> output = (*executor)->output(binding.name());
+    if (!output.isOk())
+      return output.takeStatus();
+    std::string path =
+        options.outputDir + "/" + outputFileName(binding.name());
+    ZCC_RETURN_IF_ERROR(writeNpy(path, *output), "cannot write output '%s'",
+                        binding.name().c_str());
+  }
+  return Status::ok();
+}
+
+Status runZrun(const Options &options) {
+  StatusOr<LoadedPlan> loaded = loadPlan(options.planPath);
+  if (!loaded.isOk())
+    return loaded.takeStatus();
+  const plan::Plan &plan = loaded->plan;
+  const std::string &path = loaded->path;
+
+  int64_t worldSize = loaded->worldSize();
+  if (options.nproc != 0 && options.nproc != worldSize)
+    return Status(StatusCode::kInvalidArgument,
+                  formatString("%s: plan was compiled for world size %lld, "
+                               "but --nproc is %lld; run it with --nproc "
+                               "%lld or recompile with --world-size %lld",
+                               path.c_str(), static_cast<long long>(worldSize),
+                               static_cast<long long>(options.nproc),
+                               static_cast<long long>(worldSize),
+                               static_cast<long long>(options.nproc)));
+  if (worldSize != 1)
+    return Status(StatusCode::kUnimplemented,
+                  formatString("%s: plan was compiled for world size %lld; "
+                               "running more than one rank is not supported "
+                               "yet (recompile with --world-size 1)",
+                               path.c_str(),
+                               static_cast<long long>(worldSize)));
+  if (plan.backend() == plan::BACKEND_CUDA && options.backend != "cuda")
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": plan was compiled for the cuda backend; run it "
+                         "with --backend cuda or recompile it for any "
+                         "backend");
+  if (options.backend != "cpu" && options.backend != "cuda")
+    return Status(StatusCode::kInvalidArgument,
+                  "--backend " + options.backend +
+                      ": unknown backend (the backends are cpu and cuda)");
+  if (options.backend == "cuda")
+    return Status(StatusCode::kUnimplemented,
+                  "--backend cuda is not supported yet; run with --backend "
+                  "cpu");
+  if (plan.mode() == "train")
+    return Status(StatusCode::kUnimplemented,
+                  path + ": running training plans is not supported yet; "
+                         "compile with --mode infer");
+  return runInference(options, std::move(*loaded));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options options;
+  bool help = false;
+  Status status = parseArguments(argc, argv, options, help);
+  if (status.isOk() && help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (status.isOk())
+    status = runZrun(options);
+  if (!status.isOk()) {
+    std::fprintf(stderr, "zrun: error: %s\n", status.message().c_str());
+    return 1;
+  }
+  return 0;
+}
