@@ -47,8 +47,7 @@ public:
 
   virtual Status copyToDevice(void *device, const void *host,
                               uint64_t bytes) = 0;
-  virtual Status copyToHost(void *host, const void *device,
-                            uint64_t bytes) = 0;
+  virtual Status copyToHost(void *host, const void *device, uint64_t bytes) = 0;
 
   /// Looks a kernel up once so that launching it needs no lookup.
   virtual StatusOr<KernelHandle> resolveKernel(const std::string &name) = 0;

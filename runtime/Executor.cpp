@@ -46,11 +46,10 @@ Status Executor::prepare(const ExecutorOptions &options) {
 
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.kind() == plan::CONSTANT)
-      ZCC_RETURN_IF_ERROR(backend_->copyToDevice(arena_ + buffer.offset(),
-                                                 buffer.constant_data().data(),
-                                                 buffer.bytes()),
-                          "while copying constant %s",
-                          describeBuffer(buffer).c_str());
+      ZCC_RETURN_IF_ERROR(
+          backend_->copyToDevice(arena_ + buffer.offset(),
+                                 buffer.constant_data().data(), buffer.bytes()),
+          "while copying constant %s", describeBuffer(buffer).c_str());
 
   ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_),
                       "cannot load the weights");

@@ -84,8 +84,8 @@ static uint16_t toHalf(float value) {
     float scaled = std::fabs(value) * 16777216.0f;
     return sign | static_cast<uint16_t>(std::nearbyint(scaled));
   }
-  uint32_t half = ((((magnitude >> 23) - 127 + 15) << 10) |
-                   ((magnitude & 0x7fffff) >> 13));
+  uint32_t half =
+      ((((magnitude >> 23) - 127 + 15) << 10) | ((magnitude & 0x7fffff) >> 13));
   uint32_t rest = magnitude & 0x1fff;
   // A carry out of the mantissa correctly bumps the exponent.
   if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
@@ -164,8 +164,7 @@ static Status drawSlice(const plan::RandomInit &init, plan::DType dtype,
     }
   case plan::RandomInit::NORMAL: {
     double std = init.std();
-    return fillValues(dtype, count, host,
-                      [&] { return std * normal.next(); });
+    return fillValues(dtype, count, host, [&] { return std * normal.next(); });
   }
   default:
     return makeStatus(StatusCode::kInvalidArgument,
@@ -196,9 +195,8 @@ static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
   for (uint64_t done = 0; done < total;) {
     uint64_t count = std::min(perSlice, total - done);
     staging.resize(static_cast<size_t>(count * elementBytes));
-    Status status =
-        drawSlice(weight.random_init(), buffer.dtype(), normal, count,
-                  staging.data());
+    Status status = drawSlice(weight.random_init(), buffer.dtype(), normal,
+                              count, staging.data());
     if (!status.isOk())
       return status.addContext("cannot draw " + describeWeight(weight));
     ZCC_RETURN_IF_ERROR(backend.copyToDevice(destination + done * elementBytes,
@@ -228,13 +226,12 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                       "; converting weights between dtypes is not supported "
                       "yet (run with --weights random)");
   if (weight.length() != buffer.bytes())
-    return Status(StatusCode::kInvalidArgument,
-                  item + formatString(" reads %llu bytes but its buffer has "
-                                      "%llu; recompile the plan",
-                                      static_cast<unsigned long long>(
-                                          weight.length()),
-                                      static_cast<unsigned long long>(
-                                          buffer.bytes())));
+    return Status(
+        StatusCode::kInvalidArgument,
+        item + formatString(" reads %llu bytes but its buffer has "
+                            "%llu; recompile the plan",
+                            static_cast<unsigned long long>(weight.length()),
+                            static_cast<unsigned long long>(buffer.bytes())));
   std::string path = weightFilePath(plan, weight, options);
   StatusOr<uint64_t> size = fileSize(path);
   if (!size.isOk()) {
@@ -249,22 +246,21 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
   }
   uint64_t end = weight.offset() + weight.length();
   if (end < weight.offset() || end > *size)
-    return Status(StatusCode::kOutOfRange,
-                  item + formatString(" needs bytes [%llu, %llu) of '%s', but "
-                                      "the file has only %llu bytes; the "
-                                      "weight file does not match the plan "
-                                      "(recompile, or pass --weights random)",
-                                      static_cast<unsigned long long>(
-                                          weight.offset()),
-                                      static_cast<unsigned long long>(end),
-                                      path.c_str(),
-                                      static_cast<unsigned long long>(*size)));
+    return Status(
+        StatusCode::kOutOfRange,
+        item + formatString(" needs bytes [%llu, %llu) of '%s', but "
+                            "the file has only %llu bytes; the "
+                            "weight file does not match the plan "
+                            "(recompile, or pass --weights random)",
+                            static_cast<unsigned long long>(weight.offset()),
+                            static_cast<unsigned long long>(end), path.c_str(),
+                            static_cast<unsigned long long>(*size)));
   for (uint64_t done = 0; done < weight.length();) {
     uint64_t count = std::min(kStagingBytes, weight.length() - done);
     staging.resize(static_cast<size_t>(count));
-    ZCC_RETURN_IF_ERROR(readFileRange(path, weight.offset() + done, count,
-                                      staging.data()),
-                        "cannot read %s", item.c_str());
+    ZCC_RETURN_IF_ERROR(
+        readFileRange(path, weight.offset() + done, count, staging.data()),
+        "cannot read %s", item.c_str());
     ZCC_RETURN_IF_ERROR(
         backend.copyToDevice(destination + done, staging.data(), count),
         "while copying %s to the device", item.c_str());

@@ -20,4 +20,4 @@ config.substitutions.append(("%python", config.python_executable))
 # so a RUN line that starts with `not` finds it.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
-llvm_config.add_tool_substitutions(["zcc", "zcc-opt"], [config.zcc_tools_dir])
+llvm_config.add_tool_substitutions(["zcc", "zcc-opt", "zrun", "zplan"], [config.zcc_tools_dir])

@@ -8,11 +8,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/raw_ostream.h"
-
-#include <zlib.h>
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 
@@ -82,9 +78,12 @@ bool convertAttribute(Attribute attribute, plan::Attribute &out) {
     out.set_f(f.getValueAsDouble());
   else if (auto s = dyn_cast<StringAttr>(attribute))
     out.set_s(s.str());
-  else if (auto ints = dyn_cast<DenseI64ArrayAttr>(attribute))
+  else if (auto ints = dyn_cast<DenseI64ArrayAttr>(attribute)) {
+    // mutable_ints() marks the oneof even for an empty list.
+    plan::Ints *values = out.mutable_ints();
     for (int64_t v : ints.asArrayRef())
-      out.mutable_ints()->add_values(v);
+      values->add_values(v);
+  }
   else if (isa<UnitAttr>(attribute))
     out.set_b(true);
   else
@@ -100,7 +99,7 @@ std::string locationName(Location loc) {
 
 } // namespace
 
-FailureOr<plan::PlanFile> buildPlanFile(ModuleOp module, const std::string &producer) {
+FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   plan::Plan result;
   auto arenas = llvm::to_vector(module.getOps<zplan::ArenaOp>());
   if (arenas.size() != 1 || arenas[0].getSymName() != "device")
@@ -241,48 +240,7 @@ FailureOr<plan::PlanFile> buildPlanFile(ModuleOp module, const std::string &prod
     if (std::optional<config::Json> json = config::attributeToJson(config))
       result.set_config_json(json->dump());
 
-  plan::PlanFile file;
-  file.set_magic(kPlanMagic);
-  file.set_format_version(kPlanFormatVersion);
-  file.set_producer(producer);
-  std::string bytes;
-  if (!result.SerializeToString(&bytes))
-    return module.emitError("the plan does not serialise"), failure();
-  file.set_checksum(crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()), bytes.size()));
-  file.set_plan(std::move(bytes));
-  return file;
-}
-
-LogicalResult writePlanFile(const plan::PlanFile &file, const std::string &path,
-                            std::string &error) {
-  std::string bytes;
-  if (!file.SerializeToString(&bytes)) {
-    error = "the plan does not serialise";
-    return failure();
-  }
-  std::string temporary = path + ".tmp";
-  {
-    std::error_code code;
-    llvm::raw_fd_ostream out(temporary, code);
-    if (code) {
-      error = "cannot write '" + temporary + "': " + code.message();
-      return failure();
-    }
-    out << bytes;
-    out.close();
-    if (out.has_error()) {
-      error = "cannot write '" + temporary + "': " + out.error().message();
-      out.clear_error();
-      llvm::sys::fs::remove(temporary);
-      return failure();
-    }
-  }
-  if (std::error_code code = llvm::sys::fs::rename(temporary, path)) {
-    error = "cannot rename '" + temporary + "' to '" + path + "': " + code.message();
-    llvm::sys::fs::remove(temporary);
-    return failure();
-  }
-  return success();
+  return result;
 }
 
 } // namespace zcc

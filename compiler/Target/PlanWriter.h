@@ -9,25 +9,16 @@
 #include <string>
 
 namespace zcc::plan {
-class PlanFile;
+class Plan;
 } // namespace zcc::plan
 
 namespace zcc {
 
-/// The format version this compiler writes (PlanFile.format_version).
-constexpr uint32_t kPlanFormatVersion = 1;
-/// "ZCCPLAN1" as a little-endian 64-bit integer.
-constexpr uint64_t kPlanMagic = 0x314e414c5043435aULL;
-
-/// Serialises a module that went through zcc-dist-to-plan. Errors are
-/// emitted on the module.
-mlir::FailureOr<plan::PlanFile> buildPlanFile(mlir::ModuleOp module,
-                                              const std::string &producer);
-
-/// Writes `file` to `path` atomically (a temporary file, then a rename), so a
-/// failed write never leaves half a plan behind.
-mlir::LogicalResult writePlanFile(const plan::PlanFile &file, const std::string &path,
-                                  std::string &error);
+/// The Plan of a module that went through zcc-dist-to-plan. Errors are
+/// emitted on the module. The runtime's plan library encodes, validates and
+/// prints it (runtime/Plan/PlanLoader.h): compiler and runtime share one
+/// reading of the format.
+mlir::FailureOr<plan::Plan> buildPlan(mlir::ModuleOp module);
 
 } // namespace zcc
 

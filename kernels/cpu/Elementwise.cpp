@@ -75,11 +75,10 @@ void binaryLoop(const TensorView &lhs, const TensorView &rhs,
   const T *b = rhs.as<const T>();
   T *result = out.as<T>();
   SmallShape shapes[2] = {SmallShape(lhs.shape), SmallShape(rhs.shape)};
-  forEachBroadcast(SmallShape(out.shape), shapes,
-                   [&](int64_t i, const int64_t *offsets) {
-                     result[i] =
-                         applyBinary<Kind, T>(a[offsets[0]], b[offsets[1]]);
-                   });
+  forEachBroadcast(
+      SmallShape(out.shape), shapes, [&](int64_t i, const int64_t *offsets) {
+        result[i] = applyBinary<Kind, T>(a[offsets[0]], b[offsets[1]]);
+      });
 }
 
 /// The checks every broadcasting op shares: operands of one element type
@@ -106,8 +105,7 @@ Status binary(const KernelArgs &args, const char *kernel) {
                    &out = args.outputs[0];
   if (Status s = checkBroadcastOperands(kernel, lhs, rhs, out); !s.isOk())
     return s;
-  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs);
-      !s.isOk())
+  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
     return s;
   // Division and power are float-only: integer division by zero would trap.
   constexpr bool kIntegers = Kind != BinaryKind::Div && Kind != BinaryKind::Pow;
@@ -163,9 +161,7 @@ struct BoolByte {
   bool operator==(BoolByte other) const {
     return (raw != 0) == (other.raw != 0);
   }
-  bool operator<(BoolByte other) const {
-    return (raw != 0) < (other.raw != 0);
-  }
+  bool operator<(BoolByte other) const { return (raw != 0) < (other.raw != 0); }
 };
 
 template <CompareKind Kind>
@@ -228,8 +224,8 @@ template <typename To, typename From> To convertValue(From value) {
     return static_cast<To>(value);
   } else if constexpr (std::is_integral_v<To> && std::is_integral_v<From>) {
     // Narrowing keeps the low bits (two's complement), as numpy does.
-    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(
-        static_cast<uint64_t>(value)));
+    return static_cast<To>(
+        static_cast<std::make_unsigned_t<To>>(static_cast<uint64_t>(value)));
   } else {
     // To a float type: the conversion rounds to nearest even.
     return static_cast<To>(value);
@@ -343,8 +339,7 @@ template <UnaryKind Kind> float applyUnary(float x) {
 /// Checks a unary float kernel's operands: one f32 input and a result of the
 /// same type (SameOperandsAndResultType).
 Status checkUnaryFloat(const KernelArgs &args, const char *kernel) {
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   if (in.dtype != plan::F32)
@@ -405,15 +400,13 @@ Status greater(const KernelArgs &args) {
 
 Status where(const KernelArgs &args) {
   const char *kernel = "where";
-  if (Status s = checkOperands(args, kernel,
-                               {"condition", "on_true", "on_false"},
-                               {"result"});
+  if (Status s = checkOperands(
+          args, kernel, {"condition", "on_true", "on_false"}, {"result"});
       !s.isOk())
     return s;
   const TensorView &cond = args.inputs[0], &onTrue = args.inputs[1],
                    &onFalse = args.inputs[2], &out = args.outputs[0];
-  if (Status s = expectDType(kernel, "condition", cond, plan::BOOL);
-      !s.isOk())
+  if (Status s = expectDType(kernel, "condition", cond, plan::BOOL); !s.isOk())
     return s;
   if (Status s =
           expectSameDType(kernel, "on_false", onFalse, "on_true", onTrue);
@@ -451,8 +444,7 @@ Status where(const KernelArgs &args) {
 
 Status cast(const KernelArgs &args) {
   const char *kernel = "cast";
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   if (Status s = expectShape(kernel, "result", out, SmallShape(in.shape));
@@ -519,8 +511,7 @@ Status cast(const KernelArgs &args) {
 
 Status isNan(const KernelArgs &args) {
   const char *kernel = "is_nan";
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   if (Status s = expectDType(kernel, "result", out, plan::BOOL); !s.isOk())
@@ -586,8 +577,8 @@ Status gelu(const KernelArgs &args) {
   if (Status s = checkUnaryFloat(args, kernel); !s.isOk())
     return s;
   const char *approximate = nullptr;
-  if (Status s = optionalString(args, kernel, "approximate", "none",
-                                approximate);
+  if (Status s =
+          optionalString(args, kernel, "approximate", "none", approximate);
       !s.isOk())
     return s;
   if (std::strcmp(approximate, "none") == 0)

@@ -140,8 +140,7 @@ void stridedCopy(void *dst, const void *src, size_t elementBytes,
       out += rowBytes;
     } else {
       for (int64_t i = 0; i < rowLength; ++i, out += elementBytes)
-        copyElement(out, rowStart + i * rowStride * elementBytes,
-                    elementBytes);
+        copyElement(out, rowStart + i * rowStride * elementBytes, elementBytes);
     }
     walker.next();
   }
@@ -184,9 +183,8 @@ static Status checkView(const char *kernel, const char *role, const char *name,
   for (int64_t dim : view.shape)
     if (dim < 0)
       return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "%s '%s'%s has a negative dimension in shape %s",
-                         role, name, label.c_str(),
-                         shapeString(view.shape).c_str());
+                         "%s '%s'%s has a negative dimension in shape %s", role,
+                         name, label.c_str(), shapeString(view.shape).c_str());
   if (!view.data && view.numElements() > 0)
     return kernelError(StatusCode::kInvalidArgument, kernel,
                        "%s '%s'%s of shape %s has no data", role, name,
@@ -237,8 +235,8 @@ Status checkVariadicOperands(const KernelArgs &args, const char *kernel,
       !s.isOk())
     return s;
   for (size_t i = 0; i < args.inputs.size(); ++i)
-    if (Status s = checkView(kernel, "operand", inputName,
-                             static_cast<int>(i), args.inputs[i]);
+    if (Status s = checkView(kernel, "operand", inputName, static_cast<int>(i),
+                             args.inputs[i]);
         !s.isOk())
       return s;
   return checkView(kernel, "result", outputName, -1, args.outputs[0]);
@@ -268,10 +266,9 @@ Status expectShape(const char *kernel, const char *operand,
                    const TensorView &view, const SmallShape &expected) {
   if (expected.equals(view.shape))
     return Status::ok();
-  return kernelError(StatusCode::kInvalidArgument, kernel,
-                     "'%s' has shape %s, expected %s", operand,
-                     shapeString(view.shape).c_str(),
-                     shapeString(expected).c_str());
+  return kernelError(
+      StatusCode::kInvalidArgument, kernel, "'%s' has shape %s, expected %s",
+      operand, shapeString(view.shape).c_str(), shapeString(expected).c_str());
 }
 
 Status expectSameShape(const char *kernel, const char *operand,
@@ -345,8 +342,8 @@ static Status missing(const char *kernel, const char *name,
                      "missing attribute '%s' (%s)", name, expected);
 }
 
-Status optionalInt(const KernelArgs &args, const char *kernel,
-                   const char *name, int64_t defaultValue, int64_t &value) {
+Status optionalInt(const KernelArgs &args, const char *kernel, const char *name,
+                   int64_t defaultValue, int64_t &value) {
   const plan::Attribute *attr = findAttr(args, name);
   if (!attr) {
     value = defaultValue;
@@ -358,8 +355,8 @@ Status optionalInt(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
-Status requiredInt(const KernelArgs &args, const char *kernel,
-                   const char *name, int64_t &value) {
+Status requiredInt(const KernelArgs &args, const char *kernel, const char *name,
+                   int64_t &value) {
   if (!findAttr(args, name))
     return missing(kernel, name, "an int");
   return optionalInt(args, kernel, name, 0, value);
@@ -424,9 +421,13 @@ Status requiredInts(const KernelArgs &args, const char *kernel,
   const plan::Attribute *attr = findAttr(args, name);
   if (!attr)
     return missing(kernel, name, "an int list");
+  values = SmallShape();
+  // An empty list may arrive with no value set: protobuf cannot tell an
+  // empty `ints` from an unset one unless the writer touched the field.
+  if (attr->value_case() == plan::Attribute::VALUE_NOT_SET)
+    return Status::ok();
   if (attr->value_case() != plan::Attribute::kInts)
     return wrongKind(kernel, name, *attr, "an int list");
-  values = SmallShape();
   for (int64_t v : attr->ints().values())
     if (!values.push_back(v))
       return kernelError(StatusCode::kUnimplemented, kernel,

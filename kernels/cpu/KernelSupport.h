@@ -140,9 +140,10 @@ void forEachBroadcast(const SmallShape &outShape,
   }
 }
 
-/// Copies a strided view of `src` (element offsets `srcBase` + index .
-/// `srcStrides`) into the contiguous `dst` of `shape`, element by element of
-/// `elementBytes` bytes.
+/// Fills the contiguous `dst` of `shape` from a strided view of `src`: the
+/// element at index (i0, i1, ...) is read from element offset srcBase +
+/// i0 * srcStrides[0] + i1 * srcStrides[1] + ... (elements of `elementBytes`
+/// bytes). Transpose, slice and broadcast are all such views.
 void stridedCopy(void *dst, const void *src, size_t elementBytes,
                  const SmallShape &shape, const SmallShape &srcStrides,
                  int64_t srcBase);
@@ -173,8 +174,8 @@ inline void copyElement(void *dst, const void *src, size_t bytes) {
 //===----------------------------------------------------------------------===//
 
 /// A Status whose message starts with the kernel name: "<kernel>: <message>".
-Status kernelError(StatusCode code, const char *kernel, const char *format,
-                   ...) __attribute__((format(printf, 3, 4)));
+Status kernelError(StatusCode code, const char *kernel, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /// Checks the operand counts and that every view is usable: a known element
 /// type, non-negative dimensions, at most kMaxRank of them, and data for
@@ -214,10 +215,10 @@ Status normalizeAxis(const char *kernel, const char *attr, int64_t axis,
 // kind instead of quietly using the default, so a plan that spells an
 // attribute wrongly fails loudly.
 
-Status requiredInt(const KernelArgs &args, const char *kernel,
-                   const char *name, int64_t &value);
-Status optionalInt(const KernelArgs &args, const char *kernel,
-                   const char *name, int64_t defaultValue, int64_t &value);
+Status requiredInt(const KernelArgs &args, const char *kernel, const char *name,
+                   int64_t &value);
+Status optionalInt(const KernelArgs &args, const char *kernel, const char *name,
+                   int64_t defaultValue, int64_t &value);
 Status requiredFloat(const KernelArgs &args, const char *kernel,
                      const char *name, double &value);
 Status optionalBool(const KernelArgs &args, const char *kernel,

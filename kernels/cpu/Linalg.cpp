@@ -57,8 +57,7 @@ Status matmul(const KernelArgs &args) {
     return unsupportedDType(kernel, "lhs", lhs, "f32");
   if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
     return s;
-  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs);
-      !s.isOk())
+  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
     return s;
   if (lhs.shape.empty() || rhs.shape.empty())
     return kernelError(StatusCode::kInvalidArgument, kernel,
@@ -77,13 +76,12 @@ Status matmul(const KernelArgs &args) {
   lhsBatch.resize(lhsVector ? 0 : lhsBatch.rank() - 2);
   rhsBatch.resize(rhsVector ? 0 : rhsBatch.rank() - 2);
   if (k != rhsK)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "contracting dimensions differ: lhs %s has %lld, rhs "
-                       "%s has %lld",
-                       shapeString(lhs.shape).c_str(),
-                       static_cast<long long>(k),
-                       shapeString(rhs.shape).c_str(),
-                       static_cast<long long>(rhsK));
+    return kernelError(
+        StatusCode::kInvalidArgument, kernel,
+        "contracting dimensions differ: lhs %s has %lld, rhs "
+        "%s has %lld",
+        shapeString(lhs.shape).c_str(), static_cast<long long>(k),
+        shapeString(rhs.shape).c_str(), static_cast<long long>(rhsK));
   SmallShape batch;
   if (!broadcastShapes(lhsBatch, rhsBatch, batch))
     return kernelError(StatusCode::kInvalidArgument, kernel,
@@ -108,17 +106,16 @@ Status matmul(const KernelArgs &args) {
     std::fill(c, c + batchCount * m * n, 0.0f);
     return Status::ok();
   }
-  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", m},
-                             {"N", n},
-                             {"K", k}})
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
   const float *a = lhs.as<const float>();
   const float *b = rhs.as<const float>();
   // A shared rhs (a weight): the batch folds into the rows of one product.
-  if (rhsBatch.numElements() == 1 &&
-      lhsBatch.numElements() == batchCount && batchCount * m <= INT_MAX) {
+  if (rhsBatch.numElements() == 1 && lhsBatch.numElements() == batchCount &&
+      batchCount * m <= INT_MAX) {
     gemm(batchCount * m, n, k, a, b, c);
     return Status::ok();
   }
@@ -144,12 +141,11 @@ Status attention(const KernelArgs &args) {
                    &v = args.inputs[2], &out = args.outputs[0];
   if (q.dtype != plan::F32)
     return unsupportedDType(kernel, "query", q, "f32");
-  for (auto [name, view] : {std::pair<const char *, const TensorView *>{
-                                "key", &k},
-                            {"value", &v},
-                            {"result", &out}})
-    if (Status s = expectSameDType(kernel, name, *view, "query", q);
-        !s.isOk())
+  for (auto [name, view] :
+       {std::pair<const char *, const TensorView *>{"key", &k},
+        {"value", &v},
+        {"result", &out}})
+    if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
       return s;
   size_t rank = q.shape.size();
   if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
@@ -187,18 +183,16 @@ Status attention(const KernelArgs &args) {
   if (Status s = requiredFloat(args, kernel, "scale", scale); !s.isOk())
     return s;
   bool causal = false;
-  if (Status s = optionalBool(args, kernel, "causal", false, causal);
-      !s.isOk())
+  if (Status s = optionalBool(args, kernel, "causal", false, causal); !s.isOk())
     return s;
   if (causal && tq > tk)
     return kernelError(StatusCode::kInvalidArgument, kernel,
                        "a causal attention needs at least as many keys as "
                        "queries, got %lld queries and %lld keys",
-                       static_cast<long long>(tq),
-                       static_cast<long long>(tk));
-  for (auto [what, value] : {std::pair<const char *, int64_t>{
-                                 "head size", headDim},
-                             {"value head size", valueDim}})
+                       static_cast<long long>(tq), static_cast<long long>(tk));
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"head size", headDim},
+        {"value head size", valueDim}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
@@ -209,7 +203,9 @@ Status attention(const KernelArgs &args) {
     return Status::ok();
   int ldk = static_cast<int>(std::max<int64_t>(headDim, 1));
   int ldv = static_cast<int>(valueDim);
-  float scores[kKeyBlock];
+  // Zeroed once so BLAS never sees stack garbage, even where beta = 0 would
+  // let a stale NaN through.
+  float scores[kKeyBlock] = {};
   for (int64_t h = 0; h < heads; ++h) {
     const float *qh = q.as<const float>() + h * tq * headDim;
     const float *kh = k.as<const float>() + h * tk * headDim;
@@ -237,10 +233,10 @@ Status attention(const KernelArgs &args) {
                       scores, 1);
         float blockMax = *std::max_element(scores, scores + len);
         float newMax = std::max(runningMax, blockMax);
-        float correction =
-            start == 0 ? 0.0f
-                       : static_cast<float>(std::exp(
-                             static_cast<double>(runningMax) - newMax));
+        float correction = start == 0
+                               ? 0.0f
+                               : static_cast<float>(std::exp(
+                                     static_cast<double>(runningMax) - newMax));
         denominator *= correction;
         for (int j = 0; j < len; ++j) {
           scores[j] = static_cast<float>(

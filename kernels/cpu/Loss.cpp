@@ -79,8 +79,7 @@ void classLossLoop(const float *input, const Label *labels, int64_t batch,
     loss[0] = static_cast<float>(total / static_cast<double>(counted));
 }
 
-Status classLoss(const KernelArgs &args, const char *kernel,
-                 bool logSoftmax) {
+Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
   if (Status s = checkOperands(args, kernel, {"input", "labels"}, {"loss"});
       !s.isOk())
     return s;
@@ -128,9 +127,9 @@ Status classLoss(const KernelArgs &args, const char *kernel,
   if (Status s = optionalInt(args, kernel, "ignore_index", 0, ignoreIndex);
       !s.isOk())
     return s;
-  if (Status s = expectShape(kernel, "loss", out,
-                             reduction == Reduction::None ? labelShape
-                                                          : SmallShape());
+  if (Status s =
+          expectShape(kernel, "loss", out,
+                      reduction == Reduction::None ? labelShape : SmallShape());
       !s.isOk())
     return s;
 
@@ -141,16 +140,16 @@ Status classLoss(const KernelArgs &args, const char *kernel,
   float *loss = out.as<float>();
   if (labels.dtype == plan::I64) {
     const int64_t *label = labels.as<const int64_t>();
-    if (Status s = checkLabels(kernel, label, count, classes, hasIgnore,
-                               ignoreIndex);
+    if (Status s =
+            checkLabels(kernel, label, count, classes, hasIgnore, ignoreIndex);
         !s.isOk())
       return s;
     classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,
                   ignoreIndex, reduction, loss);
   } else {
     const int32_t *label = labels.as<const int32_t>();
-    if (Status s = checkLabels(kernel, label, count, classes, hasIgnore,
-                               ignoreIndex);
+    if (Status s =
+            checkLabels(kernel, label, count, classes, hasIgnore, ignoreIndex);
         !s.isOk())
       return s;
     classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,

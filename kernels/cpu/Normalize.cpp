@@ -18,8 +18,7 @@ using namespace detail;
 namespace {
 
 Status softmaxImpl(const KernelArgs &args, const char *kernel, bool logForm) {
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   if (in.dtype != plan::F32)
@@ -40,7 +39,8 @@ Status softmaxImpl(const KernelArgs &args, const char *kernel, bool logForm) {
   int64_t inner = 1;
   for (int d = static_cast<int>(axis) + 1; d < shape.rank(); ++d)
     inner *= shape[d];
-  int64_t outer = length * inner == 0 ? 0 : shape.numElements() / (length * inner);
+  int64_t outer =
+      length * inner == 0 ? 0 : shape.numElements() / (length * inner);
   const float *x = in.as<const float>();
   float *y = out.as<float>();
   for (int64_t o = 0; o < outer; ++o) {
@@ -83,10 +83,10 @@ Status layerNorm(const KernelArgs &args) {
                    &bias = args.inputs[2], &out = args.outputs[0];
   if (in.dtype != plan::F32)
     return unsupportedDType(kernel, "input", in, "f32");
-  for (auto [name, view] : {std::pair<const char *, const TensorView *>{
-                                "scale", &scale},
-                            {"bias", &bias},
-                            {"result", &out}})
+  for (auto [name, view] :
+       {std::pair<const char *, const TensorView *>{"scale", &scale},
+        {"bias", &bias},
+        {"result", &out}})
     if (Status s = expectDType(kernel, name, *view, plan::F32); !s.isOk())
       return s;
   SmallShape shape(in.shape);
@@ -134,8 +134,8 @@ Status layerNorm(const KernelArgs &args) {
     }
     double inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
     for (int64_t c = 0; c < columns; ++c)
-      y[r * columns + c] = static_cast<float>(
-          (row[c] - mean) * inverseStd * gamma[c] + beta[c]);
+      y[r * columns + c] =
+          static_cast<float>((row[c] - mean) * inverseStd * gamma[c] + beta[c]);
   }
   return Status::ok();
 }

@@ -41,9 +41,8 @@ void reduceLoop(const TensorView &in, const TensorView &out,
     if constexpr (Kind == ReduceKind::Max) {
       // The maximum of nothing is the type's lowest value (ONNX ReduceMax);
       // NaN wins over everything, as in torch.amax.
-      T best = std::is_floating_point_v<T>
-                   ? -std::numeric_limits<T>::infinity()
-                   : std::numeric_limits<T>::lowest();
+      T best = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
+                                           : std::numeric_limits<T>::lowest();
       for (int64_t i = 0; i < count; ++i, inner.next()) {
         T value = x[inner.offset(0)];
         if constexpr (std::is_floating_point_v<T>)
@@ -72,12 +71,10 @@ void reduceLoop(const TensorView &in, const TensorView &out,
 
 template <ReduceKind Kind>
 Status reduce(const KernelArgs &args, const char *kernel) {
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
-  if (Status s = expectSameDType(kernel, "result", out, "input", in);
-      !s.isOk())
+  if (Status s = expectSameDType(kernel, "result", out, "input", in); !s.isOk())
     return s;
   SmallShape axes;
   if (Status s = requiredInts(args, kernel, "axes", axes); !s.isOk())
@@ -91,8 +88,8 @@ Status reduce(const KernelArgs &args, const char *kernel) {
   bool reduced[kMaxRank] = {};
   for (int i = 0; i < axes.rank(); ++i) {
     int64_t axis = 0;
-    if (Status s = normalizeAxis(kernel, "axes entry", axes[i], shape.rank(),
-                                 axis);
+    if (Status s =
+            normalizeAxis(kernel, "axes entry", axes[i], shape.rank(), axis);
         !s.isOk())
       return s;
     if (reduced[axis])

@@ -28,8 +28,7 @@ void moveBytes(const TensorView &out, const TensorView &in) {
 /// Checks a single-input data-movement kernel: one input, one result of the
 /// input's element type.
 Status checkMove(const KernelArgs &args, const char *kernel) {
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   return expectSameDType(kernel, "result", args.outputs[0], "input",
                          args.inputs[0]);
@@ -66,8 +65,7 @@ void gatherLoop(const TensorView &data, const Index *indices, int64_t count,
 
 Status copy(const KernelArgs &args) {
   const char *kernel = "copy";
-  if (Status s = checkOperands(args, kernel, {"input"}, {"result"});
-      !s.isOk())
+  if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   // A plain byte copy: element types and shapes may differ as long as the
   // sizes agree (the planner copies between buffers of one layout).
@@ -128,8 +126,7 @@ Status transpose(const KernelArgs &args) {
   }
   if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
     return s;
-  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), expected, srcStrides,
-              0);
+  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), expected, srcStrides, 0);
   return Status::ok();
 }
 
@@ -209,10 +206,8 @@ Status slice(const KernelArgs &args) {
     return kernelError(StatusCode::kInvalidArgument, kernel,
                        "starts %s, limits %s and strides %s need one entry "
                        "per dimension of 'input' %s",
-                       shapeString(starts).c_str(),
-                       shapeString(limits).c_str(),
-                       shapeString(steps).c_str(),
-                       shapeString(shape).c_str());
+                       shapeString(starts).c_str(), shapeString(limits).c_str(),
+                       shapeString(steps).c_str(), shapeString(shape).c_str());
   SmallShape inStrides = contiguousStrides(shape), expected, srcStrides;
   int64_t base = 0;
   for (int d = 0; d < shape.rank(); ++d) {

@@ -7,8 +7,7 @@
 
 namespace zcc {
 
-Status CpuBackend::allocate(uint64_t bytes, uint64_t alignment,
-                            void **memory) {
+Status CpuBackend::allocate(uint64_t bytes, uint64_t alignment, void **memory) {
   *memory = nullptr;
   // Cache-line alignment at least, so vectorised kernels never straddle.
   uint64_t align = alignment < 64 ? 64 : alignment;

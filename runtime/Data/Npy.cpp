@@ -31,8 +31,8 @@ struct DescrEntry {
 
 // numpy writes one-byte types with '|' (no byte order).
 static const DescrEntry kDescrs[] = {
-    {"<f4", plan::F32, 4}, {"<f8", plan::F64, 8}, {"<f2", plan::F16, 2},
-    {"<i8", plan::I64, 8}, {"<i4", plan::I32, 4}, {"|i1", plan::I8, 1},
+    {"<f4", plan::F32, 4},  {"<f8", plan::F64, 8}, {"<f2", plan::F16, 2},
+    {"<i8", plan::I64, 8},  {"<i4", plan::I32, 4}, {"|i1", plan::I8, 1},
     {"|b1", plan::BOOL, 1},
 };
 
@@ -242,8 +242,8 @@ StatusOr<HostTensor> parseNpy(const std::string &bytes,
   bool fortranOrder = false;
   HostTensor tensor;
   std::string header = bytes.substr(headerStart, headerLength);
-  Status parsed = HeaderParser(header, name).parse(descr, fortranOrder,
-                                                   tensor.shape);
+  Status parsed =
+      HeaderParser(header, name).parse(descr, fortranOrder, tensor.shape);
   if (!parsed.isOk())
     return parsed;
 
@@ -301,19 +301,22 @@ StatusOr<HostTensor> readNpy(const std::string &path) {
 
 StatusOr<std::string> encodeNpy(const HostTensor &tensor) {
   const char *descr = npyDescr(tensor.dtype);
-  if (!descr)
+  if (!descr) {
+    std::string name = plan::DType_Name(tensor.dtype);
+    for (char &c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return makeStatus(StatusCode::kUnimplemented,
                       "numpy has no dtype for %s tensors, so they cannot be "
                       "written as .npy",
-                      plan::DType_Name(tensor.dtype).c_str());
+                      name.c_str());
+  }
   uint64_t expectedBytes = elementBytes(tensor.dtype);
   for (int64_t dim : tensor.shape)
     expectedBytes *= static_cast<uint64_t>(dim);
   if (tensor.data.size() != expectedBytes)
-    return makeStatus(StatusCode::kInternal,
-                      "a tensor of %llu bytes holds %zu bytes of data",
-                      static_cast<unsigned long long>(expectedBytes),
-                      tensor.data.size());
+    return makeStatus(
+        StatusCode::kInternal, "a tensor of %llu bytes holds %zu bytes of data",
+        static_cast<unsigned long long>(expectedBytes), tensor.data.size());
 
   // Python's tuple syntax: "()", "(5,)", "(2, 3)".
   std::string shape = "(";

@@ -22,7 +22,8 @@ namespace zcc {
 StatusOr<HostTensor> readNpy(const std::string &path);
 
 /// Parses the bytes of a .npy file; `name` (a path) names them in messages.
-StatusOr<HostTensor> parseNpy(const std::string &bytes, const std::string &name);
+StatusOr<HostTensor> parseNpy(const std::string &bytes,
+                              const std::string &name);
 
 /// The bytes of a .npy file holding `tensor` (version 1.0 unless the header
 /// needs 2.0's longer length field).

@@ -7,6 +7,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/logging.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -60,8 +61,8 @@ std::string shapeText(const int64_t *dims, int rank) {
 
 std::string describeInstruction(int index,
                                 const plan::Instruction &instruction) {
-  std::string text = "instruction " + std::to_string(index) + " (" +
-                     instruction.kernel();
+  std::string text =
+      "instruction " + std::to_string(index) + " (" + instruction.kernel();
   if (!instruction.location().empty())
     text += ", from node " + quoted(instruction.location());
   return text + ")";
@@ -119,11 +120,15 @@ std::string encodePlanFile(const plan::Plan &plan,
 
 StatusOr<LoadedPlan> parsePlanFile(const std::string &bytes,
                                    const std::string &path) {
-  static const char kNotAPlan[] =
-      "; pass a plan written by zcc (zcc MODEL.onnx -c CONFIG.json -o PLAN.bin)";
+  static const char kNotAPlan[] = "; pass a plan written by zcc (zcc "
+                                  "MODEL.onnx -c CONFIG.json -o PLAN.bin)";
   if (bytes.empty())
     return Status(StatusCode::kInvalidArgument,
                   path + " is empty, not a zcc plan" + kNotAPlan);
+  // Protobuf logs a line to standard error for some malformed input (a
+  // string field that is not UTF-8) before failing; the Status below is the
+  // one message the user gets.
+  google::protobuf::LogSilencer silencer;
   plan::PlanFile file;
   if (!file.ParseFromString(bytes))
     return Status(StatusCode::kInvalidArgument,
@@ -273,10 +278,10 @@ private:
                                   mesh.axis_sizes_size()));
     for (int i = 0; i < mesh.axis_sizes_size(); ++i)
       if (mesh.axis_sizes(i) < 1)
-        return invalid(path_, "mesh",
-                       formatString("axis '%s' has size %lld",
-                                    mesh.axis_names(i).c_str(),
-                                    static_cast<long long>(mesh.axis_sizes(i))));
+        return invalid(
+            path_, "mesh",
+            formatString("axis '%s' has size %lld", mesh.axis_names(i).c_str(),
+                         static_cast<long long>(mesh.axis_sizes(i))));
     if (!isPowerOfTwo(plan_.arena_alignment()))
       return invalid(path_, "plan",
                      formatString("arena_alignment %u is not a power of two",
@@ -288,10 +293,11 @@ private:
     const plan::Buffer &buffer = plan_.buffers(index);
     std::string item = describeBuffer(buffer);
     if (buffer.id() != static_cast<uint32_t>(index))
-      return invalid(path_, formatString("buffer %d (%s)", index,
-                                         quoted(buffer.name()).c_str()),
-                     formatString("has id %u; a buffer's id must be its index",
-                                  buffer.id()));
+      return invalid(
+          path_,
+          formatString("buffer %d (%s)", index, quoted(buffer.name()).c_str()),
+          formatString("has id %u; a buffer's id must be its index",
+                       buffer.id()));
     if (!plan::BufferKind_IsValid(buffer.kind()) ||
         buffer.kind() == plan::BUFFER_KIND_UNSPECIFIED)
       return invalid(path_, item,
@@ -328,20 +334,21 @@ private:
                        shapeText(buffer.shape()).c_str(),
                        static_cast<unsigned long long>(expectedBytes)));
     if (buffer.offset() % plan_.arena_alignment() != 0)
-      return invalid(path_, item,
-                     formatString("offset %llu is not a multiple of the arena "
-                                  "alignment %u",
-                                  static_cast<unsigned long long>(buffer.offset()),
-                                  plan_.arena_alignment()));
+      return invalid(
+          path_, item,
+          formatString("offset %llu is not a multiple of the arena "
+                       "alignment %u",
+                       static_cast<unsigned long long>(buffer.offset()),
+                       plan_.arena_alignment()));
     if (buffer.offset() > plan_.arena_bytes() ||
         buffer.bytes() > plan_.arena_bytes() - buffer.offset())
       return invalid(
           path_, item,
-          formatString("bytes [%llu, %llu) lie outside the arena of %llu bytes",
-                       static_cast<unsigned long long>(buffer.offset()),
-                       static_cast<unsigned long long>(buffer.offset() +
-                                                       buffer.bytes()),
-                       static_cast<unsigned long long>(plan_.arena_bytes())));
+          formatString(
+              "bytes [%llu, %llu) lie outside the arena of %llu bytes",
+              static_cast<unsigned long long>(buffer.offset()),
+              static_cast<unsigned long long>(buffer.offset() + buffer.bytes()),
+              static_cast<unsigned long long>(plan_.arena_bytes())));
     if (buffer.kind() == plan::CONSTANT &&
         buffer.constant_data().size() != buffer.bytes())
       return invalid(
@@ -373,10 +380,10 @@ private:
                                         weightOfBuffer[weight.buffer()]));
       weightOfBuffer[weight.buffer()] = i;
       if (!plan::RandomInit::Kind_IsValid(weight.random_init().kind()))
-        return invalid(path_, item,
-                       formatString("has an unknown random init kind %d",
-                                    static_cast<int>(
-                                        weight.random_init().kind())));
+        return invalid(
+            path_, item,
+            formatString("has an unknown random init kind %d",
+                         static_cast<int>(weight.random_init().kind())));
       // Converting weights between dtypes comes later; where none is needed
       // the file range must be exactly the buffer.
       if (weight.file_dtype() == buffer.dtype() &&
@@ -401,13 +408,13 @@ private:
     std::set<std::string> names;
     for (int i = 0; i < bindings.size(); ++i) {
       const plan::Binding &binding = bindings.Get(i);
-      std::string item = formatString("%s %d (%s)", what, i,
-                                      quoted(binding.name()).c_str());
+      std::string item =
+          formatString("%s %d (%s)", what, i, quoted(binding.name()).c_str());
       if (binding.name().empty())
         return invalid(path_, item, "has no name");
       if (!names.insert(binding.name()).second)
-        return invalid(path_, item, std::string("repeats the name of another ") +
-                                        what);
+        return invalid(path_, item,
+                       std::string("repeats the name of another ") + what);
       if (!isBuffer(binding.buffer()))
         return invalid(path_, item, missingBuffer("names", binding.buffer()));
     }
@@ -424,9 +431,11 @@ private:
         return invalid(path_, programItem, "appears twice");
       for (int i = 0; i < program.instructions_size(); ++i) {
         const plan::Instruction &instruction = program.instructions(i);
-        std::string item = programItem + ", " + describeInstruction(i, instruction);
+        std::string item =
+            programItem + ", " + describeInstruction(i, instruction);
         if (!cpu::findKernel(instruction.kernel()))
-          return invalid(path_, item, unknownKernelProblem(instruction.kernel()));
+          return invalid(path_, item,
+                         unknownKernelProblem(instruction.kernel()));
         for (uint32_t id : instruction.inputs())
           if (!isBuffer(id))
             return invalid(path_, item, missingBuffer("reads", id));

@@ -59,7 +59,8 @@ uint32_t planChecksum(const std::string &bytes);
 
 /// "instruction 12 (matmul, from node '/h.0/attn/MatMul')": how messages name
 /// an instruction.
-std::string describeInstruction(int index, const plan::Instruction &instruction);
+std::string describeInstruction(int index,
+                                const plan::Instruction &instruction);
 
 /// "buffer 3 ('h.0.attn.w')".
 std::string describeBuffer(const plan::Buffer &buffer);

@@ -104,8 +104,8 @@ static std::string attributeText(const plan::Attribute &attribute) {
   return "<unset>";
 }
 
-static std::string operandList(
-    const google::protobuf::RepeatedField<uint32_t> &ids) {
+static std::string
+operandList(const google::protobuf::RepeatedField<uint32_t> &ids) {
   std::string text;
   for (int i = 0; i < ids.size(); ++i) {
     if (i)
@@ -201,10 +201,12 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
 
   out += "inputs: " + std::to_string(plan.inputs_size()) + "\n";
   for (const plan::Binding &binding : plan.inputs())
-    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+    out +=
+        "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
   out += "outputs: " + std::to_string(plan.outputs_size()) + "\n";
   for (const plan::Binding &binding : plan.outputs())
-    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+    out +=
+        "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
 
   for (const plan::Program &program : plan.programs()) {
     out += "program " + quote(program.name()) + ": " +
@@ -213,14 +215,15 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
       out += "  ";
       if (instruction.outputs_size())
         out += operandList(instruction.outputs()) + " = ";
-      out += instruction.kernel() + "(" + operandList(instruction.inputs()) +
-             ")";
+      out +=
+          instruction.kernel() + "(" + operandList(instruction.inputs()) + ")";
       // The attribute map iterates in hash order; sorting keeps dumps stable.
       std::vector<const std::string *> names;
       for (const auto &entry : instruction.attributes())
         names.push_back(&entry.first);
-      std::sort(names.begin(), names.end(),
-                [](const std::string *a, const std::string *b) { return *a < *b; });
+      std::sort(
+          names.begin(), names.end(),
+          [](const std::string *a, const std::string *b) { return *a < *b; });
       if (!names.empty()) {
         out += " {";
         for (size_t i = 0; i < names.size(); ++i) {

@@ -50,7 +50,8 @@ static StatusOr<uint64_t> readFully(int fd, const std::string &path,
   uint64_t done = 0;
   while (done < length) {
     // pread takes at most SSIZE_MAX per call; 1 GiB keeps every call small.
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
+    size_t chunk =
+        static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
     ssize_t got = ::pread(fd, destination + done, chunk,
                           static_cast<off_t>(offset + done));
     if (got < 0) {
@@ -120,8 +121,8 @@ Status readFileRange(const std::string &path, uint64_t offset, uint64_t length,
 
 Status writeFile(const std::string &path, const std::string &bytes) {
   std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  FileDescriptor fd(
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  FileDescriptor fd(::open(temporary.c_str(),
+                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0)
     return ioError("create", temporary, errno);
   size_t done = 0;

@@ -94,15 +94,15 @@ TEST(Executor, RunsAgainWithNewInputs) {
   std::unique_ptr<Executor> executor = instantiate(test::addConstantPlan());
   ASSERT_TRUE(executor);
   for (float base : {0.f, 100.f}) {
-    ASSERT_TRUE(setFloats(*executor, "x",
-                          {base, base, base, base, base, base}, {2, 3})
-                    .isOk());
+    ASSERT_TRUE(
+        setFloats(*executor, "x", {base, base, base, base, base, base}, {2, 3})
+            .isOk());
     ASSERT_TRUE(executor->run("infer").isOk());
     StatusOr<HostTensor> y = executor->output("y");
     ASSERT_TRUE(y.isOk());
-    EXPECT_EQ(floats(*y), (std::vector<float>{base + 10, base + 20, base + 30,
-                                              base + 40, base + 50,
-                                              base + 60}));
+    EXPECT_EQ(floats(*y),
+              (std::vector<float>{base + 10, base + 20, base + 30, base + 40,
+                                  base + 50, base + 60}));
   }
 }
 
@@ -125,11 +125,11 @@ TEST(Executor, KernelFailureNamesTheInstruction) {
   ASSERT_TRUE(setFloats(*executor, "x", {1, 2, 3, 4, 5, 6}, {2, 3}).isOk());
   Status status = executor->run("infer");
   ASSERT_FALSE(status.isOk());
-  EXPECT_EQ(status.message().rfind(
-                "while running instruction 1 (matmul, from node "
-                "'/h.0/attn/MatMul') of program 'infer': ",
-                0),
-            0u)
+  EXPECT_EQ(
+      status.message().rfind("while running instruction 1 (matmul, from node "
+                             "'/h.0/attn/MatMul') of program 'infer': ",
+                             0),
+      0u)
       << status.message();
 }
 
@@ -285,8 +285,7 @@ TEST(Weights, FileIsAFolder) {
   Status status = instantiateError(plan);
   EXPECT_NE(status.message().find("weight 'w' (buffer 1)"), std::string::npos)
       << status.message();
-  EXPECT_NE(status.message().find("is a folder, not a file"),
-            std::string::npos)
+  EXPECT_NE(status.message().find("is a folder, not a file"), std::string::npos)
       << status.message();
 }
 
@@ -358,9 +357,9 @@ TEST(Weights, NormalHasTheRequestedSpread) {
   init.set_kind(plan::RandomInit::NORMAL);
   init.set_std(0.02);
   std::vector<float> values(100000);
-  ASSERT_TRUE(drawRandomWeight(init, plan::F32, 42, 0, values.size(),
-                               values.data())
-                  .isOk());
+  ASSERT_TRUE(
+      drawRandomWeight(init, plan::F32, 42, 0, values.size(), values.data())
+          .isOk());
   double sum = 0, squares = 0;
   for (float value : values) {
     sum += value;

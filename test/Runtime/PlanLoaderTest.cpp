@@ -84,9 +84,9 @@ TEST(PlanLoader, MissingFile) {
   StatusOr<LoadedPlan> loaded = loadPlan(dir.file("absent.bin"));
   ASSERT_FALSE(loaded.isOk());
   EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(loaded.status().message(),
-            "cannot read the plan: cannot open '" + dir.file("absent.bin") +
-                "': No such file or directory");
+  EXPECT_EQ(loaded.status().message(), "cannot read the plan: cannot open '" +
+                                           dir.file("absent.bin") +
+                                           "': No such file or directory");
 }
 
 TEST(PlanLoader, EmptyFile) {
@@ -178,8 +178,9 @@ TEST(PlanLoader, FlippedByteAnywhereNeverCrashes) {
       flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
       StatusOr<LoadedPlan> loaded = parsePlanFile(flipped, "flip.bin");
       // Only the producer string lies outside the checksum.
-      if (loaded.isOk())
+      if (loaded.isOk()) {
         EXPECT_NE(loaded->header.producer(), "zcc-test") << "byte " << i;
+      }
     }
 }
 
@@ -257,9 +258,8 @@ TEST(PlanValidation, Mode) {
 }
 
 TEST(PlanValidation, Mesh) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_mesh()->add_axis_names("dp");
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_mesh()->add_axis_names("dp"); }),
             std::string("p.bin: mesh: has 1 axis names but 0 axis sizes") +
                 kFix);
   EXPECT_EQ(validationError([](plan::Plan &p) {
@@ -281,12 +281,11 @@ TEST(PlanValidation, ArenaAlignment) {
 }
 
 TEST(PlanValidation, BufferIdIsItsIndex) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_buffers(1)->set_id(7);
-            }),
-            std::string("p.bin: buffer 1 ('c'): has id 7; a buffer's id must "
-                        "be its index") +
-                kFix);
+  EXPECT_EQ(
+      validationError([](plan::Plan &p) { p.mutable_buffers(1)->set_id(7); }),
+      std::string("p.bin: buffer 1 ('c'): has id 7; a buffer's id must "
+                  "be its index") +
+          kFix);
 }
 
 TEST(PlanValidation, BufferKind) {
@@ -312,9 +311,8 @@ TEST(PlanValidation, BufferDtype) {
 }
 
 TEST(PlanValidation, BufferBytesMatchShapeAndDtype) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_buffers(0)->set_bytes(20);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_buffers(0)->set_bytes(20); }),
             std::string("p.bin: buffer 0 ('x'): has 20 bytes, but f32 2x3 "
                         "holds 24") +
                 kFix);
@@ -324,9 +322,8 @@ TEST(PlanValidation, BufferBytesMatchShapeAndDtype) {
             std::string("p.bin: buffer 0 ('x'): has 24 bytes, but f64 2x3 "
                         "holds 48") +
                 kFix);
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_buffers(0)->set_shape(1, -3);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_buffers(0)->set_shape(1, -3); }),
             std::string("p.bin: buffer 0 ('x'): has a negative dimension in "
                         "shape 2x-3") +
                 kFix);
@@ -346,15 +343,12 @@ TEST(PlanValidation, ZeroDimensionalBufferHoldsOneElement) {
 }
 
 TEST(PlanValidation, OffsetAlignedAndInsideTheArena) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_buffers(2)->set_offset(160);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_buffers(2)->set_offset(160); }),
             std::string("p.bin: buffer 2 ('t'): offset 160 is not a multiple "
                         "of the arena alignment 64") +
                 kFix);
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.set_arena_bytes(264);
-            }),
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.set_arena_bytes(264); }),
             std::string("p.bin: buffer 4 ('y'): bytes [256, 272) lie outside "
                         "the arena of 264 bytes") +
                 kFix);
@@ -362,7 +356,8 @@ TEST(PlanValidation, OffsetAlignedAndInsideTheArena) {
               p.mutable_buffers(4)->set_offset(~0ull << 6);
             }),
             std::string("p.bin: buffer 4 ('y'): bytes [18446744073709551552, "
-                        "0) lie outside the arena of 320 bytes") +
+                        "18446744073709551568) lie outside the arena of 320 "
+                        "bytes") +
                 kFix);
 }
 
@@ -376,9 +371,8 @@ TEST(PlanValidation, ConstantCarriesItsBytes) {
 }
 
 TEST(PlanValidation, WeightFillsAnExistingParameter) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_weights(0)->set_buffer(99);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_weights(0)->set_buffer(99); }),
             std::string("p.bin: weight 0 ('w'): fills buffer 99, but the plan "
                         "has only 5 buffers") +
                 kFix);
@@ -403,9 +397,8 @@ TEST(PlanValidation, WeightFillsAnExistingParameter) {
 }
 
 TEST(PlanValidation, WeightLengthIsTheBufferSize) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_weights(0)->set_length(20);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_weights(0)->set_length(20); }),
             std::string("p.bin: weight 0 ('w'): reads 20 bytes of "
                         "'weights.bin' into buffer 3 ('w'), which has 24") +
                 kFix);
@@ -428,27 +421,23 @@ TEST(PlanValidation, WeightRandomInitKind) {
 }
 
 TEST(PlanValidation, Bindings) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_inputs(0)->set_buffer(5);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_inputs(0)->set_buffer(5); }),
             std::string("p.bin: input 0 ('x'): names buffer 5, but the plan "
                         "has only 5 buffers") +
                 kFix);
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_outputs(0)->set_buffer(12);
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_outputs(0)->set_buffer(12); }),
             std::string("p.bin: output 0 ('y'): names buffer 12, but the plan "
                         "has only 5 buffers") +
                 kFix);
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              *p.add_inputs() = p.inputs(0);
-            }),
-            std::string("p.bin: input 1 ('x'): repeats the name of another "
-                        "input") +
-                kFix);
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.mutable_outputs(0)->clear_name();
-            }),
+  EXPECT_EQ(
+      validationError([](plan::Plan &p) { *p.add_inputs() = p.inputs(0); }),
+      std::string("p.bin: input 1 ('x'): repeats the name of another "
+                  "input") +
+          kFix);
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.mutable_outputs(0)->clear_name(); }),
             std::string("p.bin: output 0 (''): has no name") + kFix);
 }
 
@@ -480,9 +469,8 @@ TEST(PlanValidation, Instructions) {
 }
 
 TEST(PlanValidation, Programs) {
-  EXPECT_EQ(validationError([](plan::Plan &p) {
-              p.add_programs()->set_name("infer");
-            }),
+  EXPECT_EQ(validationError(
+                [](plan::Plan &p) { p.add_programs()->set_name("infer"); }),
             std::string("p.bin: program 'infer': appears twice") + kFix);
   EXPECT_EQ(validationError([](plan::Plan &p) { p.add_programs(); }),
             std::string("p.bin: a program: has no name") + kFix);
@@ -515,36 +503,37 @@ TEST(PlanPrinter, PrintsEveryPart) {
       parsePlanFile(encodePlanFile(plan, "zcc 0.1.0"), "p.bin");
   ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
   std::string text = printPlan(loaded->header, loaded->plan);
-  std::string checksum =
-      formatString("0x%08x", loaded->header.checksum());
+  std::string checksum = formatString("0x%08x", loaded->header.checksum());
   EXPECT_EQ(text,
             "header: magic 0x314e414c5043435a \"ZCCPLAN1\", format_version 1, "
-            "producer \"zcc 0.1.0\", checksum " + checksum + "\n"
-            "mode: \"infer\"\n"
-            "backend: any\n"
-            "mesh: \"dp\"=1, world size 1\n"
-            "model_path: \"model.onnx\"\n"
-            "arena: 320 bytes, alignment 64\n"
-            "memory: \"params\"=24\n"
-            "buffers: 5\n"
-            "  %0 input \"x\" f32[2x3] offset 0 bytes 24\n"
-            "  %1 constant \"c\" f32[2x3] offset 64 bytes 24 data 24\n"
-            "  %2 activation \"t\" f32[2x3] offset 128 bytes 24\n"
-            "  %3 parameter \"w\" f32[3x2] offset 192 bytes 24\n"
-            "  %4 output \"y\" f32[2x2] offset 256 bytes 16\n"
-            "weights: 1\n"
-            "  \"w\" -> %3 file \"weights.bin\" offset 0 length 24 f32, "
-            "random ones\n"
-            "inputs: 1\n"
-            "  \"x\" -> %0\n"
-            "outputs: 1\n"
-            "  \"y\" -> %4\n"
-            "program \"infer\": 2 instructions\n"
-            "  %2 = add(%0, %1) stream 0 // /Add\n"
-            "  %4 = matmul(%2, %3) {alpha = 0.5, axes = [-1, 2], axis = 3, "
-            "name = \"q\\\"k\", transpose_b = false} stream 1 // "
-            "/h.0/attn/MatMul\n"
-            "config_json: \"{\\\"train_batch_size\\\": 8}\"\n");
+            "producer \"zcc 0.1.0\", checksum " +
+                checksum +
+                "\n"
+                "mode: \"infer\"\n"
+                "backend: any\n"
+                "mesh: \"dp\"=1, world size 1\n"
+                "model_path: \"model.onnx\"\n"
+                "arena: 320 bytes, alignment 64\n"
+                "memory: \"params\"=24\n"
+                "buffers: 5\n"
+                "  %0 input \"x\" f32[2x3] offset 0 bytes 24\n"
+                "  %1 constant \"c\" f32[2x3] offset 64 bytes 24 data 24\n"
+                "  %2 activation \"t\" f32[2x3] offset 128 bytes 24\n"
+                "  %3 parameter \"w\" f32[3x2] offset 192 bytes 24\n"
+                "  %4 output \"y\" f32[2x2] offset 256 bytes 16\n"
+                "weights: 1\n"
+                "  \"w\" -> %3 file \"weights.bin\" offset 0 length 24 f32, "
+                "random ones\n"
+                "inputs: 1\n"
+                "  \"x\" -> %0\n"
+                "outputs: 1\n"
+                "  \"y\" -> %4\n"
+                "program \"infer\": 2 instructions\n"
+                "  %2 = add(%0, %1) stream 0 // /Add\n"
+                "  %4 = matmul(%2, %3) {alpha = 0.5, axes = [-1, 2], axis = 3, "
+                "name = \"q\\\"k\", transpose_b = false} stream 1 // "
+                "/h.0/attn/MatMul\n"
+                "config_json: \"{\\\"train_batch_size\\\": 8}\"\n");
 }
 
 TEST(PlanPrinter, EmptyPlanPrints) {
@@ -556,9 +545,10 @@ TEST(PlanPrinter, EmptyPlanPrints) {
 
 TEST(PlanPrinter, WholeFloatsKeepAPoint) {
   plan::Plan plan = basePlan();
-  (*plan.mutable_programs(0)->mutable_instructions(0)->mutable_attributes())
-      ["scale"]
-          .set_f(2.0);
+  (*plan.mutable_programs(0)
+        ->mutable_instructions(0)
+        ->mutable_attributes())["scale"]
+      .set_f(2.0);
   std::string text = printPlan(plan::PlanFile(), plan);
   EXPECT_NE(text.find("{scale = 2.0}"), std::string::npos) << text;
 }

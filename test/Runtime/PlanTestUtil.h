@@ -82,11 +82,11 @@ public:
       buffer->add_shape(dim);
       elements *= static_cast<uint64_t>(dim);
     }
-    uint64_t bytes = elements * (dtype == plan::F64 || dtype == plan::I64 ? 8
-                                 : dtype == plan::F16 || dtype == plan::BF16
-                                     ? 2
-                                 : dtype == plan::I8 || dtype == plan::BOOL ? 1
-                                                                            : 4);
+    uint64_t bytes =
+        elements * (dtype == plan::F64 || dtype == plan::I64    ? 8
+                    : dtype == plan::F16 || dtype == plan::BF16 ? 2
+                    : dtype == plan::I8 || dtype == plan::BOOL  ? 1
+                                                                : 4);
     buffer->set_bytes(bytes);
     buffer->set_offset(nextOffset_);
     nextOffset_ += (bytes + 63) / 64 * 64;
@@ -94,7 +94,8 @@ public:
     return id;
   }
 
-  uint32_t addConstant(const std::string &name, const std::vector<int64_t> &shape,
+  uint32_t addConstant(const std::string &name,
+                       const std::vector<int64_t> &shape,
                        const std::vector<float> &values) {
     uint32_t id = addBuffer(name, plan::CONSTANT, plan::F32, shape);
     plan_.mutable_buffers(id)->set_constant_data(floatBytes(values));

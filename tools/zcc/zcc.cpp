@@ -16,6 +16,9 @@
 #include "compiler/Target/PlanWriter.h"
 #include "dialects/Plan/Transforms/Passes.h"
 #include "plan.pb.h"
+#include "runtime/Plan/PlanLoader.h"
+#include "runtime/Plan/PlanPrinter.h"
+#include "runtime/Support/File.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -35,6 +38,8 @@
 using namespace llvm;
 
 namespace {
+
+constexpr const char *kProducer = "zcc 0.1.0";
 
 enum class EmitKind { None, Config, Graph, Train, Dist, Plan, PlanText };
 enum class Mode { Auto, Train, Infer };
@@ -262,20 +267,31 @@ int main(int argc, char **argv) {
     module->print(outs());
     return 0;
   }
-  mlir::FailureOr<zcc::plan::PlanFile> planFile = zcc::buildPlanFile(*module, "zcc 0.1.0");
-  if (failed(planFile))
+  mlir::FailureOr<zcc::plan::Plan> plan = zcc::buildPlan(*module);
+  if (failed(plan))
     return 1;
+  // The runtime's own validation: a plan zcc writes is one zrun accepts.
+  zcc::Status valid =
+      zcc::validatePlan(*plan, outputPath.empty() ? std::string("<plan>") : outputPath.getValue());
+  if (!valid.isOk())
+    fail("internal error: the plan fails the runtime's validation: " + valid.message());
+  std::string bytes = zcc::encodePlanFile(*plan, kProducer);
   if (report.getNumOccurrences())
     printReport(*module, report == "json");
-  if (emit == EmitKind::PlanText)
-    fail("--emit plan-text is not supported yet; write the plan with -o and run zplan dump");
+  if (emit == EmitKind::PlanText) {
+    zcc::StatusOr<zcc::LoadedPlan> loaded = zcc::parsePlanFile(bytes, "<plan>");
+    if (!loaded.isOk())
+      fail("internal error: " + loaded.status().message());
+    outs() << zcc::printPlan(loaded->header, loaded->plan);
+    return 0;
+  }
   if (outputPath.empty()) {
     if (report.getNumOccurrences())
       return 0;
     fail("no output: pass -o PLAN.bin (or --emit, or --report)");
   }
-  std::string error;
-  if (failed(zcc::writePlanFile(*planFile, outputPath, error)))
-    fail(error);
+  zcc::Status written = zcc::writeFile(outputPath, bytes);
+  if (!written.isOk())
+    fail(written.message());
   return 0;
 }

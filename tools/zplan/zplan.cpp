@@ -29,8 +29,8 @@ static int fail(const std::string &message) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 2 && (std::string(argv[1]) == "--help" ||
-                    std::string(argv[1]) == "-h")) {
+  if (argc == 2 &&
+      (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
     std::fputs(kUsage, stdout);
     return 0;
   }

@@ -35,7 +35,8 @@ const char kUsage[] =
     "\n"
     "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
     "input from --input, runs it once and writes every graph output to\n"
-    "DIR/<output name>.npy (DIR: --output-dir, default the current folder).\n"
+    "DIR/<output name>.npy (DIR: --output-dir, default the current folder;\n"
+    "a '/' in an output name becomes '_').\n"
     "\n"
     "  --backend cpu          the backend (cuda is not supported yet)\n"
     "  --input NAME=FILE.npy  a graph input, once per input\n"
@@ -70,8 +71,7 @@ bool parseInteger(const std::string &text, uint64_t &value) {
 }
 
 Status usageError(const std::string &message) {
-  return Status(StatusCode::kInvalidArgument,
-                message + " (see zrun --help)");
+  return Status(StatusCode::kInvalidArgument, message + " (see zrun --help)");
 }
 
 /// Options of DESIGN.md's command line that this zrun does not implement:
@@ -124,10 +124,8 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       options.backend = value;
     } else if (name == "--input") {
       size_t split = value.find('=');
-      if (split == std::string::npos || split == 0 ||
-          split + 1 == value.size())
-        return usageError("--input " + value +
-                          ": expected NAME=FILE.npy");
+      if (split == std::string::npos || split == 0 || split + 1 == value.size())
+        return usageError("--input " + value + ": expected NAME=FILE.npy");
       options.inputs.emplace_back(value.substr(0, split),
                                   value.substr(split + 1));
     } else if (name == "--output-dir") {
@@ -234,8 +232,8 @@ Status runInference(const Options &options, LoadedPlan loaded) {
     }
     if (!known)
       return Status(StatusCode::kInvalidArgument,
-                    "--input " + name + "=" + file + ": the plan has no input '" +
-                        name + "' (its inputs: " +
+                    "--input " + name + "=" + file +
+                        ": the plan has no input '" + name + "' (its inputs: " +
                         (names.empty() ? std::string("none") : names) + ")");
     if (!files.emplace(name, file).second)
       return Status(StatusCode::kInvalidArgument,
@@ -280,8 +278,7 @@ Status runInference(const Options &options, LoadedPlan loaded) {
     StatusOr<HostTensor> output = (*executor)->output(binding.name());
     if (!output.isOk())
       return output.takeStatus();
-    std::string path =
-        options.outputDir + "/" + outputFileName(binding.name());
+    std::string path = options.outputDir + "/" + outputFileName(binding.name());
     ZCC_RETURN_IF_ERROR(writeNpy(path, *output), "cannot write output '%s'",
                         binding.name().c_str());
   }

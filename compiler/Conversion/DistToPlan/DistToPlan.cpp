@@ -126,7 +126,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
       if (isa<func::ReturnOp>(op))
         continue;
-      if (!isa<zgraph::ZGraphDialect>(op.getDialect())) {
+      if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
         op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
         return signalPassFailure();
       }

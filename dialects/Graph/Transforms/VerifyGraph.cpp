@@ -44,7 +44,7 @@ struct VerifyGraphPass : impl::VerifyGraphPassBase<VerifyGraphPass> {
       func.walk([&](Operation *op) {
         if (op == func.getOperation() || isa<func::ReturnOp>(op))
           return;
-        if (!isa<ZGraphDialect>(op->getDialect())) {
+        if (!isa_and_nonnull<ZGraphDialect>(op->getDialect())) {
           op->emitError() << "'" << op->getName()
                           << "' is not a zgraph op; the graph phase accepts only "
                              "zgraph ops and func.return";

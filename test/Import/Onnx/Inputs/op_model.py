@@ -9,25 +9,27 @@
                                         by ONNX when not given)
 
 TYPE is f32 f16 bf16 f64 i64 i32 i8 u8 bool c64. SHAPE is `2x3` (empty for a
-scalar); a dimension that is not a number is dynamic: named (`batchx3`, or
-`seq x 3` when a name holds an x) or unnamed (`?`).
+scalar, `*` for no shape at all); a dimension that is not a number is dynamic:
+named (`batchx3`, or `seq x 3` when a name holds an x) or unnamed (`?`).
 VALUE is `random`, `zeros`, `ones`, `tril` (ones on and below the diagonal of
-the last two dimensions), `arange`, or a Python literal such as `[3,4]` or
-`-3.4e38`, reshaped to SHAPE.
+the last two dimensions), `arange`, or a Python literal such as `[3,4]`,
+`-3.4e38` or `[1,nan,-inf]`, reshaped to SHAPE.
 A node's op may be qualified by a domain (`com.microsoft.FusedMatMul`); an
 empty optional input or output is '' (`Slice(x, s, e, '', st) -> y`).
 Attribute values are Python literals (ints, floats, strings, lists) or
 `tensor(TYPE:SHAPE=VALUE)`. Nodes are named `/Op_K` (the K-th node of that
 op) unless `--name` follows them.
 
-Corruption, for error tests:
+The model is checked with onnx.checker unless --no-check is given or the
+opset is newer than the installed onnx knows. --ir-version defaults to the one
+ONNX pairs with the opset. For error tests:
+  --opset 0                  import no opset of the default domain
   --truncate-raw NAME=BYTES  keep only BYTES bytes of an initializer's raw data
   --external-data FILE       save initializers in FILE, next to the model
 """
 
 import argparse
 import ast
-import os
 import re
 import sys
 
@@ -81,7 +83,10 @@ def make_array(type_key, shape, value, rng):
     elif value == "arange":
         array = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
     else:
-        array = np.array(ast.literal_eval(value)).reshape(shape)
+        # nan and inf become strings that numpy reads back as floats.
+        special = re.search(r"\b(nan|inf)\b", value)
+        literal = ast.literal_eval(re.sub(r"(-?\b(?:nan|inf)\b)", r"'\1'", value))
+        array = np.array(literal, dtype=np.float64 if special else None).reshape(shape)
     return np.array(array, dtype=dtype, order="C")
 
 
@@ -137,19 +142,21 @@ def names(text):
     return [n.strip().strip("'\"") for n in split_top_level(text)] if text.strip() else []
 
 
-def make_node(spec, name, rng):
+def make_node(spec, rng):
     match = NODE.match(spec)
     if not match:
         sys.exit(f"op_model.py: cannot parse node '{spec}'")
     op, inputs, outputs, attrs = match.groups()
     domain, _, op = op.rpartition(".")
-    node = helper.make_node(op, names(inputs), names(outputs), name=name, domain=domain)
+    node = helper.make_node(op, names(inputs), names(outputs), domain=domain)
     node.attribute.extend(parse_attribute(a, rng) for a in split_top_level(attrs or ""))
     return node
 
 
 def value_info(spec):
     name, type_key, shape = parse_typed(spec)
+    if shape == ["*"]:
+        return helper.make_tensor_value_info(name, TYPES[type_key][0], None)
     shape = [None if d == "?" else d for d in shape]
     return helper.make_tensor_value_info(name, TYPES[type_key][0], shape)
 
@@ -168,7 +175,8 @@ class NodeAction(argparse.Action):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-o", "--out", required=True)
     parser.add_argument("--opset", type=int, default=17)
     parser.add_argument("--ir-version", type=int)
@@ -196,7 +204,7 @@ def main():
         nodes.append(helper.make_node("Constant", [], [tensor.name], name=auto_name("Constant"),
                                       value=tensor))
     for spec, name in args.nodes:
-        node = make_node(spec, None, rng)
+        node = make_node(spec, rng)
         node.name = auto_name(node.op_type) if name is None else name
         nodes.append(node)
 
@@ -209,14 +217,17 @@ def main():
     outputs = [value_info(o) if ":" in o else onnx.ValueInfoProto(name=o) for o in args.output]
     graph = helper.make_graph(nodes, "op_model", [value_info(i) for i in args.input], outputs,
                               initializer=initializers)
-    opsets = [helper.make_opsetid("", args.opset)]
+    opsets = [helper.make_opsetid("", args.opset)] if args.opset else []
     opsets += [helper.make_opsetid(d, 1) for d in sorted({n.domain for n in nodes} - {""})]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="op_model.py")
-    model.ir_version = args.ir_version or IR_FOR_OPSET.get(args.opset, 8)
+    model.ir_version = IR_FOR_OPSET.get(args.opset, 8)
+    if args.ir_version is not None:
+        model.ir_version = args.ir_version
+    checkable = 0 < args.opset <= onnx.defs.onnx_opset_version()
 
     # Outputs given by name take the type and shape ONNX infers for them.
     untyped = [o for o in model.graph.output if not o.HasField("type")]
-    if untyped and args.opset <= onnx.defs.onnx_opset_version():
+    if untyped and checkable:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
         known = {v.name: v.type for v in [*inferred.graph.output, *inferred.graph.value_info,
                                           *inferred.graph.input] if v.type.WhichOneof("value")}
@@ -224,8 +235,7 @@ def main():
             if output.name in known:
                 output.type.CopyFrom(known[output.name])
 
-    # onnx 1.12 knows opsets up to 17; newer models cannot be checked here.
-    if not args.no_check and args.opset <= onnx.defs.onnx_opset_version():
+    if checkable and not args.no_check:
         onnx.checker.check_model(model)
     if args.external_data:
         onnx.save_model(model, args.out, save_as_external_data=True,

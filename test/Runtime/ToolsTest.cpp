@@ -1,0 +1,286 @@
+//===- ToolsTest.cpp - zrun and zplan from the command line ---------------===//
+//
+// The command-line contract (DESIGN.md): a run writes each output to
+// DIR/<name>.npy and exits 0; every failure exits 1 with exactly one line
+// "zrun: error: ..." on standard error; options that are not implemented
+// yet say so instead of being ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#include "PlanTestUtil.h"
+
+#include "runtime/Data/Npy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+namespace zcc {
+namespace {
+
+using test::TempDir;
+
+struct Result {
+  int exitCode = -1;
+  std::string output; // standard output and standard error together
+};
+
+std::string shellQuote(const std::string &text) {
+  std::string quoted = "'";
+  for (char c : text)
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+Result runTool(const char *tool, const std::vector<std::string> &args) {
+  std::string command = shellQuote(tool);
+  for (const std::string &arg : args)
+    command += " " + shellQuote(arg);
+  command += " 2>&1";
+  Result result;
+  std::FILE *pipe = ::popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr) << command;
+  if (!pipe)
+    return result;
+  char buffer[4096];
+  size_t got;
+  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
+    result.output.append(buffer, got);
+  int status = ::pclose(pipe);
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+Result zrun(const std::vector<std::string> &args) {
+  return runTool(ZCC_ZRUN_PATH, args);
+}
+
+Result zplan(const std::vector<std::string> &args) {
+  return runTool(ZCC_ZPLAN_PATH, args);
+}
+
+void writeFloats(const std::string &path, const std::vector<int64_t> &shape,
+                 const std::vector<float> &values) {
+  HostTensor tensor;
+  tensor.dtype = plan::F32;
+  tensor.shape = shape;
+  tensor.data.resize(values.size() * sizeof(float));
+  std::memcpy(tensor.data.data(), values.data(), tensor.data.size());
+  ASSERT_TRUE(writeNpy(path, tensor).isOk());
+}
+
+std::vector<float> readFloats(const std::string &path) {
+  StatusOr<HostTensor> tensor = readNpy(path);
+  EXPECT_TRUE(tensor.isOk()) << tensor.status().toString();
+  if (!tensor.isOk())
+    return {};
+  std::vector<float> values(tensor->data.size() / sizeof(float));
+  std::memcpy(values.data(), tensor->data.data(), tensor->data.size());
+  return values;
+}
+
+/// A plan y = x + c and its input x.npy in a fresh folder.
+class ZrunTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    plan = test::writePlan(dir.file("plan.bin"), test::addConstantPlan());
+    input = dir.file("x.npy");
+    writeFloats(input, {2, 3}, {1, 2, 3, 4, 5, 6});
+  }
+
+  /// Expects exit status 1 and exactly "zrun: error: <message>\n".
+  void expectError(const std::vector<std::string> &args,
+                   const std::string &message) {
+    Result result = zrun(args);
+    EXPECT_EQ(result.exitCode, 1) << result.output;
+    EXPECT_EQ(result.output, "zrun: error: " + message + "\n");
+  }
+
+  TempDir dir;
+  std::string plan;
+  std::string input;
+};
+
+TEST_F(ZrunTest, WritesEachOutputAsNpy) {
+  std::string out = dir.file("out/nested");
+  Result result = zrun({plan, "--input", "x=" + input, "--output-dir", out});
+  ASSERT_EQ(result.exitCode, 0) << result.output;
+  EXPECT_EQ(result.output, "");
+  EXPECT_EQ(readFloats(out + "/y.npy"),
+            (std::vector<float>{11, 22, 33, 44, 55, 66}));
+}
+
+TEST_F(ZrunTest, EqualsFormAndBackendCpu) {
+  Result result = zrun({plan, "--backend=cpu", "--input=x=" + input,
+                        "--output-dir=" + dir.path(), "--nproc", "1"});
+  ASSERT_EQ(result.exitCode, 0) << result.output;
+  EXPECT_EQ(readFloats(dir.file("y.npy")),
+            (std::vector<float>{11, 22, 33, 44, 55, 66}));
+}
+
+TEST_F(ZrunTest, Help) {
+  Result result = zrun({"--help"});
+  EXPECT_EQ(result.exitCode, 0);
+  EXPECT_EQ(result.output.rfind("usage: zrun PLAN.bin", 0), 0u);
+}
+
+TEST_F(ZrunTest, WeightsFolderAndRandom) {
+  plan::Plan matmul = test::matmulWeightPlan();
+  matmul.set_model_path("/nonexistent/model.onnx");
+  std::string matmulPlan = test::writePlan(dir.file("matmul.bin"), matmul);
+  std::string weights = dir.file("weights");
+  ASSERT_EQ(::mkdir(weights.c_str(), 0755), 0);
+  std::string bytes(16, '\0');
+  bytes += test::floatBytes({1, 2, 3, 4, 5, 6});
+  test::writeBytes(weights + "/weights.bin", bytes);
+
+  Result result = zrun({matmulPlan, "--input", "x=" + input, "--weights",
+                        weights, "--output-dir", dir.file("a")});
+  ASSERT_EQ(result.exitCode, 0) << result.output;
+  EXPECT_EQ(readFloats(dir.file("a/y.npy")),
+            (std::vector<float>{22, 28, 49, 64}));
+
+  for (const char *out : {"r1", "r2"}) {
+    result = zrun({matmulPlan, "--input", "x=" + input, "--weights", "random",
+                   "--seed", "9", "--output-dir", dir.file(out)});
+    ASSERT_EQ(result.exitCode, 0) << result.output;
+  }
+  EXPECT_EQ(readFloats(dir.file("r1/y.npy")), readFloats(dir.file("r2/y.npy")));
+
+  expectError({matmulPlan, "--input", "x=" + input},
+              "while instantiating " + matmulPlan +
+                  ": cannot load the weights: weight 'w' (buffer 1) is read "
+                  "from '/nonexistent/weights.bin', which does not exist; "
+                  "pass --weights DIR with the folder that holds "
+                  "'weights.bin', or --weights random");
+  expectError(
+      {matmulPlan, "--input", "x=" + input, "--weights", dir.file("absent")},
+      "--weights " + dir.file("absent") +
+          ": no such folder; pass the folder that holds the plan's "
+          "weight files, or random");
+  expectError({matmulPlan, "--input", "x=" + input, "--weights", input},
+              "--weights " + input +
+                  ": reading weights from a model or safetensors file is not "
+                  "supported yet; pass the folder that holds the plan's "
+                  "weight files, or random");
+}
+
+TEST_F(ZrunTest, NotSupportedYetIsNeverSilent) {
+  for (const char *option : {"--steps", "--grad-accum", "--data", "--log-json",
+                             "--save", "--resume"})
+    expectError({plan, option, "1"},
+                std::string(option) +
+                    " is not supported yet by zrun (training plans and token "
+                    "datasets come later)");
+  expectError({plan, "--input", "x=" + input, "--backend", "cuda"},
+              "--backend cuda is not supported yet; run with --backend cpu");
+}
+
+TEST_F(ZrunTest, WorldSizeMustMatch) {
+  expectError({plan, "--input", "x=" + input, "--nproc", "2"},
+              plan + ": plan was compiled for world size 1, but --nproc is 2; "
+                     "run it with --nproc 1 or recompile with --world-size 2");
+  plan::Plan twoRanks = test::addConstantPlan();
+  twoRanks.mutable_mesh()->add_axis_names("dp");
+  twoRanks.mutable_mesh()->add_axis_sizes(2);
+  std::string path = test::writePlan(dir.file("dp2.bin"), twoRanks);
+  expectError({path, "--input", "x=" + input},
+              path + ": plan was compiled for world size 2; running more than "
+                     "one rank is not supported yet (recompile with "
+                     "--world-size 1)");
+}
+
+TEST_F(ZrunTest, TrainingPlansAreNotSupportedYet) {
+  plan::Plan train = test::addConstantPlan();
+  train.set_mode("train");
+  std::string path = test::writePlan(dir.file("train.bin"), train);
+  expectError({path}, path + ": running training plans is not supported yet; "
+                             "compile with --mode infer");
+}
+
+TEST_F(ZrunTest, InputMistakes) {
+  expectError({plan}, "the plan's input 'x' has no array; pass --input "
+                      "x=FILE.npy");
+  expectError({plan, "--input", "z=" + input},
+              "--input z=" + input +
+                  ": the plan has no input 'z' (its inputs: 'x')");
+  expectError({plan, "--input", "x=" + input, "--input", "x=" + input},
+              "--input x is given twice");
+  expectError({plan, "--input", "x"},
+              "--input x: expected NAME=FILE.npy (see zrun --help)");
+  std::string wide = dir.file("wide.npy");
+  writeFloats(wide, {4, 100}, std::vector<float>(400));
+  expectError({plan, "--input", "x=" + wide},
+              wide + ": input 'x' has shape 4x100 but the plan was compiled "
+                     "for 2x3; recompile with --input-shape x=4x100 or pass "
+                     "a matching array");
+  expectError({plan, "--input", "x=" + dir.file("absent.npy")},
+              "cannot read input 'x': cannot open '" + dir.file("absent.npy") +
+                  "': No such file or directory");
+}
+
+TEST_F(ZrunTest, CommandLineMistakes) {
+  expectError({}, "no plan given: zrun PLAN.bin (see zrun --help)");
+  expectError({plan, "--frobnicate"},
+              "unknown option '--frobnicate' (see zrun --help)");
+  expectError({plan, "other.bin"}, "more than one plan given: '" + plan +
+                                       "' and 'other.bin' (see zrun --help)");
+  expectError({plan, "--seed"}, "--seed needs a value (see zrun --help)");
+  expectError({plan, "--seed", "-1"},
+              "--seed -1: expected a non-negative integer (see zrun --help)");
+  expectError({plan, "--nproc", "0"},
+              "--nproc 0: expected a positive integer (see zrun --help)");
+}
+
+TEST_F(ZrunTest, CorruptPlan) {
+  std::string planBytes = encodePlanFile(test::addConstantPlan(), "zcc-test");
+  planBytes[planBytes.size() - 3] ^= 0x10;
+  test::writeBytes(plan, planBytes);
+  Result result = zrun({plan, "--input", "x=" + input});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output.rfind("zrun: error: " + plan +
+                                    ": checksum mismatch: the header says 0x",
+                                0),
+            0u)
+      << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1);
+}
+
+TEST_F(ZrunTest, ZplanDump) {
+  Result result = zplan({"dump", plan});
+  ASSERT_EQ(result.exitCode, 0) << result.output;
+  EXPECT_EQ(result.output.rfind("header: magic 0x314e414c5043435a "
+                                "\"ZCCPLAN1\", format_version 1, producer "
+                                "\"zcc-test\", checksum 0x",
+                                0),
+            0u)
+      << result.output;
+  EXPECT_NE(result.output.find("\nprogram \"infer\": 1 instructions\n"
+                               "  %2 = add(%0, %1) stream 0 // /Add\n"),
+            std::string::npos)
+      << result.output;
+}
+
+TEST_F(ZrunTest, ZplanErrors) {
+  Result result = zplan({});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output, "zplan: error: no command given: zplan dump "
+                           "PLAN.bin (see zplan --help)\n");
+  result = zplan({"dump", dir.file("absent.bin")});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output, "zplan: error: cannot read the plan: cannot open '" +
+                               dir.file("absent.bin") +
+                               "': No such file or directory\n");
+  result = zplan({"export", dir.path()});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output, "zplan: error: zplan export is not supported yet "
+                           "(it needs checkpoints, which come later)\n");
+  result = zplan({"show", plan});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output, "zplan: error: unknown command 'show'; the "
+                           "commands are dump and export (see zplan --help)\n");
+}
+
+} // namespace
+} // namespace zcc
