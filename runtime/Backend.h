@@ -44,6 +44,9 @@ public:
                           void **memory) = 0;
   /// Frees what allocate returned; null is ignored.
   virtual void deallocate(void *memory) = 0;
+  /// Bytes of device memory allocate() handed out and not yet freed: the
+  /// measured side of "predicted memory is actual memory".
+  virtual uint64_t allocatedBytes() const = 0;
 
   virtual Status copyToDevice(void *device, const void *host,
                               uint64_t bytes) = 0;

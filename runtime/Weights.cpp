@@ -2,6 +2,8 @@
 
 #include "runtime/Weights.h"
 
+#include "runtime/Data/OnnxWeights.h"
+#include "runtime/Data/Safetensors.h"
 #include "runtime/Support/File.h"
 
 #include <algorithm>
@@ -208,6 +210,26 @@ static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
   return Status::ok();
 }
 
+/// Copies bytes [offset, offset + length) of `path` to `destination`
+/// through `staging`, a slice at a time.
+static Status copyFileRange(const std::string &path, uint64_t offset,
+                            uint64_t length, const std::string &item,
+                            std::vector<uint8_t> &staging, Backend &backend,
+                            uint8_t *destination) {
+  for (uint64_t done = 0; done < length;) {
+    uint64_t count = std::min(kStagingBytes, length - done);
+    staging.resize(static_cast<size_t>(count));
+    ZCC_RETURN_IF_ERROR(
+        readFileRange(path, offset + done, count, staging.data()),
+        "cannot read %s", item.c_str());
+    ZCC_RETURN_IF_ERROR(
+        backend.copyToDevice(destination + done, staging.data(), count),
+        "while copying %s to the device", item.c_str());
+    done += count;
+  }
+  return Status::ok();
+}
+
 static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                              const plan::Buffer &buffer,
                              const WeightOptions &options,
@@ -255,34 +277,241 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                             static_cast<unsigned long long>(weight.offset()),
                             static_cast<unsigned long long>(end), path.c_str(),
                             static_cast<unsigned long long>(*size)));
-  for (uint64_t done = 0; done < weight.length();) {
-    uint64_t count = std::min(kStagingBytes, weight.length() - done);
-    staging.resize(static_cast<size_t>(count));
-    ZCC_RETURN_IF_ERROR(
-        readFileRange(path, weight.offset() + done, count, staging.data()),
-        "cannot read %s", item.c_str());
-    ZCC_RETURN_IF_ERROR(
-        backend.copyToDevice(destination + done, staging.data(), count),
-        "while copying %s to the device", item.c_str());
-    done += count;
+  return copyFileRange(path, weight.offset(), weight.length(), item, staging,
+                       backend, destination);
+}
+
+//===----------------------------------------------------------------------===//
+// Weights by name: --weights MODEL.onnx and --weights FILE.safetensors
+//===----------------------------------------------------------------------===//
+
+static std::vector<int64_t> bufferShape(const plan::Buffer &buffer) {
+  return std::vector<int64_t>(buffer.shape().begin(), buffer.shape().end());
+}
+
+/// The plan dtype of an ONNX data type, as the compiler maps them (uint8
+/// buffers are I8); DTYPE_UNSPECIFIED for types without buffers.
+static plan::DType planDType(int32_t onnxType) {
+  switch (onnxType) {
+  case kOnnxFloat:
+    return plan::F32;
+  case kOnnxFloat16:
+    return plan::F16;
+  case kOnnxBFloat16:
+    return plan::BF16;
+  case kOnnxDouble:
+    return plan::F64;
+  case kOnnxInt64:
+    return plan::I64;
+  case kOnnxInt32:
+    return plan::I32;
+  case kOnnxInt8:
+  case kOnnxUint8:
+    return plan::I8;
+  case kOnnxBool:
+    return plan::BOOL;
+  default:
+    return plan::DTYPE_UNSPECIFIED;
   }
+}
+
+/// The checks every named source shares: the file's tensor has the buffer's
+/// dtype, shape and byte count. `fileDtype` is the file's own spelling.
+static Status checkNamedWeight(const std::string &item, const std::string &file,
+                               const std::string &fileDtype,
+                               plan::DType dtype,
+                               const std::vector<int64_t> &shape,
+                               uint64_t length, const plan::Buffer &buffer) {
+  std::vector<int64_t> expected = bufferShape(buffer);
+  if (dtype != buffer.dtype() || shape != expected)
+    return Status(StatusCode::kInvalidArgument,
+                  item + " is " + fileDtype + " of shape " + shapeText(shape) +
+                      " in '" + file + "', but the plan's buffer is " +
+                      dtypeText(buffer.dtype()) + " of shape " +
+                      shapeText(expected) +
+                      "; pass weights of the model the plan was compiled "
+                      "from (or recompile the plan for this one)");
+  if (length != buffer.bytes())
+    return Status(StatusCode::kDataLoss,
+                  item +
+                      formatString(" has %llu bytes of data in '%s', but its "
+                                   "dtype and shape need %llu; the file is "
+                                   "damaged",
+                                   static_cast<unsigned long long>(length),
+                                   file.c_str(),
+                                   static_cast<unsigned long long>(
+                                       buffer.bytes())));
   return Status::ok();
+}
+
+static Status missingWeight(const std::string &item, const std::string &file,
+                            size_t count, const char *what) {
+  return Status(StatusCode::kNotFound,
+                item + formatString(" is not in '%s' (it has %zu %s); pass a "
+                                    "file with the plan's weight names, such "
+                                    "as a copy of the model it was compiled "
+                                    "from",
+                                    file.c_str(), count, what));
+}
+
+static const char *onnxTypeName(int32_t dtype) {
+  switch (dtype) {
+  case kOnnxFloat:
+    return "FLOAT";
+  case kOnnxUint8:
+    return "UINT8";
+  case kOnnxInt8:
+    return "INT8";
+  case kOnnxUint16:
+    return "UINT16";
+  case kOnnxInt16:
+    return "INT16";
+  case kOnnxInt32:
+    return "INT32";
+  case kOnnxInt64:
+    return "INT64";
+  case kOnnxString:
+    return "STRING";
+  case kOnnxBool:
+    return "BOOL";
+  case kOnnxFloat16:
+    return "FLOAT16";
+  case kOnnxDouble:
+    return "DOUBLE";
+  case kOnnxUint32:
+    return "UINT32";
+  case kOnnxUint64:
+    return "UINT64";
+  case kOnnxBFloat16:
+    return "BFLOAT16";
+  default:
+    return nullptr;
+  }
+}
+
+static Status loadOnnxWeight(const plan::Weight &weight,
+                             const plan::Buffer &buffer,
+                             const std::string &model,
+                             const OnnxInitializers &initializers,
+                             std::vector<uint8_t> &staging, Backend &backend,
+                             uint8_t *destination) {
+  std::string item = describeWeight(weight);
+  auto found = initializers.find(weight.name());
+  if (found == initializers.end())
+    return missingWeight(item, model, initializers.size(), "initializers");
+  const InitializerLocation &tensor = found->second;
+  const char *typeName = onnxTypeName(tensor.dtype);
+  std::string fileDtype = typeName ? std::string("ONNX ") + typeName
+                                   : "ONNX data type " +
+                                         std::to_string(tensor.dtype);
+  // A tensor without raw_data (int64_data and the like) has no range: its
+  // dtype and shape are still checked first, the more likely mistake.
+  bool inPlace =
+      tensor.external || tensor.length != 0 || buffer.bytes() == 0;
+  Status status = checkNamedWeight(item, model, fileDtype,
+                                   planDType(tensor.dtype), tensor.dims,
+                                   inPlace ? tensor.length : buffer.bytes(),
+                                   buffer);
+  if (!status.isOk())
+    return status;
+  if (!inPlace)
+    return Status(StatusCode::kUnimplemented,
+                  item + " stores its data in '" + model +
+                      "' in a form zrun cannot read in place; save it as "
+                      "raw_data (as onnx.numpy_helper.from_array and "
+                      "torch.onnx.export do)");
+  std::string path = model;
+  if (tensor.external) {
+    if (tensor.file.empty())
+      return Status(StatusCode::kDataLoss,
+                    item + " is external data in '" + model +
+                        "' but names no location; re-save the model with "
+                        "onnx.save_model(..., save_as_external_data=True)");
+    path = joinPath(parentPath(model), tensor.file);
+  }
+  StatusOr<uint64_t> size = fileSize(path);
+  if (!size.isOk()) {
+    Status error = size.takeStatus();
+    return error.addContext("cannot read " + item + " (data of '" + model +
+                            "'; keep external data next to the model, as "
+                            "it was saved)");
+  }
+  uint64_t end = tensor.offset + tensor.length;
+  if (end < tensor.offset || end > *size)
+    return Status(StatusCode::kOutOfRange,
+                  item + formatString(" needs bytes [%llu, %llu) of '%s', "
+                                      "but the file has only %llu bytes "
+                                      "(truncated?)",
+                                      static_cast<unsigned long long>(
+                                          tensor.offset),
+                                      static_cast<unsigned long long>(end),
+                                      path.c_str(),
+                                      static_cast<unsigned long long>(*size)));
+  return copyFileRange(path, tensor.offset, tensor.length, item, staging,
+                       backend, destination);
+}
+
+static Status loadSafetensorsWeight(const plan::Weight &weight,
+                                    const plan::Buffer &buffer,
+                                    const std::string &file,
+                                    const SafetensorsIndex &index,
+                                    std::vector<uint8_t> &staging,
+                                    Backend &backend, uint8_t *destination) {
+  std::string item = describeWeight(weight);
+  auto found = index.find(weight.name());
+  if (found == index.end())
+    return missingWeight(item, file, index.size(), "tensors");
+  const SafetensorsTensor &tensor = found->second;
+  plan::DType dtype = safetensorsDType(tensor.dtype);
+  Status status = checkNamedWeight(item, file, tensor.dtype, dtype,
+                                   tensor.shape, tensor.length, buffer);
+  if (!status.isOk())
+    return status;
+  return copyFileRange(file, tensor.offset, tensor.length, item, staging,
+                       backend, destination);
 }
 
 Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
                    Backend &backend, uint8_t *arena) {
   const plan::Plan &plan = loaded.plan;
+  // A named source is indexed once, then every weight looked up in it.
+  OnnxInitializers initializers;
+  SafetensorsIndex tensors;
+  if (options.source == WeightSource::kOnnxFile) {
+    StatusOr<OnnxInitializers> found = findOnnxInitializers(options.file);
+    if (!found.isOk())
+      return found.takeStatus();
+    initializers = std::move(*found);
+  } else if (options.source == WeightSource::kSafetensorsFile) {
+    StatusOr<SafetensorsIndex> found = readSafetensorsIndex(options.file);
+    if (!found.isOk())
+      return found.takeStatus();
+    tensors = std::move(*found);
+  }
   std::vector<uint8_t> staging;
   for (int i = 0; i < plan.weights_size(); ++i) {
     const plan::Weight &weight = plan.weights(i);
     const plan::Buffer &buffer = plan.buffers(weight.buffer());
     uint8_t *destination = arena + buffer.offset();
-    Status status =
-        options.source == WeightSource::kRandom
-            ? loadRandomWeight(weight, static_cast<uint32_t>(i), buffer,
-                               options.seed, staging, backend, destination)
-            : loadFileWeight(plan, weight, buffer, options, staging, backend,
-                             destination);
+    Status status = Status::ok();
+    switch (options.source) {
+    case WeightSource::kRandom:
+      status = loadRandomWeight(weight, static_cast<uint32_t>(i), buffer,
+                                options.seed, staging, backend, destination);
+      break;
+    case WeightSource::kPlanFiles:
+      status = loadFileWeight(plan, weight, buffer, options, staging, backend,
+                              destination);
+      break;
+    case WeightSource::kOnnxFile:
+      status = loadOnnxWeight(weight, buffer, options.file, initializers,
+                              staging, backend, destination);
+      break;
+    case WeightSource::kSafetensorsFile:
+      status = loadSafetensorsWeight(weight, buffer, options.file, tensors,
+                                     staging, backend, destination);
+      break;
+    }
     if (!status.isOk())
       return status;
   }

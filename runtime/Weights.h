@@ -3,7 +3,9 @@
 // A plan says, for every parameter, which byte range of which file holds its
 // initial value (the ONNX model itself or its external-data file), and how
 // `--weights random` draws it. The runtime only reads bytes: it never parses
-// ONNX.
+// ONNX with ONNX's classes. `--weights MODEL.onnx` and `--weights
+// FILE.safetensors` instead look every parameter up by name in that file
+// (trained weights, a copy of the model), checked against the plan's buffer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +25,10 @@ enum class WeightSource {
   kPlanFiles,
   /// Drawn from each weight's RandomInit with a seed.
   kRandom,
+  /// Each weight by name among the initializers of the ONNX model `file`.
+  kOnnxFile,
+  /// Each weight by name among the tensors of the safetensors file `file`.
+  kSafetensorsFile,
 };
 
 struct WeightOptions {
@@ -30,6 +36,8 @@ struct WeightOptions {
   /// Replaces the folder of Plan.model_path as the base of relative weight
   /// files (zrun --weights DIR); empty keeps the model's folder.
   std::string dir;
+  /// For kOnnxFile and kSafetensorsFile.
+  std::string file;
   /// For kRandom.
   uint64_t seed = 0;
 };

@@ -30,10 +30,20 @@ Status CpuBackend::allocate(uint64_t bytes, uint64_t alignment, void **memory) {
   // bug) repeatable instead of reading whatever was there.
   std::memset(allocation, 0, static_cast<size_t>(rounded));
   *memory = allocation;
+  allocations_.emplace_back(allocation, bytes);
+  allocatedBytes_ += bytes;
   return Status::ok();
 }
 
-void CpuBackend::deallocate(void *memory) { std::free(memory); }
+void CpuBackend::deallocate(void *memory) {
+  for (size_t i = 0; i < allocations_.size(); ++i)
+    if (allocations_[i].first == memory) {
+      allocatedBytes_ -= allocations_[i].second;
+      allocations_.erase(allocations_.begin() + i);
+      break;
+    }
+  std::free(memory);
+}
 
 Status CpuBackend::copyToDevice(void *device, const void *host,
                                 uint64_t bytes) {

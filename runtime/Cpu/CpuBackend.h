@@ -20,6 +20,7 @@ public:
   const char *name() const override { return "cpu"; }
   Status allocate(uint64_t bytes, uint64_t alignment, void **memory) override;
   void deallocate(void *memory) override;
+  uint64_t allocatedBytes() const override { return allocatedBytes_; }
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;
   StatusOr<KernelHandle> resolveKernel(const std::string &name) override;
@@ -30,6 +31,9 @@ public:
 private:
   /// Resolved kernels, indexed by KernelHandle::index.
   std::vector<cpu::KernelFn> kernels_;
+  /// Live allocations and their requested sizes (a plan makes one or two).
+  std::vector<std::pair<void *, uint64_t>> allocations_;
+  uint64_t allocatedBytes_ = 0;
 };
 
 } // namespace zcc

@@ -161,9 +161,10 @@ TEST_F(ZrunTest, WeightsFolderAndRandom) {
           "weight files, or random");
   expectError({matmulPlan, "--input", "x=" + input, "--weights", input},
               "--weights " + input +
-                  ": reading weights from a model or safetensors file is not "
-                  "supported yet; pass the folder that holds the plan's "
-                  "weight files, or random");
+                  ": not a folder, and zrun reads weights by name only from "
+                  "files ending in .onnx or .safetensors; rename the file, or "
+                  "pass random or the folder that holds the plan's weight "
+                  "files");
 }
 
 TEST_F(ZrunTest, NotSupportedYetIsNeverSilent) {

@@ -1,7 +1,8 @@
 //===- zrun.cpp - The zcc runtime launcher --------------------------------===//
 //
 //   zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]
-//       [--output-dir DIR] [--weights random|DIR] [--seed S] [--nproc N]
+//       [--output-dir DIR] [--weights random|DIR|MODEL.onnx|FILE.safetensors]
+//       [--seed S] [--nproc N]
 //
 // Runs a plan written by zcc. On an inference plan it reads each graph input
 // from --input, runs program "infer" once and writes each graph output to
@@ -30,8 +31,9 @@ namespace {
 
 const char kUsage[] =
     "usage: zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]\n"
-    "            [--output-dir DIR] [--weights random|DIR] [--seed S] "
-    "[--nproc N]\n"
+    "            [--output-dir DIR]\n"
+    "            [--weights random|DIR|MODEL.onnx|FILE.safetensors]\n"
+    "            [--seed S] [--nproc N]\n"
     "\n"
     "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
     "input from --input, runs it once and writes every graph output to\n"
@@ -41,10 +43,21 @@ const char kUsage[] =
     "  --backend cpu          the backend (cuda is not supported yet)\n"
     "  --input NAME=FILE.npy  a graph input, once per input\n"
     "  --output-dir DIR       where outputs are written (created if missing)\n"
-    "  --weights random|DIR   draw weights from --seed, or read the plan's\n"
-    "                         weight files from DIR instead of the model's "
-    "folder\n"
+    "  --weights SOURCE       where the weights come from (default: the byte\n"
+    "                         ranges the plan records, in the model's folder):\n"
+    "                           random             drawn from --seed\n"
+    "                           DIR                the plan's weight files, from\n"
+    "                                              DIR instead of the model's\n"
+    "                                              folder\n"
+    "                           MODEL.onnx         every weight by name from the\n"
+    "                                              initializers of that model\n"
+    "                                              (e.g. a trained copy)\n"
+    "                           FILE.safetensors   every weight by name from\n"
+    "                                              that safetensors file\n"
+    "                         a named weight must have the plan's dtype and\n"
+    "                         shape\n"
     "  --seed S               the seed of --weights random (default 0)\n"
+    "  --memory-report        print the device memory the run allocated\n"
     "  --nproc N              processes; must equal the plan's world size\n";
 
 struct Options {
@@ -54,6 +67,7 @@ struct Options {
   std::string outputDir = ".";
   std::string weights;
   uint64_t seed = 0;
+  bool memoryReport = false;
   int64_t nproc = 0;
 };
 
@@ -88,6 +102,10 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     if (arg == "-h" || arg == "--help") {
       help = true;
       return Status::ok();
+    }
+    if (arg == "--memory-report") {
+      options.memoryReport = true;
+      continue;
     }
     if (arg.size() < 2 || arg[0] != '-') {
       if (!options.planPath.empty())
@@ -134,7 +152,8 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       options.outputDir = value;
     } else if (name == "--weights") {
       if (value.empty())
-        return usageError("--weights needs 'random' or a folder");
+        return usageError("--weights needs 'random', a folder, a .onnx or "
+                          "a .safetensors file");
       options.weights = value;
     } else if (name == "--seed") {
       if (!parseInteger(value, options.seed))
@@ -157,30 +176,58 @@ bool isDirectory(const std::string &path) {
   return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
-/// `--weights` into the executor's terms.
+bool endsWith(const std::string &text, const std::string &suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// `--weights` into the executor's terms. The kind of source follows from
+/// the value alone (a folder, or the file's extension) so that a file of
+/// another kind is refused here rather than misread later.
 Status weightOptions(const Options &options, WeightOptions &weights) {
   weights.seed = options.seed;
-  if (options.weights.empty())
+  const std::string &value = options.weights;
+  if (value.empty())
     return Status::ok();
-  if (options.weights == "random") {
+  if (value == "random") {
     weights.source = WeightSource::kRandom;
     return Status::ok();
   }
-  if (isDirectory(options.weights)) {
-    weights.dir = options.weights;
+  if (isDirectory(value)) {
+    weights.dir = value;
     return Status::ok();
   }
+  bool isOnnx = endsWith(value, ".onnx");
+  bool isSafetensors = endsWith(value, ".safetensors");
   struct stat info;
-  if (::stat(options.weights.c_str(), &info) == 0)
-    return Status(StatusCode::kUnimplemented,
-                  "--weights " + options.weights +
-                      ": reading weights from a model or safetensors file is "
-                      "not supported yet; pass the folder that holds the "
+  bool exists = ::stat(value.c_str(), &info) == 0;
+  if (!exists && (isOnnx || isSafetensors))
+    return Status(StatusCode::kNotFound,
+                  "--weights " + value +
+                      ": no such file; pass an existing model or "
+                      "safetensors file, the folder that holds the plan's "
+                      "weight files, or random");
+  if (!exists)
+    return Status(StatusCode::kNotFound,
+                  "--weights " + value +
+                      ": no such folder; pass the folder that holds the "
                       "plan's weight files, or random");
-  return Status(StatusCode::kNotFound,
-                "--weights " + options.weights +
-                    ": no such folder; pass the folder that holds the plan's "
-                    "weight files, or random");
+  if (isOnnx) {
+    weights.source = WeightSource::kOnnxFile;
+    weights.file = value;
+    return Status::ok();
+  }
+  if (isSafetensors) {
+    weights.source = WeightSource::kSafetensorsFile;
+    weights.file = value;
+    return Status::ok();
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "--weights " + value +
+                    ": not a folder, and zrun reads weights by name only "
+                    "from files ending in .onnx or .safetensors; rename the "
+                    "file, or pass random or the folder that holds the "
+                    "plan's weight files");
 }
 
 /// Makes `path` and its missing parents.
@@ -274,6 +321,10 @@ Status runInference(const Options &options, LoadedPlan loaded) {
                         "%s", files[name].c_str());
   ZCC_RETURN_IF_ERROR((*executor)->run("infer"), "%s",
                       (*executor)->plan().path.c_str());
+  if (options.memoryReport)
+    std::printf("device memory: %llu bytes allocated on %s\n",
+                static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
+                (*executor)->backend().name());
   for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
     StatusOr<HostTensor> output = (*executor)->output(binding.name());
     if (!output.isOk())

@@ -37,7 +37,7 @@ Literal foldBinary(Binary kind, const Literal &lhs, const Literal &rhs,
       case Binary::Sub: out[i] = x - y; break;
       case Binary::Mul: out[i] = x * y; break;
       case Binary::Div: out[i] = y == 0 ? 0 : x / y; break;
-      case Binary::Pow: out[i] = int64_t(std::pow(double(x), double(y))); break;
+      case Binary::Pow: out[i] = int64_t(std::pow(a, b)); break;
       case Binary::Max: out[i] = std::max(x, y); break;
       case Binary::Min: out[i] = std::min(x, y); break;
       case Binary::Equal: out[i] = isFloat ? a == b : x == y; break;

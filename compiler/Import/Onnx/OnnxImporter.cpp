@@ -11,10 +11,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
+#include "runtime/Data/OnnxWeights.h"
 
-#include <climits>
 #include <map>
 
 using namespace mlir;
@@ -135,7 +133,7 @@ public:
 
 private:
   LogicalResult loadModel();
-  void findInlineRanges(llvm::StringRef bytes);
+  LogicalResult findInlineRanges(llvm::StringRef bytes);
   LogicalResult importInitializer(const onnx::TensorProto &tensor);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
@@ -260,7 +258,8 @@ LogicalResult OnnxImporter::loadModel() {
   if (!model_.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return fail("not an ONNX model: the file does not parse as an ONNX ModelProto "
                 "(truncated or not ONNX)");
-  findInlineRanges(bytes);
+  if (failed(findInlineRanges(bytes)))
+    return failure();
   if (!model_.has_graph() || model_.ir_version() == 0)
     return fail("not an ONNX model: it has no " +
                 Twine(model_.has_graph() ? "IR version" : "graph"));
@@ -310,72 +309,21 @@ Type convertElementType(MLIRContext *context, int32_t onnxType) {
   }
 }
 
-namespace {
-using google::protobuf::io::CodedInputStream;
-
-bool skipField(CodedInputStream &in, uint32_t tag) {
-  return google::protobuf::internal::WireFormatLite::SkipField(&in, tag);
-}
-
-/// Reads a length-delimited field's payload bounds: [start, start + length).
-bool readLength(CodedInputStream &in, uint64_t base, uint64_t &start, uint64_t &length) {
-  uint32_t size = 0;
-  if (!in.ReadVarint32(&size))
-    return false;
-  start = base + in.CurrentPosition();
-  length = size;
-  return in.Skip(static_cast<int>(size));
-}
-} // namespace
-
 /// The runtime reads weights as byte ranges of files and never parses ONNX:
-/// walk the model's wire format (ModelProto.graph = 7, GraphProto.initializer
-/// = 5, TensorProto.name = 8, raw_data = 9, float_data = 4) to find where each
-/// inline initializer's little-endian data lies.
-void OnnxImporter::findInlineRanges(llvm::StringRef bytes) {
-  const auto *data = reinterpret_cast<const uint8_t *>(bytes.data());
-  CodedInputStream model(data, static_cast<int>(bytes.size()));
-  model.SetTotalBytesLimit(INT_MAX);
-  for (uint32_t tag; (tag = model.ReadTag()) != 0;) {
-    uint64_t graphStart = 0, graphLength = 0;
-    if (tag != ((7u << 3) | 2u)) {
-      if (!skipField(model, tag))
-        return;
-      continue;
-    }
-    if (!readLength(model, 0, graphStart, graphLength))
-      return;
-    CodedInputStream graph(data + graphStart, static_cast<int>(graphLength));
-    graph.SetTotalBytesLimit(INT_MAX);
-    for (uint32_t graphTag; (graphTag = graph.ReadTag()) != 0;) {
-      uint64_t tensorStart = 0, tensorLength = 0;
-      if (graphTag != ((5u << 3) | 2u)) {
-        if (!skipField(graph, graphTag))
-          return;
-        continue;
-      }
-      if (!readLength(graph, graphStart, tensorStart, tensorLength))
-        return;
-      CodedInputStream tensor(data + tensorStart, static_cast<int>(tensorLength));
-      std::string name;
-      std::pair<uint64_t, uint64_t> range{0, 0};
-      for (uint32_t tensorTag; (tensorTag = tensor.ReadTag()) != 0;) {
-        uint32_t field = tensorTag >> 3;
-        if (field == 8 && (tensorTag & 7) == 2) {
-          uint32_t size = 0;
-          if (!tensor.ReadVarint32(&size) || !tensor.ReadString(&name, static_cast<int>(size)))
-            return;
-        } else if ((field == 9 || field == 4) && (tensorTag & 7) == 2) {
-          if (!readLength(tensor, tensorStart, range.first, range.second))
-            return;
-        } else if (!skipField(tensor, tensorTag)) {
-          return;
-        }
-      }
-      if (!name.empty() && range.second > 0)
-        inlineRanges_[name] = range;
-    }
-  }
+/// the runtime's own wire-format walk (shared with zrun --weights
+/// MODEL.onnx) finds where each inline initializer's little-endian data
+/// (raw_data or packed float_data) lies in the model file.
+LogicalResult OnnxImporter::findInlineRanges(llvm::StringRef bytes) {
+  StatusOr<OnnxInitializers> found =
+      findOnnxInitializers(path_, bytes.data(), bytes.size());
+  // Only reachable for a model that protobuf parsed but whose external_data
+  // entries are not numbers: the walk's message says which.
+  if (!found.isOk())
+    return fail(found.status().message());
+  for (const auto &[name, location] : *found)
+    if (!location.external && location.length > 0)
+      inlineRanges_[name] = {location.offset, location.length};
+  return success();
 }
 
 /// Every element 0 or at most -1e4 (HF writes the float minimum), and at
@@ -502,10 +450,13 @@ FailureOr<RankedTensorType> OnnxImporter::inputType(const onnx::ValueInfoProto &
   if (!element)
     return fail("graph input '" + name + "' has ONNX data type " +
                 Twine(tensorType.elem_type()) + ", which zcc does not support");
-  if (!tensorType.has_shape())
-    return failType("graph input '" + name + "' has no shape; give one with --input-shape " +
-                name + "=D0xD1...");
   auto given = options_.inputShapes.find(name);
+  if (!tensorType.has_shape()) {
+    if (given != options_.inputShapes.end())
+      return RankedTensorType::get(given->second, element);
+    return failType("graph input '" + name + "' has no shape; give one with --input-shape " +
+                    name + "=D0xD1...");
+  }
   const onnx::TensorShapeProto &shape = tensorType.shape();
   if (given != options_.inputShapes.end() &&
       int64_t(given->second.size()) != shape.dim_size())
@@ -514,7 +465,10 @@ FailureOr<RankedTensorType> OnnxImporter::inputType(const onnx::ValueInfoProto &
   SmallVector<int64_t> dims;
   for (int d = 0; d < shape.dim_size(); ++d) {
     const onnx::TensorShapeProto::Dimension &dim = shape.dim(d);
-    bool isStatic = dim.has_dim_value() && dim.dim_value() > 0;
+    if (dim.has_dim_value() && dim.dim_value() <= 0)
+      return failType("graph input '" + name + "' has dimension " + Twine(d) + " of size " +
+                      Twine(dim.dim_value()) + "; zcc plans tensors with at least one element");
+    bool isStatic = dim.has_dim_value();
     if (given != options_.inputShapes.end()) {
       int64_t bound = given->second[d];
       if (isStatic && dim.dim_value() != bound)
@@ -616,6 +570,11 @@ LogicalResult OnnxImporter::run() {
     argumentNames.push_back(input.name());
     define(input.name(), {argument, std::nullopt, *type});
   }
+  for (const auto &[name, dims] : options_.inputShapes)
+    if (!llvm::is_contained(argumentNames, name))
+      return fail("--input-shape names '" + name + "', which is not a graph input; the inputs are " +
+                  (argumentNames.empty() ? std::string("none")
+                                         : "'" + llvm::join(argumentNames, "', '") + "'"));
   for (int i = 0; i < graph.node_size(); ++i)
     if (failed(importNode(graph.node(i), i)))
       return failure();
