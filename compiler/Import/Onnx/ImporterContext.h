@@ -79,6 +79,13 @@ public:
   /// The input as a list of integers, which it must be a compile-time
   /// constant for (shapes, axes, split sizes).
   mlir::FailureOr<std::vector<int64_t>> constantInts(int index, const char *what);
+  /// As constantInts for an optional input; `absent` when it is not given.
+  mlir::FailureOr<std::vector<int64_t>> optionalConstantInts(int index, const char *what,
+                                                             std::vector<int64_t> absent) {
+    if (!hasInput(index))
+      return absent;
+    return constantInts(index, what);
+  }
 
   int numOutputs() const { return node_.output_size(); }
   bool hasOutput(int index) const {

@@ -148,15 +148,11 @@ enum class Reduction { Sum, Mean, Max };
 OpImporterFn reduce(Reduction kind) {
   return [kind](NodeContext &ctx) -> LogicalResult {
     RankedTensorType type = ctx.inputType(0);
-    std::vector<int64_t> axes;
-    if (ctx.hasInput(1)) {
-      FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "axes");
-      if (failed(given))
-        return failure();
-      axes = *given;
-    } else {
-      axes = ctx.intsAttr("axes");
-    }
+    FailureOr<std::vector<int64_t>> givenAxes =
+        ctx.optionalConstantInts(1, "axes", ctx.intsAttr("axes"));
+    if (failed(givenAxes))
+      return failure();
+    std::vector<int64_t> axes = *givenAxes;
     bool keepdims = ctx.intAttr("keepdims", 1) != 0;
     if (axes.empty()) {
       if (ctx.intAttr("noop_with_empty_axes", 0)) {

@@ -281,24 +281,14 @@ LogicalResult importSlice(NodeContext &ctx) {
   FailureOr<std::vector<int64_t>> ends = ctx.constantInts(2, "ends");
   if (failed(starts) || failed(ends))
     return failure();
-  std::vector<int64_t> axes, steps;
-  if (ctx.hasInput(3)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(3, "axes");
-    if (failed(given))
-      return failure();
-    axes = *given;
-  } else {
-    for (size_t i = 0; i < starts->size(); ++i)
-      axes.push_back(i);
-  }
-  if (ctx.hasInput(4)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(4, "steps");
-    if (failed(given))
-      return failure();
-    steps = *given;
-  } else {
-    steps.assign(starts->size(), 1);
-  }
+  std::vector<int64_t> allAxes(starts->size());
+  std::iota(allAxes.begin(), allAxes.end(), int64_t(0));
+  FailureOr<std::vector<int64_t>> givenAxes = ctx.optionalConstantInts(3, "axes", allAxes);
+  FailureOr<std::vector<int64_t>> givenSteps =
+      ctx.optionalConstantInts(4, "steps", std::vector<int64_t>(starts->size(), 1));
+  if (failed(givenAxes) || failed(givenSteps))
+    return failure();
+  std::vector<int64_t> &axes = *givenAxes, &steps = *givenSteps;
   if (ends->size() != starts->size() || axes.size() != starts->size() ||
       steps.size() != starts->size())
     return ctx.error("starts, ends, axes and steps must have the same length");
@@ -490,16 +480,12 @@ LogicalResult importPad(NodeContext &ctx) {
   FailureOr<std::vector<int64_t>> pads = ctx.constantInts(1, "pads");
   if (failed(pads))
     return failure();
-  std::vector<int64_t> axes;
-  if (ctx.hasInput(3)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(3, "axes");
-    if (failed(given))
-      return failure();
-    axes = *given;
-  } else {
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      axes.push_back(d);
-  }
+  std::vector<int64_t> allAxes(type.getRank());
+  std::iota(allAxes.begin(), allAxes.end(), int64_t(0));
+  FailureOr<std::vector<int64_t>> givenAxes = ctx.optionalConstantInts(3, "axes", allAxes);
+  if (failed(givenAxes))
+    return failure();
+  const std::vector<int64_t> &axes = *givenAxes;
   if (pads->size() != 2 * axes.size())
     return ctx.error("pads must have two entries per padded axis");
   Literal fill = isa<FloatType>(type.getElementType())
@@ -569,13 +555,10 @@ LogicalResult importTrilu(NodeContext &ctx) {
   if (type.getRank() < 2)
     return ctx.error("expects a tensor of rank at least 2");
   bool upper = ctx.intAttr("upper", 1) != 0;
-  int64_t k = 0;
-  if (ctx.hasInput(1)) {
-    FailureOr<std::vector<int64_t>> given = ctx.constantInts(1, "k");
-    if (failed(given))
-      return failure();
-    k = given->empty() ? 0 : (*given)[0];
-  }
+  FailureOr<std::vector<int64_t>> givenK = ctx.optionalConstantInts(1, "k", {0});
+  if (failed(givenK))
+    return failure();
+  int64_t k = givenK->empty() ? 0 : givenK->front();
   if (const Literal *literal = ctx.inputLiteral(0)) {
     Literal result = *literal;
     int64_t rows = type.getDimSize(type.getRank() - 2), cols = type.getDimSize(type.getRank() - 1);
