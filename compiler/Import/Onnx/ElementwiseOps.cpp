@@ -87,6 +87,11 @@ importBinary(NodeContext &ctx, Binary kind, int a, int b) {
   Value left = ctx.input(a);
   Value right = ctx.input(b);
   // ONNX Pow allows an exponent of another type; zgraph.pow wants one type.
+  // Casting a float exponent to an integer base's type would truncate it.
+  if (kind == Binary::Pow && !isa<FloatType>(lhsType.getElementType())) {
+    (void)ctx.error("Pow of an integer base computed at run time is not supported yet");
+    return failure();
+  }
   if (kind == Binary::Pow && rhsType.getElementType() != lhsType.getElementType())
     right = ctx.create<zgraph::CastOp>(
         RankedTensorType::get(rhsType.getShape(), lhsType.getElementType()), right);
@@ -197,6 +202,8 @@ OpImporterFn unary(Unary kind) {
 }
 
 LogicalResult importGelu(NodeContext &ctx) {
+  if (!isa<FloatType>(ctx.inputType(0).getElementType()))
+    return ctx.error("expects a floating-point input");
   std::string approximate = ctx.stringAttr("approximate", "none");
   if (approximate != "none" && approximate != "tanh")
     return ctx.error("approximate must be \"none\" or \"tanh\", got \"" + approximate + "\"");

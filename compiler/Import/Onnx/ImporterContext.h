@@ -56,9 +56,10 @@ class OnnxImporter;
 /// One node being imported.
 class NodeContext {
 public:
-  NodeContext(OnnxImporter &importer, const onnx::NodeProto &node, int64_t opset,
-              mlir::OpBuilder &builder, mlir::Location loc)
-      : importer_(importer), node_(node), opset_(opset), builder_(builder), loc_(loc) {}
+  NodeContext(OnnxImporter &importer, const onnx::NodeProto &node, std::string name,
+              int64_t opset, mlir::OpBuilder &builder, mlir::Location loc)
+      : importer_(importer), node_(node), name_(std::move(name)), opset_(opset),
+        builder_(builder), loc_(loc) {}
 
   const onnx::NodeProto &node() const { return node_; }
   int64_t opset() const { return opset_; }
@@ -118,6 +119,8 @@ private:
 
   OnnxImporter &importer_;
   const onnx::NodeProto &node_;
+  /// The node's name, or "#<index>" for an unnamed node.
+  std::string name_;
   int64_t opset_;
   mlir::OpBuilder &builder_;
   mlir::Location loc_;

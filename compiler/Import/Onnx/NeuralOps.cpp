@@ -73,6 +73,9 @@ LogicalResult importGemm(NodeContext &ctx) {
   RankedTensorType aType = ctx.inputType(0), bType = ctx.inputType(1);
   if (aType.getRank() != 2 || bType.getRank() != 2)
     return ctx.error("A and B must be matrices");
+  if (aType.getElementType() != bType.getElementType() ||
+      !isa<FloatType>(aType.getElementType()))
+    return ctx.error("A and B must be floating-point of one element type");
   Type element = aType.getElementType();
   Value a = ctx.input(0), b = ctx.input(1);
   if (ctx.intAttr("transA", 0))
@@ -203,6 +206,11 @@ template <typename LossOp> LogicalResult importClassLoss(NodeContext &ctx) {
   RankedTensorType scores = ctx.inputType(0), labels = ctx.inputType(1);
   if (ctx.hasInput(2))
     return ctx.error("class weights are not supported yet");
+  if (!isa<FloatType>(scores.getElementType()))
+    return ctx.error("scores must be floating-point");
+  if (!isa<IntegerType>(labels.getElementType()) || labels.getElementType().isInteger(1) ||
+      labels.getElementType().isInteger(8))
+    return ctx.error("labels must be int32 or int64");
   std::string reduction = ctx.stringAttr("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     return ctx.error("reduction must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");

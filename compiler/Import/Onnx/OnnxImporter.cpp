@@ -233,8 +233,7 @@ const onnx::TensorProto *NodeContext::tensorAttr(const char *name) const {
 }
 
 LogicalResult NodeContext::error(const Twine &message) {
-  std::string name = node_.name().empty() ? std::string("<unnamed>") : node_.name();
-  return importer_.fail("node '" + name + "' (" + node_.op_type() + ", opset " +
+  return importer_.fail("node '" + name_ + "' (" + node_.op_type() + ", opset " +
                         Twine(opset_) + "): " + message);
 }
 
@@ -528,7 +527,7 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node, int index) {
     return nodeError("unsupported op; zcc supports " +
                      llvm::join(supportedOnnxOps(), ", "));
   }
-  NodeContext context(*this, node, opset_, builder_, loc);
+  NodeContext context(*this, node, name, opset_, builder_, loc);
   if (failed(entry->import(context)))
     return failure();
   for (const std::string &output : node.output())
