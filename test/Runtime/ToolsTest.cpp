@@ -192,6 +192,15 @@ TEST_F(ZrunTest, WorldSizeMustMatch) {
                      "--world-size 1)");
 }
 
+TEST_F(ZrunTest, BackendMustMatch) {
+  plan::Plan cudaOnly = test::addConstantPlan();
+  cudaOnly.set_backend(plan::BACKEND_CUDA);
+  std::string path = test::writePlan(dir.file("cuda.bin"), cudaOnly);
+  expectError({path, "--input", "x=" + input},
+              path + ": plan was compiled for the cuda backend; run it with "
+                     "--backend cuda or recompile it for any backend");
+}
+
 TEST_F(ZrunTest, TrainingPlansAreNotSupportedYet) {
   plan::Plan train = test::addConstantPlan();
   train.set_mode("train");
