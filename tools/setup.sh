@@ -16,7 +16,7 @@ jobs="${ZCC_JOBS:-2}"
 packages=(
   cmake ninja-build g++ lld python3
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
-  nlohmann-json3-dev libgtest-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev
   libonnx-dev libprotobuf-dev protobuf-compiler zlib1g-dev libopenblas-dev
   python3-onnx python3-numpy python3-torch
 )
