@@ -54,6 +54,20 @@ Status Executor::prepare(const ExecutorOptions &options) {
   ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_),
                       "cannot load the weights");
 
+  // Training state starts at zero: gradient accumulators, Adam's moments,
+  // SGD's momentum.
+  std::vector<uint8_t> zeros;
+  for (const plan::Buffer &buffer : plan.buffers())
+    if (buffer.kind() == plan::GRADIENT || buffer.kind() == plan::OPTIMIZER_STATE) {
+      zeros.assign(static_cast<size_t>(buffer.bytes()), 0);
+      ZCC_RETURN_IF_ERROR(
+          backend_->copyToDevice(arena_ + buffer.offset(), zeros.data(), buffer.bytes()),
+          "while clearing %s", describeBuffer(buffer).c_str());
+    }
+  std::vector<int> inputOfBuffer(plan.buffers_size(), -1);
+  for (int i = 0; i < plan.inputs_size(); ++i)
+    inputOfBuffer[plan.inputs(i).buffer()] = i;
+
   // Everything the step loop touches is built here: its views' shape vectors
   // are the only allocations a kernel launch would otherwise need.
   programs_.resize(plan.programs_size());
@@ -75,8 +89,13 @@ Status Executor::prepare(const ExecutorOptions &options) {
       }
       step.kernel = *kernel;
       step.stream = instruction.stream();
-      for (uint32_t id : instruction.inputs())
+      for (uint32_t id : instruction.inputs()) {
         step.args.inputs.push_back(viewOf(id));
+        int input = inputOfBuffer[id];
+        if (input >= 0 && std::find(prepared.inputsRead.begin(), prepared.inputsRead.end(),
+                                    input) == prepared.inputsRead.end())
+          prepared.inputsRead.push_back(input);
+      }
       for (uint32_t id : instruction.outputs())
         step.args.outputs.push_back(viewOf(id));
       step.args.attributes = &instruction.attributes();
@@ -185,6 +204,13 @@ Status Executor::kernelFailed(Status status, const PreparedProgram &program,
       " of program '" + source.name() + "'");
 }
 
+bool Executor::hasProgram(const std::string &programName) const {
+  for (const PreparedProgram &candidate : programs_)
+    if (candidate.source->name() == programName)
+      return true;
+  return false;
+}
+
 Status Executor::run(const std::string &programName) {
   const PreparedProgram *program = nullptr;
   for (const PreparedProgram &candidate : programs_)
@@ -199,13 +225,12 @@ Status Executor::run(const std::string &programName) {
                       "' (its programs: " +
                       (known.empty() ? std::string("none") : known) + ")");
   }
-  for (size_t i = 0; i < inputWritten_.size(); ++i)
+  for (int i : program->inputsRead)
     if (!inputWritten_[i])
       return Status(StatusCode::kFailedPrecondition,
-                    "input '" + plan_.plan.inputs(static_cast<int>(i)).name() +
+                    "input '" + plan_.plan.inputs(i).name() +
                         "' was never written; pass it (zrun --input " +
-                        plan_.plan.inputs(static_cast<int>(i)).name() +
-                        "=FILE.npy)");
+                        plan_.plan.inputs(i).name() + "=FILE.npy)");
 
   // The step loop: launches only. Everything it reads was built by
   // instantiate().

@@ -49,8 +49,12 @@ public:
   /// A copy of output `name` as it is now.
   StatusOr<HostTensor> output(const std::string &name) const;
 
-  /// Runs program `programName` ("infer", ...) to completion.
+  /// Runs program `programName` ("infer", "micro_step", ...) to
+  /// completion. Every input the program reads must have been written.
   Status run(const std::string &programName);
+
+  /// Whether the plan has program `programName`.
+  bool hasProgram(const std::string &programName) const;
 
 private:
   struct PreparedInstruction {
@@ -61,6 +65,8 @@ private:
   struct PreparedProgram {
     const plan::Program *source = nullptr;
     std::vector<PreparedInstruction> instructions;
+    /// The plan inputs (indices into Plan.inputs) the program reads.
+    std::vector<int> inputsRead;
   };
 
   explicit Executor(LoadedPlan plan);

@@ -25,6 +25,18 @@ void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
+void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
+                             llvm::StringRef addLoss) {
+  zgraph::AutodiffPassOptions options;
+  options.lossName = lossName.str();
+  options.addLossKind = addLoss.str();
+  pm.addPass(zgraph::createAutodiffPass(options));
+  pm.addPass(zgraph::createOptimizerPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(zgraph::createVerifyGraphPass());
+}
+
 void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createGraphToDistPass());
   pm.addPass(createDistToPlanPass());
@@ -41,6 +53,10 @@ void zcc::registerZccPasses() {
       "zcc-graph-pipeline",
       "The graph phase after import: fuse attention, CSE, canonicalize, verify",
       buildGraphPipeline);
+  mlir::PassPipelineRegistration<>(
+      "zcc-train-pipeline",
+      "The training step: autodiff, optimizer step, CSE, canonicalize, verify",
+      [](mlir::OpPassManager &pm) { buildTrainPipeline(pm, "", ""); });
   zgraph::registerZGraphPasses();
   zdist::registerZDistPasses();
   zplan::registerZPlanPasses();

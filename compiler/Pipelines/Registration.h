@@ -8,6 +8,8 @@
 #ifndef ZCC_COMPILER_PIPELINES_REGISTRATION_H
 #define ZCC_COMPILER_PIPELINES_REGISTRATION_H
 
+#include "llvm/ADT/StringRef.h"
+
 namespace mlir {
 class DialectRegistry;
 class OpPassManager;
@@ -27,6 +29,12 @@ void buildGraphPipeline(mlir::OpPassManager &pm);
 
 /// From the graph to the plan (`zcc-plan-pipeline` in zcc-opt).
 void buildPlanPipeline(mlir::OpPassManager &pm);
+
+/// The training step from the verified forward graph: autodiff (`lossName`
+/// picks the loss output; `addLoss` adds one: "cross-entropy" or "mse"),
+/// the optimizer step, CSE, canonicalization and verification.
+void buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
+                        llvm::StringRef addLoss);
 
 } // namespace zcc
 

@@ -42,6 +42,10 @@ plan::BufferKind convertKind(StringRef kind) {
       .Case("input", plan::INPUT)
       .Case("output", plan::OUTPUT)
       .Case("activation", plan::ACTIVATION)
+      .Case("gradient", plan::GRADIENT)
+      .Case("optimizer_state", plan::OPTIMIZER_STATE)
+      .Case("scalars", plan::SCALARS)
+      .Case("parameter_copy", plan::PARAMETER_COPY)
       .Default(plan::BUFFER_KIND_UNSPECIFIED);
 }
 
@@ -95,6 +99,136 @@ std::string locationName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();
   return "";
+}
+
+double number(DictionaryAttr dict, StringRef name, double defaultValue) {
+  Attribute attr = dict ? dict.get(name) : Attribute();
+  if (auto f = dyn_cast_or_null<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(attr))
+    return double(i.getInt());
+  if (auto b = dyn_cast_or_null<BoolAttr>(attr))
+    return b.getValue() ? 1.0 : 0.0;
+  return defaultValue;
+}
+
+bool flag(DictionaryAttr dict, StringRef name, bool defaultValue) {
+  auto attr = dict ? dict.getAs<BoolAttr>(name) : BoolAttr();
+  return attr ? attr.getValue() : defaultValue;
+}
+
+DictionaryAttr section(DictionaryAttr dict, StringRef name) {
+  return dict ? dict.getAs<DictionaryAttr>(name) : DictionaryAttr();
+}
+
+/// The runtime's loop settings of a training plan, from the resolved
+/// config and the programs' scalar bindings.
+LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &result) {
+  plan::Training *training = result.mutable_training();
+  DictionaryAttr optimizer = section(config, "optimizer");
+  DictionaryAttr params = section(optimizer, "params");
+  auto typeAttr = optimizer ? optimizer.getAs<StringAttr>("type") : StringAttr();
+  if (!typeAttr)
+    return module.emitError("a training plan needs the config's optimizer"), failure();
+  std::string type = typeAttr.getValue().lower();
+  if (type == "adam")
+    type = flag(params, "adam_w_mode", true) ? "adamw" : "adam";
+  training->set_optimizer(type);
+  training->set_lr(number(params, "lr", 1e-3));
+  double beta1 = 0.9, beta2 = 0.999;
+  if (auto betas = params ? params.getAs<ArrayAttr>("betas") : ArrayAttr()) {
+    if (betas.size() != 2 || !isa<FloatAttr>(betas[0]) || !isa<FloatAttr>(betas[1]))
+      return module.emitError("optimizer.params.betas must hold two numbers"), failure();
+    beta1 = cast<FloatAttr>(betas[0]).getValueAsDouble();
+    beta2 = cast<FloatAttr>(betas[1]).getValueAsDouble();
+  }
+  training->set_beta1(beta1);
+  training->set_beta2(beta2);
+  training->set_eps(number(params, "eps", 1e-8));
+  training->set_weight_decay(number(params, "weight_decay", 0.0));
+  training->set_momentum(number(params, "momentum", 0.0));
+  training->set_dampening(number(params, "dampening", 0.0));
+  training->set_nesterov(flag(params, "nesterov", false));
+
+  DictionaryAttr scheduler = section(config, "scheduler");
+  if (auto schedulerType = scheduler ? scheduler.getAs<StringAttr>("type") : StringAttr()) {
+    plan::Scheduler *out = training->mutable_scheduler();
+    out->set_type(schedulerType.str());
+    if (DictionaryAttr schedulerParams = section(scheduler, "params"))
+      for (NamedAttribute param : schedulerParams) {
+        if (auto s = dyn_cast<StringAttr>(param.getValue())) {
+          if (param.getName() == "warmup_type")
+            out->set_warmup_type(s.str());
+          continue;
+        }
+        if (isa<FloatAttr, IntegerAttr, BoolAttr>(param.getValue()))
+          (*out->mutable_params())[param.getName().str()] =
+              number(schedulerParams, param.getName(), 0.0);
+      }
+  }
+
+  DictionaryAttr fp16 = section(config, "fp16");
+  DictionaryAttr bf16 = section(config, "bf16");
+  bool halfPrecision = flag(fp16, "enabled", false);
+  training->set_precision(halfPrecision ? "fp16" : flag(bf16, "enabled", false) ? "bf16" : "fp32");
+  plan::LossScaler *scaler = training->mutable_loss_scaler();
+  scaler->set_enabled(halfPrecision);
+  if (halfPrecision) {
+    double staticScale = number(fp16, "loss_scale", 0.0);
+    scaler->set_dynamic(staticScale == 0.0);
+    scaler->set_static_scale(staticScale);
+    scaler->set_initial_scale_power(int64_t(number(fp16, "initial_scale_power", 16)));
+    scaler->set_scale_window(int64_t(number(fp16, "loss_scale_window", 1000)));
+    scaler->set_hysteresis(int64_t(number(fp16, "hysteresis", 2)));
+    scaler->set_consecutive_hysteresis(flag(fp16, "consecutive_hysteresis", false));
+    scaler->set_min_scale(number(fp16, "min_loss_scale", 1.0));
+  }
+  training->set_gradient_clipping(number(config, "gradient_clipping", 0.0));
+  training->set_gradient_accumulation_steps(
+      int64_t(number(config, "gradient_accumulation_steps", 1)));
+  training->set_micro_batch_size(int64_t(number(config, "train_micro_batch_size_per_gpu", 1)));
+  training->set_train_batch_size(int64_t(number(config, "train_batch_size", 1)));
+  training->set_steps_per_print(int64_t(number(config, "steps_per_print", 10)));
+  training->set_data_parallel_size(int64_t(number(config, "data_parallel_size", 1)));
+  if (auto range = module->getAttrOfType<IntegerAttr>("zplan.token_range"))
+    training->set_token_range(range.getInt());
+
+  // The scalar and output bindings the loop reads and writes.
+  bool haveScalars = false, haveSeed = false, haveNorm = false, haveLoss = false;
+  for (const plan::Binding &input : result.inputs()) {
+    if (input.name() == "zcc.optimizer_scalars") {
+      training->set_optimizer_scalars(input.buffer());
+      haveScalars = true;
+    } else if (input.name() == "zcc.loss_scale") {
+      training->set_loss_scale(input.buffer());
+      haveSeed = true;
+    } else if (!StringRef(input.name()).starts_with("zcc.")) {
+      *training->add_data_inputs() = input;
+    }
+  }
+  for (const plan::Binding &output : result.outputs()) {
+    if (output.name() == "zcc.grad_norm_sq") {
+      training->set_grad_norm_sq(output.buffer());
+      haveNorm = true;
+    } else if (!StringRef(output.name()).starts_with("zcc.")) {
+      training->set_loss(output.buffer());
+      haveLoss = true;
+    }
+  }
+  if (!haveScalars || !haveSeed || !haveNorm || !haveLoss)
+    return module.emitError("a training plan needs the loss, the loss scale, the optimizer "
+                            "scalars and the gradient norm bindings"),
+           failure();
+  uint64_t parameters = 0;
+  for (const plan::Buffer &buffer : result.buffers())
+    if (buffer.kind() == plan::PARAMETER) {
+      uint64_t count = 1;
+      for (int64_t d : buffer.shape())
+        count *= d;
+      parameters += count;
+    }
+  training->set_parameter_count(parameters);
+  return success();
 }
 
 } // namespace
@@ -236,10 +370,12 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
       out->set_category(category.getName().str());
       out->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
     }
-  if (DictionaryAttr config = config::getConfig(module))
+  DictionaryAttr config = config::getConfig(module);
+  if (config)
     if (std::optional<config::Json> json = config::attributeToJson(config))
       result.set_config_json(json->dump());
-
+  if (result.mode() == "train" && failed(buildTraining(module, config, result)))
+    return failure();
   return result;
 }
 

@@ -1,13 +1,15 @@
 //===- Elementwise.cpp - Element-wise kernels -----------------------------===//
 //
 // Broadcasting arithmetic and comparisons, where, cast, is_nan and the unary
-// activations. Float math is f32 in memory; transcendental functions are
-// evaluated in double and rounded once, so the reference is as close to the
-// exact result as one rounding allows.
+// activations. Float kernels are templates over the storage type T (f32,
+// f64, f16, bf16) and compute in Compute<T>: f32 for the 16-bit types, which
+// are rounded once on store. Transcendental functions are evaluated in double
+// and rounded once to Compute<T>, so the reference is as close to the exact
+// result as one rounding allows.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
 #include <cmath>
@@ -68,6 +70,8 @@ template <BinaryKind Kind, typename T> T applyBinary(T a, T b) {
   return T();
 }
 
+/// Elements of storage type T, computed in Compute<T> (integers as they
+/// are).
 template <BinaryKind Kind, typename T>
 void binaryLoop(const TensorView &lhs, const TensorView &rhs,
                 const TensorView &out) {
@@ -75,10 +79,11 @@ void binaryLoop(const TensorView &lhs, const TensorView &rhs,
   const T *b = rhs.as<const T>();
   T *result = out.as<T>();
   SmallShape shapes[2] = {SmallShape(lhs.shape), SmallShape(rhs.shape)};
-  forEachBroadcast(
-      SmallShape(out.shape), shapes, [&](int64_t i, const int64_t *offsets) {
-        result[i] = applyBinary<Kind, T>(a[offsets[0]], b[offsets[1]]);
-      });
+  forEachBroadcast(SmallShape(out.shape), shapes,
+                   [&](int64_t i, const int64_t *offsets) {
+                     result[i] = store<T>(applyBinary<Kind, Compute<T>>(
+                         load(a[offsets[0]]), load(b[offsets[1]])));
+                   });
 }
 
 /// The checks every broadcasting op shares: operands of one element type
@@ -107,12 +112,13 @@ Status binary(const KernelArgs &args, const char *kernel) {
     return s;
   if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
     return s;
+  if (isFloatDType(lhs.dtype))
+    return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
+      binaryLoop<Kind, decltype(tag)>(lhs, rhs, out);
+    });
   // Division and power are float-only: integer division by zero would trap.
   constexpr bool kIntegers = Kind != BinaryKind::Div && Kind != BinaryKind::Pow;
   switch (lhs.dtype) {
-  case plan::F32:
-    binaryLoop<Kind, float>(lhs, rhs, out);
-    return Status::ok();
   case plan::I64:
     if constexpr (kIntegers) {
       binaryLoop<Kind, int64_t>(lhs, rhs, out);
@@ -129,7 +135,8 @@ Status binary(const KernelArgs &args, const char *kernel) {
     break;
   }
   return unsupportedDType(kernel, "lhs", lhs,
-                          kIntegers ? "f32, i64 and i32" : "f32");
+                          kIntegers ? "f32, f64, f16, bf16, i64 and i32"
+                                    : kFloatDTypeNames);
 }
 
 //===----------------------------------------------------------------------===//
@@ -147,7 +154,7 @@ void compareLoop(const TensorView &lhs, const TensorView &rhs,
   SmallShape shapes[2] = {SmallShape(lhs.shape), SmallShape(rhs.shape)};
   forEachBroadcast(SmallShape(out.shape), shapes,
                    [&](int64_t i, const int64_t *offsets) {
-                     T x = a[offsets[0]], y = b[offsets[1]];
+                     Compute<T> x = load(a[offsets[0]]), y = load(b[offsets[1]]);
                      bool value = Kind == CompareKind::Equal  ? x == y
                                   : Kind == CompareKind::Less ? x < y
                                                               : y < x;
@@ -182,6 +189,12 @@ Status compare(const KernelArgs &args, const char *kernel) {
   case plan::F64:
     compareLoop<Kind, double>(lhs, rhs, out);
     return Status::ok();
+  case plan::F16:
+    compareLoop<Kind, Half>(lhs, rhs, out);
+    return Status::ok();
+  case plan::BF16:
+    compareLoop<Kind, BFloat16>(lhs, rhs, out);
+    return Status::ok();
   case plan::I64:
     compareLoop<Kind, int64_t>(lhs, rhs, out);
     return Status::ok();
@@ -196,7 +209,7 @@ Status compare(const KernelArgs &args, const char *kernel) {
     return Status::ok();
   default:
     return unsupportedDType(kernel, "lhs", lhs,
-                            "f32, f64, i64, i32, i8 and bool");
+                            "f32, f64, f16, bf16, i64, i32, i8 and bool");
   }
 }
 
@@ -204,13 +217,57 @@ Status compare(const KernelArgs &args, const char *kernel) {
 // Cast
 //===----------------------------------------------------------------------===//
 
-/// Converts one value with ONNX Cast's rules. Float to integer truncates
-/// toward zero; out-of-range values saturate and NaN becomes 0 where ONNX
-/// leaves the result undefined, so the reference never relies on undefined
-/// behaviour.
+template <typename T>
+constexpr bool kIsHalfWidth =
+    std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+/// `value` rounded toward zero to float, with the lowest mantissa bit set
+/// when that dropped anything (rounding to odd). Float keeps 13 or more bits
+/// beyond f16 and bf16 (and a finer grid among the subnormals), so rounding
+/// the result once more to either type rounds `value` correctly: the odd bit
+/// stands for everything dropped and keeps a value just off a tie from
+/// rounding as the tie would.
+float roundToOddFloat(double value) {
+  float rounded = static_cast<float>(value);
+  if (!std::isfinite(value) || static_cast<double>(rounded) == value)
+    return rounded;
+  if (std::fabs(static_cast<double>(rounded)) > std::fabs(value))
+    rounded = std::nextafter(rounded, 0.0f); // Also turns infinity into max.
+  return bitsFloat(floatBits(rounded) | 1);
+}
+
+/// The same for an integer, which may have more significant bits than the
+/// double that would otherwise carry it.
+float roundToOddFloat(int64_t value) {
+  uint64_t magnitude = value < 0 ? 0 - static_cast<uint64_t>(value)
+                                 : static_cast<uint64_t>(value);
+  int shift = 0;
+  while ((magnitude >> shift) >= (uint64_t(1) << 24))
+    ++shift;
+  uint64_t kept = magnitude >> shift;
+  if ((kept << shift) != magnitude)
+    kept |= 1;
+  // Exact: kept has at most 24 bits and the scale is a power of two.
+  float result = std::ldexp(static_cast<float>(kept), shift);
+  return value < 0 ? -result : result;
+}
+
+/// Converts one value with ONNX Cast's rules. `value` is what the cast loop
+/// read: f16 and bf16 arrive as float, bool as bool. Float to integer
+/// truncates toward zero; out-of-range values saturate and NaN becomes 0
+/// where ONNX leaves the result undefined, so the reference never relies on
+/// undefined behaviour. Every conversion to a float type rounds once, to
+/// nearest even.
 template <typename To, typename From> To convertValue(From value) {
   if constexpr (std::is_same_v<To, bool>) {
     return value != From(0);
+  } else if constexpr (kIsHalfWidth<To>) {
+    if constexpr (std::is_same_v<From, float>)
+      return store<To>(value);
+    else if constexpr (std::is_same_v<From, double>)
+      return store<To>(roundToOddFloat(value));
+    else
+      return store<To>(roundToOddFloat(static_cast<int64_t>(value)));
   } else if constexpr (std::is_integral_v<To> &&
                        std::is_floating_point_v<From>) {
     if (std::isnan(value))
@@ -227,25 +284,25 @@ template <typename To, typename From> To convertValue(From value) {
     return static_cast<To>(
         static_cast<std::make_unsigned_t<To>>(static_cast<uint64_t>(value)));
   } else {
-    // To a float type: the conversion rounds to nearest even.
+    // To f32 or f64: the conversion rounds to nearest even.
     return static_cast<To>(value);
   }
 }
 
-/// Element types as the cast loops read them: bool as a byte that may hold
-/// any non-zero value.
-template <typename From> From loadElement(const void *data, int64_t i) {
-  return static_cast<const From *>(data)[i];
-}
-template <> bool loadElement<bool>(const void *data, int64_t i) {
-  return static_cast<const uint8_t *>(data)[i] != 0;
+/// Reads element i as the cast converts it: f16 and bf16 as float, bool as
+/// a byte that is true when non-zero.
+template <typename From> auto loadElement(const void *data, int64_t i) {
+  if constexpr (std::is_same_v<From, bool>)
+    return static_cast<const uint8_t *>(data)[i] != 0;
+  else
+    return load(static_cast<const From *>(data)[i]);
 }
 
 template <typename To> void storeElement(void *data, int64_t i, To value) {
-  static_cast<To *>(data)[i] = value;
-}
-template <> void storeElement<bool>(void *data, int64_t i, bool value) {
-  static_cast<uint8_t *>(data)[i] = value ? 1 : 0;
+  if constexpr (std::is_same_v<To, bool>)
+    static_cast<uint8_t *>(data)[i] = value ? 1 : 0;
+  else
+    static_cast<To *>(data)[i] = value;
 }
 
 template <typename From, typename To>
@@ -255,26 +312,33 @@ void castLoop(const TensorView &in, const TensorView &out) {
                      convertValue<To>(loadElement<From>(in.data, i)));
 }
 
-template <typename From>
-bool castFrom(const TensorView &in, const TensorView &out) {
-  switch (out.dtype) {
+/// Calls `body(T())` with T the C++ type of any element type a cast handles
+/// (bool for bool); false for the others.
+template <typename Body> bool visitElementType(plan::DType dtype, Body &&body) {
+  switch (dtype) {
   case plan::F32:
-    castLoop<From, float>(in, out);
+    body(float());
     return true;
   case plan::F64:
-    castLoop<From, double>(in, out);
+    body(double());
+    return true;
+  case plan::F16:
+    body(Half());
+    return true;
+  case plan::BF16:
+    body(BFloat16());
     return true;
   case plan::I64:
-    castLoop<From, int64_t>(in, out);
+    body(int64_t());
     return true;
   case plan::I32:
-    castLoop<From, int32_t>(in, out);
+    body(int32_t());
     return true;
   case plan::I8:
-    castLoop<From, int8_t>(in, out);
+    body(int8_t());
     return true;
   case plan::BOOL:
-    castLoop<From, bool>(in, out);
+    body(bool());
     return true;
   default:
     return false;
@@ -299,69 +363,74 @@ enum class UnaryKind {
   GeluTanh
 };
 
-template <UnaryKind Kind> float applyUnary(float x) {
+/// One element in compute type C (float or double).
+template <UnaryKind Kind, typename C> C applyUnary(C x) {
   double v = x;
   if constexpr (Kind == UnaryKind::Neg)
     return -x;
   if constexpr (Kind == UnaryKind::Exp)
-    return static_cast<float>(std::exp(v));
+    return static_cast<C>(std::exp(v));
   if constexpr (Kind == UnaryKind::Sqrt)
-    return std::sqrt(x); // Correctly rounded in f32 already.
+    return std::sqrt(x); // Correctly rounded in C already.
   if constexpr (Kind == UnaryKind::Tanh)
-    return static_cast<float>(std::tanh(v));
+    return static_cast<C>(std::tanh(v));
   if constexpr (Kind == UnaryKind::Relu)
-    return x > 0.0f || std::isnan(x) ? x : 0.0f; // NaN passes, as in torch.
+    return x > C(0) || std::isnan(x) ? x : C(0); // NaN passes, as in torch.
   if constexpr (Kind == UnaryKind::Sigmoid) {
     // Either branch keeps exp's argument non-positive: no overflow.
     if (v >= 0)
-      return static_cast<float>(1.0 / (1.0 + std::exp(-v)));
+      return static_cast<C>(1.0 / (1.0 + std::exp(-v)));
     double e = std::exp(v);
-    return static_cast<float>(e / (1.0 + e));
+    return static_cast<C>(e / (1.0 + e));
   }
   if constexpr (Kind == UnaryKind::Log)
-    return static_cast<float>(std::log(v));
+    return static_cast<C>(std::log(v));
   if constexpr (Kind == UnaryKind::Erf)
-    return static_cast<float>(std::erf(v));
+    return static_cast<C>(std::erf(v));
   if constexpr (Kind == UnaryKind::Reciprocal)
-    return 1.0f / x;
+    return C(1) / x;
   if constexpr (Kind == UnaryKind::GeluErf) {
     constexpr double kSqrtHalf = 0.7071067811865476;
-    return static_cast<float>(0.5 * v * (1.0 + std::erf(v * kSqrtHalf)));
+    return static_cast<C>(0.5 * v * (1.0 + std::erf(v * kSqrtHalf)));
   }
   if constexpr (Kind == UnaryKind::GeluTanh) {
     constexpr double kSqrt2OverPi = 0.7978845608028654;
-    return static_cast<float>(
+    return static_cast<C>(
         0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
   }
   return x;
 }
 
-/// Checks a unary float kernel's operands: one f32 input and a result of the
-/// same type (SameOperandsAndResultType).
+/// Checks a unary float kernel's operands: one float input and a result of
+/// the same type (SameOperandsAndResultType).
 Status checkUnaryFloat(const KernelArgs &args, const char *kernel) {
   if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
-  if (in.dtype != plan::F32)
-    return unsupportedDType(kernel, "input", in, "f32");
-  if (Status s = expectDType(kernel, "result", out, plan::F32); !s.isOk())
+  if (Status s = expectFloatDType(kernel, "input", in); !s.isOk())
+    return s;
+  if (Status s = expectDType(kernel, "result", out, in.dtype); !s.isOk())
     return s;
   return expectShape(kernel, "result", out, SmallShape(in.shape));
 }
 
-template <UnaryKind Kind> void unaryLoop(const KernelArgs &args) {
-  const float *in = args.inputs[0].as<const float>();
-  float *out = args.outputs[0].as<float>();
-  for (int64_t i = 0, n = args.inputs[0].numElements(); i < n; ++i)
-    out[i] = applyUnary<Kind>(in[i]);
+template <UnaryKind Kind> Status unaryLoop(const char *kernel,
+                                           const KernelArgs &args) {
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    T *y = out.as<T>();
+    for (int64_t i = 0, n = in.numElements(); i < n; ++i)
+      y[i] = store<T>(applyUnary<Kind, Compute<T>>(load(x[i])));
+  });
 }
 
 template <UnaryKind Kind>
 Status unary(const KernelArgs &args, const char *kernel) {
   if (Status s = checkUnaryFloat(args, kernel); !s.isOk())
     return s;
-  unaryLoop<Kind>(args);
-  return Status::ok();
+  return unaryLoop<Kind>(kernel, args);
 }
 
 } // namespace
@@ -456,56 +525,16 @@ Status cast(const KernelArgs &args) {
       std::memmove(out.data, in.data, n * dtypeBytes(in.dtype));
     return Status::ok();
   }
-  // The 16-bit float types convert through f32 only, the one pairing the
-  // compiler emits (mixed precision around f32 master weights).
-  if (in.dtype == plan::F16 && out.dtype == plan::F32) {
-    for (int64_t i = 0; i < n; ++i)
-      out.as<float>()[i] = halfToFloat(in.as<const uint16_t>()[i]);
+  bool converted = false;
+  visitElementType(in.dtype, [&](auto fromTag) {
+    converted = visitElementType(out.dtype, [&](auto toTag) {
+      castLoop<decltype(fromTag), decltype(toTag)>(in, out);
+    });
+  });
+  if (converted)
     return Status::ok();
-  }
-  if (in.dtype == plan::BF16 && out.dtype == plan::F32) {
-    for (int64_t i = 0; i < n; ++i)
-      out.as<float>()[i] = bfloat16ToFloat(in.as<const uint16_t>()[i]);
-    return Status::ok();
-  }
-  if (in.dtype == plan::F32 && out.dtype == plan::F16) {
-    for (int64_t i = 0; i < n; ++i)
-      out.as<uint16_t>()[i] = floatToHalf(in.as<const float>()[i]);
-    return Status::ok();
-  }
-  if (in.dtype == plan::F32 && out.dtype == plan::BF16) {
-    for (int64_t i = 0; i < n; ++i)
-      out.as<uint16_t>()[i] = floatToBFloat16(in.as<const float>()[i]);
-    return Status::ok();
-  }
-  bool done = false;
-  switch (in.dtype) {
-  case plan::F32:
-    done = castFrom<float>(in, out);
-    break;
-  case plan::F64:
-    done = castFrom<double>(in, out);
-    break;
-  case plan::I64:
-    done = castFrom<int64_t>(in, out);
-    break;
-  case plan::I32:
-    done = castFrom<int32_t>(in, out);
-    break;
-  case plan::I8:
-    done = castFrom<int8_t>(in, out);
-    break;
-  case plan::BOOL:
-    done = castFrom<bool>(in, out);
-    break;
-  default:
-    break;
-  }
-  if (done)
-    return Status::ok();
-  return kernelError(StatusCode::kUnimplemented, kernel,
-                     "cannot cast %s to %s; casts run between f32, f64, i64, "
-                     "i32, i8 and bool, and between f16 or bf16 and f32",
+  // checkOperands has refused every other element type already.
+  return kernelError(StatusCode::kUnimplemented, kernel, "cannot cast %s to %s",
                      dtypeName(in.dtype), dtypeName(out.dtype));
 }
 
@@ -519,29 +548,13 @@ Status isNan(const KernelArgs &args) {
   if (Status s = expectShape(kernel, "result", out, SmallShape(in.shape));
       !s.isOk())
     return s;
-  uint8_t *result = out.as<uint8_t>();
-  int64_t n = in.numElements();
-  switch (in.dtype) {
-  case plan::F32:
-    for (int64_t i = 0; i < n; ++i)
-      result[i] = std::isnan(in.as<const float>()[i]) ? 1 : 0;
-    return Status::ok();
-  case plan::F64:
-    for (int64_t i = 0; i < n; ++i)
-      result[i] = std::isnan(in.as<const double>()[i]) ? 1 : 0;
-    return Status::ok();
-  case plan::F16:
-    // All exponent bits set and a non-zero mantissa.
-    for (int64_t i = 0; i < n; ++i)
-      result[i] = (in.as<const uint16_t>()[i] & 0x7fff) > 0x7c00 ? 1 : 0;
-    return Status::ok();
-  case plan::BF16:
-    for (int64_t i = 0; i < n; ++i)
-      result[i] = (in.as<const uint16_t>()[i] & 0x7fff) > 0x7f80 ? 1 : 0;
-    return Status::ok();
-  default:
-    return unsupportedDType(kernel, "input", in, "f32, f64, f16 and bf16");
-  }
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = in.as<const T>();
+    uint8_t *result = out.as<uint8_t>();
+    for (int64_t i = 0, n = in.numElements(); i < n; ++i)
+      result[i] = std::isnan(load(x[i])) ? 1 : 0;
+  });
 }
 
 Status neg(const KernelArgs &args) {
@@ -582,14 +595,12 @@ Status gelu(const KernelArgs &args) {
       !s.isOk())
     return s;
   if (std::strcmp(approximate, "none") == 0)
-    unaryLoop<UnaryKind::GeluErf>(args);
-  else if (std::strcmp(approximate, "tanh") == 0)
-    unaryLoop<UnaryKind::GeluTanh>(args);
-  else
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "approximate must be \"none\" or \"tanh\", got \"%s\"",
-                       approximate);
-  return Status::ok();
+    return unaryLoop<UnaryKind::GeluErf>(kernel, args);
+  if (std::strcmp(approximate, "tanh") == 0)
+    return unaryLoop<UnaryKind::GeluTanh>(kernel, args);
+  return kernelError(StatusCode::kInvalidArgument, kernel,
+                     "approximate must be \"none\" or \"tanh\", got \"%s\"",
+                     approximate);
 }
 
 } // namespace zcc::cpu::kernels

@@ -2,6 +2,8 @@
 
 #include "kernels/cpu/KernelSupport.h"
 
+#include "kernels/cpu/Float16.h"
+
 #include <cstdarg>
 #include <cstdio>
 
@@ -440,81 +442,10 @@ Status requiredInts(const KernelArgs &args, const char *kernel,
 //===----------------------------------------------------------------------===//
 // Element conversions
 //===----------------------------------------------------------------------===//
-//
-// The binary16 conversions follow Fabian Giesen's branch-light versions
-// (also numpy's): the rounding comes from integer bias tricks and, for
-// subnormals, from the FPU's own round-to-nearest-even addition.
 
-static uint32_t floatBits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof(bits));
-  return bits;
-}
-
-static float bitsFloat(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof(value));
-  return value;
-}
-
-uint16_t floatToHalf(float value) {
-  constexpr uint32_t kF32Infinity = 255u << 23;
-  // 2^16: every magnitude from here on is infinite in binary16.
-  constexpr uint32_t kF16Overflow = (127u + 16) << 23;
-  // 2^-14, the smallest normal binary16.
-  constexpr uint32_t kF16MinNormal = 113u << 23;
-  // Adding 0.5 (2^-1) aligns a subnormal's 10 mantissa bits at the bottom.
-  constexpr uint32_t kDenormMagic = ((127u - 15) + (23 - 10) + 1) << 23;
-
-  uint32_t bits = floatBits(value);
-  uint32_t sign = bits & 0x80000000u;
-  bits ^= sign;
-  uint32_t result;
-  if (bits >= kF16Overflow) {
-    // Infinity stays infinity; NaN becomes a quiet NaN.
-    result = bits > kF32Infinity ? 0x7e00 : 0x7c00;
-  } else if (bits < kF16MinNormal) {
-    float shifted = bitsFloat(bits) + bitsFloat(kDenormMagic);
-    result = floatBits(shifted) - kDenormMagic;
-  } else {
-    uint32_t mantissaOdd = (bits >> 13) & 1;
-    // Rebias the exponent and add just under half an ulp, plus one when the
-    // kept mantissa is odd: ties then round to even. A carry out of the
-    // mantissa correctly bumps the exponent (up to infinity).
-    bits += ((15u - 127u) << 23) + 0xfff;
-    bits += mantissaOdd;
-    result = bits >> 13;
-  }
-  return static_cast<uint16_t>(result | (sign >> 16));
-}
-
-float halfToFloat(uint16_t half) {
-  constexpr uint32_t kShiftedExponent = 0x7c00u << 13;
-  uint32_t bits = (static_cast<uint32_t>(half) & 0x7fff) << 13;
-  uint32_t exponent = bits & kShiftedExponent;
-  bits += (127u - 15u) << 23;
-  if (exponent == kShiftedExponent) {
-    bits += (128u - 16u) << 23; // Infinity or NaN.
-  } else if (exponent == 0) {
-    // Zero or subnormal: renormalise through the FPU.
-    bits += 1u << 23;
-    bits = floatBits(bitsFloat(bits) - bitsFloat(113u << 23));
-  }
-  bits |= (static_cast<uint32_t>(half) & 0x8000) << 16;
-  return bitsFloat(bits);
-}
-
-uint16_t floatToBFloat16(float value) {
-  uint32_t bits = floatBits(value);
-  if ((bits & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((bits >> 16) | 0x40); // Quiet NaN.
-  uint32_t lsb = (bits >> 16) & 1;
-  bits += 0x7fff + lsb;
-  return static_cast<uint16_t>(bits >> 16);
-}
-
-float bfloat16ToFloat(uint16_t bits) {
-  return bitsFloat(static_cast<uint32_t>(bits) << 16);
-}
+uint16_t floatToHalf(float value) { return toHalf(value).bits; }
+float halfToFloat(uint16_t bits) { return toFloat(Half{bits}); }
+uint16_t floatToBFloat16(float value) { return toBFloat16(value).bits; }
+float bfloat16ToFloat(uint16_t bits) { return toFloat(BFloat16{bits}); }
 
 } // namespace zcc::cpu::detail

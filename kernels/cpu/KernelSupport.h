@@ -237,7 +237,8 @@ const plan::Attribute *findAttr(const KernelArgs &args, const char *name);
 // Element conversions
 //===----------------------------------------------------------------------===//
 
-/// IEEE binary16 and bfloat16 from and to f32, rounding to nearest even.
+/// IEEE binary16 and bfloat16 from and to f32, rounding to nearest even: the
+/// conversions of Float16.h on raw bits.
 uint16_t floatToHalf(float value);
 float halfToFloat(uint16_t bits);
 uint16_t floatToBFloat16(float value);

@@ -66,6 +66,25 @@ Status mseLoss(const KernelArgs &args);
 Status crossEntropy(const KernelArgs &args);
 Status nllLoss(const KernelArgs &args);
 
+// Grad.cpp
+Status softmaxGrad(const KernelArgs &args);
+Status logSoftmaxGrad(const KernelArgs &args);
+Status layerNormGrad(const KernelArgs &args);
+Status attentionGrad(const KernelArgs &args);
+Status crossEntropyGrad(const KernelArgs &args);
+Status nllLossGrad(const KernelArgs &args);
+Status mseLossGrad(const KernelArgs &args);
+Status gatherGrad(const KernelArgs &args);
+Status sliceGrad(const KernelArgs &args);
+Status geluGrad(const KernelArgs &args);
+
+// Optimizer.cpp
+Status accumulate(const KernelArgs &args);
+Status fill(const KernelArgs &args);
+Status sumSquares(const KernelArgs &args);
+Status adamw(const KernelArgs &args);
+Status sgd(const KernelArgs &args);
+
 } // namespace zcc::cpu::kernels
 
 #endif // ZCC_KERNELS_CPU_KERNELS_H

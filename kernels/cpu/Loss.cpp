@@ -1,11 +1,13 @@
 //===- Loss.cpp - mse_loss, cross_entropy and nll_loss --------------------===//
 //
 // Losses accumulate in double and visit elements in memory order, so a loss
-// value is a deterministic function of its inputs.
+// value is a deterministic function of its inputs. Scores and losses share
+// one float element type (f32, f64, f16, bf16); f16 and bf16 are read as f32
+// and each loss is rounded once.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
 #include <cmath>
@@ -39,11 +41,12 @@ Status checkLabels(const char *kernel, const Label *labels, int64_t count,
 /// The loss of every label position: [N, C, inner] scores against [N,
 /// inner] labels, reduced as asked. `logSoftmax` says whether the scores are
 /// logits (cross_entropy) or already log-probabilities (nll_loss).
-template <typename Label>
-void classLossLoop(const float *input, const Label *labels, int64_t batch,
+template <typename T, typename Label>
+void classLossLoop(const T *input, const Label *labels, int64_t batch,
                    int64_t classes, int64_t inner, bool logSoftmax,
                    bool hasIgnore, int64_t ignoreIndex, Reduction reduction,
-                   float *loss) {
+                   T *loss) {
+  using C = Compute<T>;
   double total = 0;
   int64_t counted = 0;
   for (int64_t n = 0; n < batch; ++n) {
@@ -53,30 +56,31 @@ void classLossLoop(const float *input, const Label *labels, int64_t batch,
       double value = 0;
       if (!(hasIgnore && label == ignoreIndex)) {
         // Class c of this position sits at row[c * inner].
-        const float *row = input + n * classes * inner + s;
-        value = -static_cast<double>(row[label * inner]);
+        const T *row = input + n * classes * inner + s;
+        value = -static_cast<double>(load(row[label * inner]));
         if (logSoftmax) {
-          float maxValue = row[0];
+          C maxValue = load(row[0]);
           for (int64_t c = 1; c < classes; ++c)
-            maxValue = std::fmax(maxValue, row[c * inner]);
+            maxValue = std::fmax(maxValue, load(row[c * inner]));
           double sum = 0;
           for (int64_t c = 0; c < classes; ++c)
-            sum += std::exp(static_cast<double>(row[c * inner]) - maxValue);
+            sum += std::exp(static_cast<double>(load(row[c * inner])) -
+                            maxValue);
           value += maxValue + std::log(sum);
         }
         total += value;
         ++counted;
       }
       if (reduction == Reduction::None)
-        loss[position] = static_cast<float>(value);
+        loss[position] = store<T>(static_cast<C>(value));
     }
   }
   // The mean is over the labels that count, as in torch: all ignored gives
   // 0 / 0, NaN.
   if (reduction == Reduction::Sum)
-    loss[0] = static_cast<float>(total);
+    loss[0] = store<T>(static_cast<C>(total));
   else if (reduction == Reduction::Mean)
-    loss[0] = static_cast<float>(total / static_cast<double>(counted));
+    loss[0] = store<T>(static_cast<C>(total / static_cast<double>(counted)));
 }
 
 Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
@@ -85,11 +89,11 @@ Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
     return s;
   const TensorView &in = args.inputs[0], &labels = args.inputs[1],
                    &out = args.outputs[0];
-  if (in.dtype != plan::F32)
-    return unsupportedDType(kernel, "input", in, "f32");
+  if (Status s = expectFloatDType(kernel, "input", in); !s.isOk())
+    return s;
   if (labels.dtype != plan::I64 && labels.dtype != plan::I32)
     return unsupportedDType(kernel, "labels", labels, "i64 and i32");
-  if (Status s = expectDType(kernel, "loss", out, plan::F32); !s.isOk())
+  if (Status s = expectDType(kernel, "loss", out, in.dtype); !s.isOk())
     return s;
   SmallShape shape(in.shape);
   if (shape.rank() < 2)
@@ -136,26 +140,29 @@ Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
   int64_t batch = shape[0], classes = shape[1];
   int64_t inner = labelShape.numElements() / (batch == 0 ? 1 : batch);
   int64_t count = labels.numElements();
-  const float *input = in.as<const float>();
-  float *loss = out.as<float>();
+  // All labels are checked before anything is written.
   if (labels.dtype == plan::I64) {
-    const int64_t *label = labels.as<const int64_t>();
-    if (Status s =
-            checkLabels(kernel, label, count, classes, hasIgnore, ignoreIndex);
+    if (Status s = checkLabels(kernel, labels.as<const int64_t>(), count,
+                               classes, hasIgnore, ignoreIndex);
         !s.isOk())
       return s;
-    classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,
-                  ignoreIndex, reduction, loss);
   } else {
-    const int32_t *label = labels.as<const int32_t>();
-    if (Status s =
-            checkLabels(kernel, label, count, classes, hasIgnore, ignoreIndex);
+    if (Status s = checkLabels(kernel, labels.as<const int32_t>(), count,
+                               classes, hasIgnore, ignoreIndex);
         !s.isOk())
       return s;
-    classLossLoop(input, label, batch, classes, inner, logSoftmax, hasIgnore,
-                  ignoreIndex, reduction, loss);
   }
-  return Status::ok();
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    if (labels.dtype == plan::I64)
+      classLossLoop(in.as<const T>(), labels.as<const int64_t>(), batch,
+                    classes, inner, logSoftmax, hasIgnore, ignoreIndex,
+                    reduction, out.as<T>());
+    else
+      classLossLoop(in.as<const T>(), labels.as<const int32_t>(), batch,
+                    classes, inner, logSoftmax, hasIgnore, ignoreIndex,
+                    reduction, out.as<T>());
+  });
 }
 
 } // namespace
@@ -168,11 +175,13 @@ Status mseLoss(const KernelArgs &args) {
     return s;
   const TensorView &prediction = args.inputs[0], &target = args.inputs[1],
                    &out = args.outputs[0];
-  if (prediction.dtype != plan::F32)
-    return unsupportedDType(kernel, "prediction", prediction, "f32");
-  if (Status s = expectDType(kernel, "target", target, plan::F32); !s.isOk())
+  if (Status s = expectFloatDType(kernel, "prediction", prediction);
+      !s.isOk())
     return s;
-  if (Status s = expectDType(kernel, "loss", out, plan::F32); !s.isOk())
+  if (Status s = expectDType(kernel, "target", target, prediction.dtype);
+      !s.isOk())
+    return s;
+  if (Status s = expectDType(kernel, "loss", out, prediction.dtype); !s.isOk())
     return s;
   if (Status s =
           expectSameShape(kernel, "target", target, "prediction", prediction);
@@ -180,16 +189,19 @@ Status mseLoss(const KernelArgs &args) {
     return s;
   if (Status s = expectShape(kernel, "loss", out, SmallShape()); !s.isOk())
     return s;
-  const float *p = prediction.as<const float>();
-  const float *t = target.as<const float>();
-  int64_t n = prediction.numElements();
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double difference = static_cast<double>(p[i]) - t[i];
-    sum += difference * difference;
-  }
-  out.as<float>()[0] = static_cast<float>(sum / static_cast<double>(n));
-  return Status::ok();
+  return dispatchFloat(kernel, "prediction", prediction, [&](auto tag) {
+    using T = decltype(tag);
+    const T *p = prediction.as<const T>();
+    const T *t = target.as<const T>();
+    int64_t n = prediction.numElements();
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double difference = static_cast<double>(load(p[i])) - load(t[i]);
+      sum += difference * difference;
+    }
+    out.as<T>()[0] =
+        store<T>(static_cast<Compute<T>>(sum / static_cast<double>(n)));
+  });
 }
 
 Status crossEntropy(const KernelArgs &args) {

@@ -2,11 +2,13 @@
 //
 // Sums run in double and every statistic is computed in two passes (the
 // maximum before the exponentials, the mean before the variance), so the
-// reference stays accurate for long rows and large offsets.
+// reference stays accurate for long rows and large offsets. The kernels are
+// templates over the storage type T of their operands (f32, f64, f16, bf16)
+// and compute in Compute<T>, rounding once on store.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
 #include <cmath>
@@ -17,13 +19,38 @@ using namespace detail;
 
 namespace {
 
+template <typename T>
+void softmaxLoop(const T *x, T *y, int64_t outer, int64_t length,
+                 int64_t inner, bool logForm) {
+  using C = Compute<T>;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      int64_t base = o * length * inner + j;
+      C maxValue = load(x[base]);
+      for (int64_t i = 1; i < length; ++i)
+        maxValue = std::fmax(maxValue, load(x[base + i * inner]));
+      double sum = 0;
+      for (int64_t i = 0; i < length; ++i)
+        sum += std::exp(static_cast<double>(load(x[base + i * inner])) -
+                        maxValue);
+      double logSum = std::log(sum);
+      for (int64_t i = 0; i < length; ++i) {
+        double shifted =
+            static_cast<double>(load(x[base + i * inner])) - maxValue;
+        y[base + i * inner] = store<T>(
+            static_cast<C>(logForm ? shifted - logSum : std::exp(shifted) / sum));
+      }
+    }
+  }
+}
+
 Status softmaxImpl(const KernelArgs &args, const char *kernel, bool logForm) {
   if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
-  if (in.dtype != plan::F32)
-    return unsupportedDType(kernel, "input", in, "f32");
-  if (Status s = expectDType(kernel, "result", out, plan::F32); !s.isOk())
+  if (Status s = expectFloatDType(kernel, "input", in); !s.isOk())
+    return s;
+  if (Status s = expectDType(kernel, "result", out, in.dtype); !s.isOk())
     return s;
   SmallShape shape(in.shape);
   if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
@@ -41,26 +68,33 @@ Status softmaxImpl(const KernelArgs &args, const char *kernel, bool logForm) {
     inner *= shape[d];
   int64_t outer =
       length * inner == 0 ? 0 : shape.numElements() / (length * inner);
-  const float *x = in.as<const float>();
-  float *y = out.as<float>();
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < inner; ++j) {
-      int64_t base = o * length * inner + j;
-      float maxValue = x[base];
-      for (int64_t i = 1; i < length; ++i)
-        maxValue = std::fmax(maxValue, x[base + i * inner]);
-      double sum = 0;
-      for (int64_t i = 0; i < length; ++i)
-        sum += std::exp(static_cast<double>(x[base + i * inner]) - maxValue);
-      double logSum = std::log(sum);
-      for (int64_t i = 0; i < length; ++i) {
-        double shifted = static_cast<double>(x[base + i * inner]) - maxValue;
-        y[base + i * inner] = static_cast<float>(
-            logForm ? shifted - logSum : std::exp(shifted) / sum);
-      }
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    softmaxLoop(in.as<const T>(), out.as<T>(), outer, length, inner, logForm);
+  });
+}
+
+template <typename T>
+void layerNormLoop(const T *x, const T *gamma, const T *beta, T *y,
+                   int64_t rows, int64_t columns, double epsilon) {
+  using C = Compute<T>;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = x + r * columns;
+    double sum = 0;
+    for (int64_t c = 0; c < columns; ++c)
+      sum += load(row[c]);
+    double mean = sum / columns;
+    double squares = 0;
+    for (int64_t c = 0; c < columns; ++c) {
+      double centered = load(row[c]) - mean;
+      squares += centered * centered;
     }
+    double inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
+    for (int64_t c = 0; c < columns; ++c)
+      y[r * columns + c] = store<T>(static_cast<C>(
+          (load(row[c]) - mean) * inverseStd * load(gamma[c]) +
+          load(beta[c])));
   }
-  return Status::ok();
 }
 
 } // namespace
@@ -81,13 +115,13 @@ Status layerNorm(const KernelArgs &args) {
     return s;
   const TensorView &in = args.inputs[0], &scale = args.inputs[1],
                    &bias = args.inputs[2], &out = args.outputs[0];
-  if (in.dtype != plan::F32)
-    return unsupportedDType(kernel, "input", in, "f32");
+  if (Status s = expectFloatDType(kernel, "input", in); !s.isOk())
+    return s;
   for (auto [name, view] :
        {std::pair<const char *, const TensorView *>{"scale", &scale},
         {"bias", &bias},
         {"result", &out}})
-    if (Status s = expectDType(kernel, name, *view, plan::F32); !s.isOk())
+    if (Status s = expectDType(kernel, name, *view, in.dtype); !s.isOk())
       return s;
   SmallShape shape(in.shape);
   if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
@@ -117,27 +151,11 @@ Status layerNorm(const KernelArgs &args) {
   if (columns == 0)
     return Status::ok();
   int64_t rows = shape.numElements() / columns;
-  const float *x = in.as<const float>();
-  const float *gamma = scale.as<const float>();
-  const float *beta = bias.as<const float>();
-  float *y = out.as<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *row = x + r * columns;
-    double sum = 0;
-    for (int64_t c = 0; c < columns; ++c)
-      sum += row[c];
-    double mean = sum / columns;
-    double squares = 0;
-    for (int64_t c = 0; c < columns; ++c) {
-      double centered = row[c] - mean;
-      squares += centered * centered;
-    }
-    double inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
-    for (int64_t c = 0; c < columns; ++c)
-      y[r * columns + c] =
-          static_cast<float>((row[c] - mean) * inverseStd * gamma[c] + beta[c]);
-  }
-  return Status::ok();
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    layerNormLoop(in.as<const T>(), scale.as<const T>(), bias.as<const T>(),
+                  out.as<T>(), rows, columns, epsilon);
+  });
 }
 
 } // namespace zcc::cpu::kernels

@@ -2,11 +2,12 @@
 //
 // Each result element visits its reduced elements in row-major order, so
 // the summation order (and with it every rounding) is fixed by the shapes
-// alone. Float sums accumulate in double.
+// alone. Float sums accumulate in double; f16 and bf16 elements are read as
+// f32 and each result is rounded once.
 //
 //===----------------------------------------------------------------------===//
 
-#include "kernels/cpu/KernelSupport.h"
+#include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
 #include <cmath>
@@ -27,9 +28,13 @@ struct ReductionLayout {
   SmallShape reducedShape, reducedStrides[1];
 };
 
+/// Reduces elements of storage type T (a float or an integer type) in
+/// Compute<T>.
 template <ReduceKind Kind, typename T>
 void reduceLoop(const TensorView &in, const TensorView &out,
                 const ReductionLayout &layout) {
+  using C = Compute<T>;
+  constexpr bool kFloat = std::is_floating_point_v<C>;
   const T *x = in.as<const T>();
   T *y = out.as<T>();
   int64_t outCount = layout.keptShape.numElements();
@@ -41,11 +46,11 @@ void reduceLoop(const TensorView &in, const TensorView &out,
     if constexpr (Kind == ReduceKind::Max) {
       // The maximum of nothing is the type's lowest value (ONNX ReduceMax);
       // NaN wins over everything, as in torch.amax.
-      T best = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
-                                           : std::numeric_limits<T>::lowest();
+      C best = kFloat ? -std::numeric_limits<C>::infinity()
+                      : std::numeric_limits<C>::lowest();
       for (int64_t i = 0; i < count; ++i, inner.next()) {
-        T value = x[inner.offset(0)];
-        if constexpr (std::is_floating_point_v<T>)
+        C value = load(x[inner.offset(0)]);
+        if constexpr (kFloat)
           if (std::isnan(value)) {
             best = value;
             break;
@@ -53,12 +58,13 @@ void reduceLoop(const TensorView &in, const TensorView &out,
         if (best < value)
           best = value;
       }
-      y[o] = best;
-    } else if constexpr (std::is_floating_point_v<T>) {
+      y[o] = store<T>(best);
+    } else if constexpr (kFloat) {
       double sum = 0;
       for (int64_t i = 0; i < count; ++i, inner.next())
-        sum += x[inner.offset(0)];
-      y[o] = static_cast<T>(Kind == ReduceKind::Mean ? sum / count : sum);
+        sum += load(x[inner.offset(0)]);
+      y[o] = store<T>(
+          static_cast<C>(Kind == ReduceKind::Mean ? sum / count : sum));
     } else {
       // Integer sums wrap instead of overflowing into undefined behaviour.
       uint64_t sum = 0;
@@ -116,10 +122,11 @@ Status reduce(const KernelArgs &args, const char *kernel) {
   if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
     return s;
 
+  if (isFloatDType(in.dtype))
+    return dispatchFloat(kernel, "input", in, [&](auto tag) {
+      reduceLoop<Kind, decltype(tag)>(in, out, layout);
+    });
   switch (in.dtype) {
-  case plan::F32:
-    reduceLoop<Kind, float>(in, out, layout);
-    return Status::ok();
   case plan::I64:
     if constexpr (Kind != ReduceKind::Mean) {
       reduceLoop<Kind, int64_t>(in, out, layout);
@@ -136,8 +143,9 @@ Status reduce(const KernelArgs &args, const char *kernel) {
     break;
   }
   return unsupportedDType(kernel, "input", in,
-                          Kind == ReduceKind::Mean ? "f32"
-                                                   : "f32, i64 and i32");
+                          Kind == ReduceKind::Mean
+                              ? kFloatDTypeNames
+                              : "f32, f64, f16, bf16, i64 and i32");
 }
 
 } // namespace

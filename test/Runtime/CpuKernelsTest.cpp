@@ -251,7 +251,12 @@ TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
       "log_softmax", "layer_norm", "reduce_sum", "reduce_mean", "reduce_max",
       "attention",   "reshape",    "transpose",  "concat",      "slice",
       "gather",      "broadcast",  "trilu",      "mse_loss",    "cross_entropy",
-      "nll_loss",    "copy"};
+      "nll_loss",    "copy",
+      // The training kernels (GradKernelsTest.cpp).
+      "softmax_grad", "log_softmax_grad", "layer_norm_grad", "attention_grad",
+      "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
+      "slice_grad", "gelu_grad", "accumulate", "fill", "sum_squares", "adamw",
+      "sgd"};
   std::vector<std::string> names = kernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   EXPECT_EQ(names.size(), std::size(expected));

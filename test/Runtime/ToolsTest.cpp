@@ -168,12 +168,10 @@ TEST_F(ZrunTest, WeightsFolderAndRandom) {
 }
 
 TEST_F(ZrunTest, NotSupportedYetIsNeverSilent) {
-  for (const char *option : {"--steps", "--grad-accum", "--data", "--log-json",
-                             "--save", "--resume"})
+  for (const char *option : {"--save", "--save-every", "--resume"})
     expectError({plan, option, "1"},
                 std::string(option) +
-                    " is not supported yet by zrun (training plans and token "
-                    "datasets come later)");
+                    " is not supported yet by zrun (checkpoints come later)");
   expectError({plan, "--input", "x=" + input, "--backend", "cuda"},
               "--backend cuda is not supported yet; run with --backend cpu");
 }
@@ -201,12 +199,27 @@ TEST_F(ZrunTest, BackendMustMatch) {
                      "--backend cuda or recompile it for any backend");
 }
 
-TEST_F(ZrunTest, TrainingPlansAreNotSupportedYet) {
+TEST_F(ZrunTest, TrainingOptionsNeedATrainingPlan) {
+  for (const char *option : {"--steps", "--grad-accum", "--data", "--log-json"})
+    expectError({plan, "--input", "x=" + input, option, "1"},
+                plan + ": --steps, --data, --grad-accum, --log-json and the other "
+                       "training options need a training plan, and this is an "
+                       "inference plan (compile a model with its loss and a config "
+                       "with an optimizer)");
+  expectError({plan, "--grad-accum", "4,1:8"},
+              "--grad-accum 4,1:8: expected N (micro-steps per optimizer step) or "
+              "N,STEP:N,... (the count from STEP on), with positive integers and "
+              "ascending steps");
+  expectError({plan, "--steps", "0"},
+              "--steps 0: expected a positive integer (see zrun --help)");
+}
+
+TEST_F(ZrunTest, TrainingPlansNeedSteps) {
   plan::Plan train = test::addConstantPlan();
   train.set_mode("train");
   std::string path = test::writePlan(dir.file("train.bin"), train);
-  expectError({path}, path + ": running training plans is not supported yet; "
-                             "compile with --mode infer");
+  expectError({path}, path + ": a training plan runs --steps N optimizer steps; "
+                             "pass --steps");
 }
 
 TEST_F(ZrunTest, InputMistakes) {

@@ -83,6 +83,12 @@ cl::opt<std::string> report("report", cl::desc("Print the memory and communicati
 cl::list<std::string> inputShapes("input-shape",
                                   cl::desc("Bind an input's dynamic dimensions"),
                                   cl::value_desc("NAME=D0xD1..."), cl::cat(zccCategory));
+cl::opt<std::string> lossKind("loss",
+                              cl::desc("Add a loss on the model's first output for training "
+                                       "(for a model exported without one): cross-entropy "
+                                       "against an i64 input 'labels', or mse"),
+                              cl::value_desc("cross-entropy|mse"), cl::init(""),
+                              cl::cat(zccCategory));
 cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
                                        cl::desc("Per-GPU memory the plan must fit"),
                                        cl::value_desc("16GiB"), cl::init(""),
@@ -243,12 +249,31 @@ int main(int argc, char **argv) {
       if (auto tensor = dyn_cast<mlir::RankedTensorType>(type))
         hasLossOutput |= tensor.getRank() == 0 && isa<mlir::FloatType>(tensor.getElementType());
   });
+  if (!lossKind.empty() && lossKind != "cross-entropy" && lossKind != "mse")
+    fail("--loss takes cross-entropy or mse, got '" + lossKind + "'");
+  bool haveOptimizer = config && !(*config)["optimizer"].is_null();
   bool training = mode == Mode::Train ||
-                  (mode == Mode::Auto && config && !(*config)["optimizer"].is_null() &&
-                   hasLossOutput);
-  if (training)
-    fail("training plans are not supported yet: autodiff and optimizers are not built in "
-         "this version; compile an inference plan with --mode infer");
+                  (mode == Mode::Auto && haveOptimizer && (hasLossOutput || !lossKind.empty()));
+  if (!training && !lossKind.empty())
+    fail("--loss adds a loss for training, but this is an inference plan" +
+         Twine(haveOptimizer ? "" : " (the config has no optimizer)"));
+  if (training) {
+    if (!haveOptimizer)
+      fail("a training plan needs an optimizer: add an \"optimizer\" section to '" + configPath +
+           "' (for example {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}}), or compile "
+           "an inference plan with --mode infer");
+    mlir::PassManager trainPipeline(&context);
+    zcc::buildTrainPipeline(trainPipeline, /*lossName=*/"", lossKind);
+    if (failed(trainPipeline.run(*module)))
+      return 1;
+    if (emit == EmitKind::Train) {
+      module->print(outs());
+      return 0;
+    }
+  } else if (emit == EmitKind::Train) {
+    fail("--emit train prints a training step, but this is an inference plan (the model needs "
+         "a loss output, or --loss, and the config an optimizer)");
+  }
 
   mlir::PassManager distPipeline(&context);
   distPipeline.addPass(zcc::createGraphToDistPass());

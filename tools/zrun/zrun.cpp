@@ -15,6 +15,7 @@
 #include "runtime/Data/Npy.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
+#include "tools/zrun/Train.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -58,7 +59,22 @@ const char kUsage[] =
     "                         shape\n"
     "  --seed S               the seed of --weights random (default 0)\n"
     "  --memory-report        print the device memory the run allocated\n"
-    "  --nproc N              processes; must equal the plan's world size\n";
+    "  --nproc N              processes; must equal the plan's world size\n"
+    "\n"
+    "On a training plan, runs --steps optimizer steps:\n"
+    "  --steps N              optimizer steps to run\n"
+    "  --grad-accum N[,STEP:N...]\n"
+    "                         micro-steps per optimizer step (default: the\n"
+    "                         config's gradient_accumulation_steps); STEP:N\n"
+    "                         changes it from that step on\n"
+    "  --data TOKENS          token ids: flat uint16 (uint32 for .u32 or\n"
+    "                         --data-dtype uint32) or a 1-D .npy; default: a\n"
+    "                         synthetic source drawn from --seed\n"
+    "  --data-dtype T         uint16 or uint32\n"
+    "  --shuffle SEED         permute the samples\n"
+    "  --log-json FILE        one JSON object per optimizer step\n"
+    "  --print-every K        a log line every K steps (default: the config's\n"
+    "                         steps_per_print)\n";
 
 struct Options {
   std::string planPath;
@@ -69,6 +85,9 @@ struct Options {
   uint64_t seed = 0;
   bool memoryReport = false;
   int64_t nproc = 0;
+  TrainOptions train;
+  bool haveSteps = false;
+  bool haveTrainOptions = false;
 };
 
 /// Parses a whole non-negative decimal integer.
@@ -90,9 +109,7 @@ Status usageError(const std::string &message) {
 
 /// Options of DESIGN.md's command line that this zrun does not implement:
 /// each is refused by name so that no script believes it took effect.
-const char *const kNotYet[] = {"--steps",    "--grad-accum", "--data",
-                               "--log-json", "--save",       "--save-every",
-                               "--resume",   "--shuffle",    "--data-dtype"};
+const char *const kNotYet[] = {"--save", "--save-every", "--resume"};
 
 Status parseArguments(int argc, char **argv, Options &options, bool &help) {
   help = false;
@@ -126,11 +143,15 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     for (const char *notYet : kNotYet)
       if (name == notYet)
         return Status(StatusCode::kUnimplemented,
-                      name + " is not supported yet by zrun (training plans "
-                             "and token datasets come later)");
+                      name + " is not supported yet by zrun (checkpoints "
+                             "come later)");
+    bool isTrainOption = name == "--steps" || name == "--grad-accum" || name == "--data" ||
+                         name == "--data-dtype" || name == "--shuffle" ||
+                         name == "--log-json" || name == "--print-every";
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
-                   name == "--seed" || name == "--nproc";
+                   name == "--seed" || name == "--nproc" || isTrainOption;
+    options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
       return usageError("unknown option '" + name + "'");
     if (!hasValue) {
@@ -159,6 +180,35 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (!parseInteger(value, options.seed))
         return usageError("--seed " + value +
                           ": expected a non-negative integer");
+    } else if (name == "--steps" || name == "--print-every") {
+      uint64_t count = 0;
+      if (!parseInteger(value, count) || count == 0 || count > (1ull << 40))
+        return usageError(name + " " + value + ": expected a positive integer");
+      if (name == "--steps") {
+        options.train.steps = static_cast<int64_t>(count);
+        options.haveSteps = true;
+      } else {
+        options.train.printEvery = static_cast<int64_t>(count);
+      }
+    } else if (name == "--grad-accum") {
+      Status parsed = parseGradAccum(value, options.train.gradAccum);
+      if (!parsed.isOk())
+        return parsed;
+    } else if (name == "--data") {
+      if (value.empty())
+        return usageError("--data needs a token file");
+      options.train.data = value;
+    } else if (name == "--data-dtype") {
+      options.train.dataDType = value;
+    } else if (name == "--shuffle") {
+      uint64_t seed = 0;
+      if (!parseInteger(value, seed))
+        return usageError("--shuffle " + value + ": expected a non-negative integer seed");
+      options.train.shuffleSeed = seed;
+    } else if (name == "--log-json") {
+      if (value.empty())
+        return usageError("--log-json needs a file");
+      options.train.logJson = value;
     } else if (name == "--nproc") {
       uint64_t nproc = 0;
       if (!parseInteger(value, nproc) || nproc == 0 || nproc > (1u << 20))
@@ -336,6 +386,36 @@ Status runInference(const Options &options, LoadedPlan loaded) {
   return Status::ok();
 }
 
+Status runTraining(const Options &options, LoadedPlan loaded) {
+  const std::string path = loaded.path;
+  if (!options.haveSteps)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": a training plan runs --steps N optimizer steps; pass --steps");
+  if (!options.inputs.empty())
+    return Status(StatusCode::kInvalidArgument,
+                  "--input feeds an inference plan; a training plan reads --data (or the "
+                  "seeded synthetic source)");
+  ExecutorOptions executorOptions;
+  executorOptions.backend = options.backend;
+  Status status = weightOptions(options, executorOptions.weights);
+  if (!status.isOk())
+    return status;
+  StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::instantiate(std::move(loaded), executorOptions);
+  if (!executor.isOk())
+    return executor.takeStatus();
+  TrainOptions train = options.train;
+  train.dataSeed = options.seed;
+  status = zcc::train(**executor, train);
+  if (!status.isOk())
+    return status.addContext(path);
+  if (options.memoryReport)
+    std::printf("device memory: %llu bytes allocated on %s\n",
+                static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
+                (*executor)->backend().name());
+  return Status::ok();
+}
+
 Status runZrun(const Options &options) {
   StatusOr<LoadedPlan> loaded = loadPlan(options.planPath);
   if (!loaded.isOk())
@@ -374,9 +454,12 @@ Status runZrun(const Options &options) {
                   "--backend cuda is not supported yet; run with --backend "
                   "cpu");
   if (plan.mode() == "train")
-    return Status(StatusCode::kUnimplemented,
-                  path + ": running training plans is not supported yet; "
-                         "compile with --mode infer");
+    return runTraining(options, std::move(*loaded));
+  if (options.haveTrainOptions)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": --steps, --data, --grad-accum, --log-json and the other training "
+                         "options need a training plan, and this is an inference plan (compile "
+                         "a model with its loss and a config with an optimizer)");
   return runInference(options, std::move(*loaded));
 }
 

@@ -6,6 +6,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <functional>
 
 namespace zcc {
 #define GEN_PASS_DEF_DISTTOPLANPASS
@@ -17,7 +20,17 @@ using namespace mlir;
 namespace zcc {
 namespace {
 
-enum class Kind { Parameter, Constant, Input, Output, Activation };
+enum class Kind {
+  Parameter,
+  Constant,
+  Input,
+  Output,
+  Activation,
+  Gradient,
+  OptimizerState,
+  Scalars,
+  ParameterCopy
+};
 
 StringRef kindName(Kind kind) {
   switch (kind) {
@@ -31,6 +44,39 @@ StringRef kindName(Kind kind) {
     return "output";
   case Kind::Activation:
     return "activation";
+  case Kind::Gradient:
+    return "gradient";
+  case Kind::OptimizerState:
+    return "optimizer_state";
+  case Kind::Scalars:
+    return "scalars";
+  case Kind::ParameterCopy:
+    return "parameter_copy";
+  }
+  return "";
+}
+
+/// The report's category of a persistent buffer kind.
+StringRef categoryName(Kind kind) {
+  switch (kind) {
+  case Kind::Parameter:
+    return "parameters";
+  case Kind::Constant:
+    return "constants";
+  case Kind::Input:
+    return "inputs";
+  case Kind::Output:
+    return "outputs";
+  case Kind::Activation:
+    return "activations";
+  case Kind::Gradient:
+    return "gradients";
+  case Kind::OptimizerState:
+    return "optimizer_state";
+  case Kind::Scalars:
+    return "scalars";
+  case Kind::ParameterCopy:
+    return "parameter_copies";
   }
   return "";
 }
@@ -74,6 +120,71 @@ std::string locationName(Location loc) {
   return "";
 }
 
+/// The operands an in-place training op writes (its outputs in the plan)
+/// and the ones it only reads (its inputs).
+bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorImpl<Value> &writes) {
+  if (auto accumulate = dyn_cast<zgraph::AccumulateOp>(op)) {
+    reads.push_back(accumulate.getValue());
+    writes.push_back(accumulate.getTarget());
+    return true;
+  }
+  if (auto assign = dyn_cast<zgraph::AssignOp>(op)) {
+    reads.push_back(assign.getValue());
+    writes.push_back(assign.getTarget());
+    return true;
+  }
+  if (auto fill = dyn_cast<zgraph::FillOp>(op)) {
+    writes.push_back(fill.getTarget());
+    return true;
+  }
+  if (auto adamw = dyn_cast<zgraph::AdamWOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.append({adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()});
+    return true;
+  }
+  if (auto sgd = dyn_cast<zgraph::SgdOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.append({sgd.getParam(), sgd.getMomentumBuffer()});
+    return true;
+  }
+  return false;
+}
+
+/// The kernel that runs a zgraph op: the op's name, but `assign` is a cast.
+std::string kernelName(Operation *op) {
+  if (isa<zgraph::AssignOp>(op))
+    return "cast";
+  return op->getName().stripDialect().str();
+}
+
+/// The exclusive bound of the token ids the functions' integer arguments
+/// take: the rows of the table they index, the classes of a loss they label
+/// (through reshapes).
+int64_t tokenRange(ArrayRef<std::pair<func::FuncOp, std::string>> functions) {
+  int64_t range = 0;
+  std::function<void(Value)> visit = [&](Value value) {
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto reshape = dyn_cast<zgraph::ReshapeOp>(user))
+        visit(reshape.getResult());
+      else if (auto gather = dyn_cast<zgraph::GatherOp>(user); gather && use.getOperandNumber() == 1)
+        range = std::max(range, gather.getData().getType().getDimSize(
+                                    gather.getAxis() < 0 ? gather.getAxis() +
+                                                               gather.getData().getType().getRank()
+                                                         : gather.getAxis()));
+      else if (isa<zgraph::CrossEntropyOp, zgraph::NllLossOp>(user) && use.getOperandNumber() == 1)
+        range = std::max(range,
+                         cast<RankedTensorType>(user->getOperand(0).getType()).getDimSize(1));
+    }
+  };
+  for (auto [func, name] : functions)
+    for (BlockArgument argument : func.getArguments())
+      if (auto type = dyn_cast<RankedTensorType>(argument.getType());
+          type && isa<IntegerType>(type.getElementType()))
+        visit(argument);
+  return range;
+}
+
 struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
   using DistToPlanPassBase::DistToPlanPassBase;
 
@@ -83,16 +194,33 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       module.emitError() << "alignment must be a power of two, got " << alignment;
       return signalPassFailure();
     }
-    auto main = module.lookupSymbol<func::FuncOp>("main");
-    if (!main || main.getBody().getBlocks().size() != 1) {
-      module.emitError("expects a single-block func.func @main");
+    // An inference plan is @main as the program "infer"; a training plan is
+    // every function of the training step, each a program of its name.
+    SmallVector<std::pair<func::FuncOp, std::string>> functions;
+    bool training = false;
+    if (auto main = module.lookupSymbol<func::FuncOp>("main")) {
+      functions.push_back({main, "infer"});
+    } else {
+      for (auto func : module.getOps<func::FuncOp>())
+        functions.push_back({func, func.getSymName().str()});
+      training = true;
+    }
+    if (functions.empty()) {
+      module.emitError("expects func.func @main (inference) or the training step functions");
       return signalPassFailure();
     }
-    Block &body = main.getBody().front();
+    for (auto &[func, name] : functions)
+      if (func.getBody().getBlocks().size() != 1) {
+        func.emitError("expects a single-block function");
+        return signalPassFailure();
+      }
     OpBuilder builder(module.getContext());
 
     std::vector<BufferInfo> buffers;
     llvm::DenseMap<Value, unsigned> bufferOf;
+    // Buffers that outlive one program, by name: parameters, training
+    // states, inputs (and runtime scalars), outputs.
+    llvm::StringMap<unsigned> shared;
     auto addBuffer = [&](Value value, Kind kind, std::string name, Operation *op,
                          int64_t index) {
       bufferOf[value] = buffers.size();
@@ -100,13 +228,24 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                          index, index});
       return buffers.size() - 1;
     };
-    for (BlockArgument argument : body.getArguments()) {
-      auto name = main.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
-      addBuffer(argument, Kind::Input,
-                name ? name.str() : "arg" + std::to_string(argument.getArgNumber()), nullptr, 0);
-    }
+    auto addShared = [&](Value value, Kind kind, const std::string &key, std::string name,
+                         Operation *op) -> FailureOr<unsigned> {
+      auto it = shared.find(key);
+      if (it == shared.end()) {
+        unsigned id = addBuffer(value, kind, std::move(name), op, 0);
+        shared[key] = id;
+        return id;
+      }
+      if (buffers[it->second].type != value.getType()) {
+        (op ? op->emitError() : module.emitError())
+            << "'" << key << "' has type " << value.getType() << " here but "
+            << buffers[it->second].type << " elsewhere";
+        return failure();
+      }
+      bufferOf[value] = it->second;
+      return it->second;
+    };
 
-    // Instructions in program order: one per zgraph op that computes.
     struct Instruction {
       Operation *op;
       std::string kernel;
@@ -114,55 +253,95 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       SmallVector<unsigned> outputs;
       DictionaryAttr params;
     };
-    std::vector<Instruction> instructions;
-    for (Operation &op : body) {
-      if (auto param = dyn_cast<zgraph::ParamOp>(op)) {
-        addBuffer(param, Kind::Parameter, param.getName().str(), &op, 0);
-        continue;
-      }
-      if (auto constant = dyn_cast<zgraph::ConstantOp>(op)) {
-        addBuffer(constant, Kind::Constant, "constant" + std::to_string(buffers.size()), &op, 0);
-        continue;
-      }
-      if (isa<func::ReturnOp>(op))
-        continue;
-      if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
-        op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
-        return signalPassFailure();
-      }
-      int64_t index = instructions.size();
-      Instruction instruction{&op, op.getName().stripDialect().str(), {}, {}, op.getAttrDictionary()};
-      for (Value operand : op.getOperands()) {
-        unsigned id = bufferOf.lookup(operand);
-        buffers[id].lastUse = std::max(buffers[id].lastUse, index);
-        instruction.inputs.push_back(id);
-      }
-      for (Value result : op.getResults())
-        instruction.outputs.push_back(
-            addBuffer(result, Kind::Activation, locationName(op.getLoc()), &op, index));
-      instructions.push_back(std::move(instruction));
-    }
+    struct Program {
+      std::string name;
+      std::vector<Instruction> instructions;
+    };
+    std::vector<Program> programs;
+    SmallVector<std::pair<std::string, unsigned>> inputs, outputs;
+    int64_t clock = 0; // one timeline over all programs, which run in turn
 
-    // Outputs: an activation becomes the output buffer itself; anything
-    // else (an input, a parameter, a value returned twice) is copied.
-    auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-    SmallVector<std::pair<std::string, unsigned>> outputs;
-    for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
-      auto nameAttr = main.getResultAttrOfType<StringAttr>(index, "zgraph.name");
-      std::string name = nameAttr ? nameAttr.str() : "output" + std::to_string(index);
-      unsigned id = bufferOf.lookup(value);
-      if (buffers[id].kind != Kind::Activation) {
-        int64_t at = instructions.size();
-        buffers[id].lastUse = std::max(buffers[id].lastUse, at);
-        unsigned copy = buffers.size();
-        buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at});
-        instructions.push_back({returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({})});
-        id = copy;
-      } else {
-        buffers[id].kind = Kind::Output;
-        buffers[id].name = name;
+    for (auto &[func, programName] : functions) {
+      Block &body = func.getBody().front();
+      Program &program = programs.emplace_back();
+      program.name = programName;
+      for (BlockArgument argument : body.getArguments()) {
+        auto nameAttr = func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
+        std::string name =
+            nameAttr ? nameAttr.str() : "arg" + std::to_string(argument.getArgNumber());
+        Kind kind = StringRef(name).starts_with("zcc.") ? Kind::Scalars : Kind::Input;
+        bool fresh = !shared.count("input:" + name);
+        FailureOr<unsigned> id = addShared(argument, kind, "input:" + name, name, nullptr);
+        if (failed(id))
+          return signalPassFailure();
+        if (fresh)
+          inputs.push_back({name, *id});
       }
-      outputs.push_back({name, id});
+      for (Operation &op : body) {
+        if (auto param = dyn_cast<zgraph::ParamOp>(op)) {
+          if (failed(addShared(param, Kind::Parameter, "param:" + param.getName().str(),
+                               param.getName().str(), &op)))
+            return signalPassFailure();
+          continue;
+        }
+        if (auto state = dyn_cast<zgraph::StateOp>(op)) {
+          Kind kind = state.getKind() == "grad"   ? Kind::Gradient
+                      : state.getKind() == "copy" ? Kind::ParameterCopy
+                                                  : Kind::OptimizerState;
+          std::string name = state.getName().str() + "." + state.getKind().str();
+          if (failed(addShared(state, kind, "state:" + name, name, &op)))
+            return signalPassFailure();
+          continue;
+        }
+        if (auto constant = dyn_cast<zgraph::ConstantOp>(op)) {
+          addBuffer(constant, Kind::Constant, "constant" + std::to_string(buffers.size()), &op, 0);
+          continue;
+        }
+        if (isa<func::ReturnOp>(op))
+          continue;
+        if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
+          op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
+          return signalPassFailure();
+        }
+        int64_t index = clock++;
+        Instruction instruction{&op, kernelName(&op), {}, {}, op.getAttrDictionary()};
+        SmallVector<Value> reads, writes;
+        if (!inPlaceOperands(&op, reads, writes))
+          reads.append(op.operand_begin(), op.operand_end());
+        for (Value operand : reads) {
+          unsigned id = bufferOf.lookup(operand);
+          buffers[id].lastUse = std::max(buffers[id].lastUse, index);
+          instruction.inputs.push_back(id);
+        }
+        for (Value target : writes)
+          instruction.outputs.push_back(bufferOf.lookup(target));
+        for (Value result : op.getResults())
+          instruction.outputs.push_back(
+              addBuffer(result, Kind::Activation, locationName(op.getLoc()), &op, index));
+        program.instructions.push_back(std::move(instruction));
+      }
+
+      // Outputs: an activation becomes the output buffer itself; anything
+      // else (an input, a parameter, a value returned twice) is copied.
+      auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+      for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+        auto nameAttr = func.getResultAttrOfType<StringAttr>(index, "zgraph.name");
+        std::string name = nameAttr ? nameAttr.str() : "output" + std::to_string(index);
+        unsigned id = bufferOf.lookup(value);
+        if (buffers[id].kind != Kind::Activation) {
+          int64_t at = clock++;
+          buffers[id].lastUse = std::max(buffers[id].lastUse, at);
+          unsigned copy = buffers.size();
+          buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at});
+          program.instructions.push_back(
+              {returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({})});
+          id = copy;
+        } else {
+          buffers[id].kind = Kind::Output;
+          buffers[id].name = name;
+        }
+        outputs.push_back({name, id});
+      }
     }
 
     std::vector<PlannedBuffer> planned;
@@ -177,7 +356,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     }
     MemoryPlan memory = planMemory(planned, alignment);
 
-    // The plan module: arena, program, and the bindings as attributes.
+    // The plan module: arena, programs, and the bindings as attributes.
     builder.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     auto arena = builder.create<zplan::ArenaOp>(loc, "device", zplan::MemorySpace::Device,
@@ -203,26 +382,27 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());
-      std::string category = kindName(info.kind).str() + "s";
       if (info.kind != Kind::Activation)
-        categoryBytes[category] += planned[id].bytes;
+        categoryBytes[categoryName(info.kind).str()] += planned[id].bytes;
     }
     categoryBytes["activations"] = memory.arenaBytes - memory.persistentBytes;
 
-    builder.setInsertionPointToEnd(module.getBody());
-    auto program = builder.create<zplan::ProgramOp>(loc, "infer");
-    builder.setInsertionPointToStart(&program.getBodyRegion().emplaceBlock());
-    for (const Instruction &instruction : instructions) {
-      SmallVector<Attribute> ins, outs;
-      for (unsigned id : instruction.inputs)
-        ins.push_back(symbol(id));
-      for (unsigned id : instruction.outputs)
-        outs.push_back(symbol(id));
-      builder.create<zplan::KernelOp>(instruction.op->getLoc(), instruction.kernel,
-                                      builder.getArrayAttr(ins), builder.getArrayAttr(outs),
-                                      int64_t(0),
-                                      instruction.params.empty() ? DictionaryAttr()
-                                                                 : instruction.params);
+    for (const Program &program : programs) {
+      builder.setInsertionPointToEnd(module.getBody());
+      auto programOp = builder.create<zplan::ProgramOp>(loc, program.name);
+      builder.setInsertionPointToStart(&programOp.getBodyRegion().emplaceBlock());
+      for (const Instruction &instruction : program.instructions) {
+        SmallVector<Attribute> ins, outs;
+        for (unsigned id : instruction.inputs)
+          ins.push_back(symbol(id));
+        for (unsigned id : instruction.outputs)
+          outs.push_back(symbol(id));
+        builder.create<zplan::KernelOp>(instruction.op->getLoc(), instruction.kernel,
+                                        builder.getArrayAttr(ins), builder.getArrayAttr(outs),
+                                        int64_t(0),
+                                        instruction.params.empty() ? DictionaryAttr()
+                                                                   : instruction.params);
+      }
     }
 
     auto bindings = [&](ArrayRef<std::pair<std::string, unsigned>> list) {
@@ -231,12 +411,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         entries.push_back(builder.getArrayAttr({builder.getStringAttr(name), symbol(id)}));
       return builder.getArrayAttr(entries);
     };
-    SmallVector<std::pair<std::string, unsigned>> inputs;
-    for (BlockArgument argument : body.getArguments())
-      inputs.push_back({buffers[bufferOf.lookup(argument)].name, bufferOf.lookup(argument)});
     module->setAttr("zplan.inputs", bindings(inputs));
     module->setAttr("zplan.outputs", bindings(outputs));
-    module->setAttr("zplan.mode", builder.getStringAttr("infer"));
+    module->setAttr("zplan.mode", builder.getStringAttr(training ? "train" : "infer"));
+    if (training)
+      module->setAttr("zplan.token_range", builder.getI64IntegerAttr(tokenRange(functions)));
     SmallVector<NamedAttribute> memoryAttrs;
     for (const auto &[category, bytes] : categoryBytes)
       memoryAttrs.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(bytes)));
@@ -245,7 +424,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     module->setAttr("zplan.memory", builder.getDictionaryAttr(memoryAttrs));
 
     // The mesh becomes an attribute; the graph is gone.
-    SmallVector<Operation *> erase{main};
+    SmallVector<Operation *> erase;
+    for (auto &[func, name] : functions)
+      erase.push_back(func);
     for (auto mesh : module.getOps<zdist::MeshOp>()) {
       module->setAttr("zplan.mesh", builder.getDictionaryAttr(
                                         {builder.getNamedAttr("axis_names", mesh.getAxisNamesAttr()),

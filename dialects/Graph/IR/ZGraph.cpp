@@ -427,3 +427,166 @@ LogicalResult IsNanOp::verify() {
     return emitOpError("result must have the input's shape");
   return verifyStaticShapes(*this);
 }
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormGradOp::verify() {
+  if (getInput().getType() != getGrad().getType() ||
+      getInputGrad().getType() != getInput().getType())
+    return emitOpError("input, grad and input_grad must have one type");
+  if (getScaleGrad().getType() != getScale().getType() ||
+      getBiasGrad().getType() != getScale().getType())
+    return emitOpError("scale_grad and bias_grad must have the scale's type");
+  return verifyAxis(*this, getAxis(), getInput().getType().getRank());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (getQueryGrad().getType() != getQuery().getType() ||
+      getKeyGrad().getType() != getKey().getType() ||
+      getValueGrad().getType() != getValue().getType())
+    return emitOpError("each gradient must have its operand's type");
+  if (getGrad().getType().getRank() != getQuery().getType().getRank())
+    return emitOpError("grad must have the query's rank");
+  return verifyStaticShapes(*this);
+}
+
+namespace {
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [index, dim] : llvm::enumerate(shape))
+    text += (index ? ", " : "") + std::to_string(dim);
+  return text + "]";
+}
+
+template <typename GradOp> LogicalResult verifyClassLossGrad(GradOp op) {
+  if (op.getResult().getType() != op.getInput().getType())
+    return op.emitOpError("result must have the input's type");
+  StringRef reduction = op.getReduction();
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return op.emitOpError() << "reduction must be \"mean\", \"sum\" or \"none\", got \""
+                            << reduction << "\"";
+  ArrayRef<int64_t> expected =
+      reduction == "none" ? op.getLabels().getType().getShape() : ArrayRef<int64_t>();
+  if (op.getGrad().getType().getShape() != expected)
+    return op.emitOpError() << "grad must have shape " << shapeString(expected)
+                            << " for reduction \""
+                            << reduction << "\"";
+  return verifyStaticShapes(op);
+}
+} // namespace
+
+LogicalResult CrossEntropyGradOp::verify() { return verifyClassLossGrad(*this); }
+LogicalResult NllLossGradOp::verify() { return verifyClassLossGrad(*this); }
+
+LogicalResult GatherGradOp::verify() {
+  int64_t rank = getResult().getType().getRank();
+  if (failed(verifyAxis(*this, getAxis(), rank)))
+    return failure();
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  ArrayRef<int64_t> data = getResult().getType().getShape();
+  SmallVector<int64_t> expected(data.take_front(axis));
+  llvm::append_range(expected, getIndices().getType().getShape());
+  llvm::append_range(expected, data.drop_front(axis + 1));
+  if (getGrad().getType().getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "grad must have the gathered shape " << shapeString(expected);
+  return verifyStaticShapes(*this);
+}
+
+LogicalResult SliceGradOp::verify() {
+  int64_t rank = getResult().getType().getRank();
+  if (int64_t(getStarts().size()) != rank || int64_t(getLimits().size()) != rank ||
+      int64_t(getStrides().size()) != rank)
+    return emitOpError("needs one start, limit and stride per dimension");
+  ArrayRef<int64_t> shape = getResult().getType().getShape();
+  ArrayRef<int64_t> grad = getGrad().getType().getShape();
+  if (int64_t(grad.size()) != rank)
+    return emitOpError("grad must have the result's rank");
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t start = getStarts()[i], limit = getLimits()[i], stride = getStrides()[i];
+    if (start < 0 || limit > shape[i] || stride <= 0 ||
+        grad[i] != std::max<int64_t>(0, (limit - start + stride - 1) / stride))
+      return emitOpError() << "window of dimension " << i << " does not match grad "
+                           << getGrad().getType();
+  }
+  return verifyStaticShapes(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and optimizer updates
+//===----------------------------------------------------------------------===//
+
+namespace {
+bool isStateKind(StringRef kind) {
+  return kind == "grad" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "momentum" ||
+         kind == "copy";
+}
+
+/// In-place updates write into a parameter or a state, never a computed value.
+LogicalResult verifyInPlaceTarget(Operation *op, Value target, StringRef what) {
+  Operation *def = target.getDefiningOp();
+  if (!isa_and_nonnull<StateOp, ParamOp>(def))
+    return op->emitOpError() << what << " must be a zgraph.state or zgraph.param";
+  return success();
+}
+} // namespace
+
+LogicalResult StateOp::verify() {
+  if (getName().empty())
+    return emitOpError("requires a non-empty parameter name");
+  if (!isStateKind(getKind()))
+    return emitOpError() << "kind must be \"grad\", \"exp_avg\", \"exp_avg_sq\", "
+                            "\"momentum\" or \"copy\", got \""
+                         << getKind() << "\"";
+  return verifyStaticShapes(*this);
+}
+
+LogicalResult AccumulateOp::verify() {
+  if (getTarget().getType().getShape() != getValue().getType().getShape())
+    return emitOpError() << "value " << getValue().getType() << " and target "
+                         << getTarget().getType() << " differ in shape";
+  return verifyInPlaceTarget(*this, getTarget(), "target");
+}
+
+LogicalResult FillOp::verify() { return verifyInPlaceTarget(*this, getTarget(), "target"); }
+
+LogicalResult AssignOp::verify() {
+  if (getTarget().getType().getShape() != getValue().getType().getShape())
+    return emitOpError() << "value " << getValue().getType() << " and target "
+                         << getTarget().getType() << " differ in shape";
+  return verifyInPlaceTarget(*this, getTarget(), "target");
+}
+
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  return success();
+}
+
+namespace {
+LogicalResult verifyOptimizerOperands(Operation *op, ValueRange tensors,
+                                      TypedValue<RankedTensorType> scalars) {
+  Type type = tensors.front().getType();
+  for (Value tensor : tensors)
+    if (tensor.getType() != type)
+      return op->emitOpError() << "param, grad and state must have one type, got "
+                               << tensor.getType() << " and " << type;
+  if (scalars.getType().getNumElements() != 8)
+    return op->emitOpError("scalars must be tensor<8xf64>");
+  for (auto [index, tensor] : llvm::enumerate(tensors))
+    if (index != 1 && failed(verifyInPlaceTarget(op, tensor, "updated operand")))
+      return failure();
+  return success();
+}
+} // namespace
+
+LogicalResult AdamWOp::verify() {
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
+                                 getScalars());
+}
+
+LogicalResult SgdOp::verify() {
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getMomentumBuffer()},
+                                 getScalars());
+}

@@ -390,4 +390,245 @@ def ZGraph_CrossEntropyOp : ZGraph_ClassLossOp<"cross_entropy",
 def ZGraph_NllLossOp : ZGraph_ClassLossOp<"nll_loss",
     "Negative log-likelihood of log-probabilities (ONNX NegativeLogLikelihoodLoss)">;
 
+//===----------------------------------------------------------------------===//
+// Gradients (added by autodiff)
+//===----------------------------------------------------------------------===//
+
+class ZGraph_ActivationGradOp<string mnemonic, string what>
+    : ZGraph_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of " # what # " from its output";
+  let arguments = (ins ZGraph_FloatTensor:$output, ZGraph_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output `,` $grad `axis` `=` $axis attr-dict `:` type($result)
+  }];
+}
+
+def ZGraph_SoftmaxGradOp : ZGraph_ActivationGradOp<"softmax_grad", "softmax"> {
+  let description = [{
+    With `output` = softmax(x) along `axis` and `grad` = dL/d(output), the
+    result is dL/dx = output * (grad - sum_axis(grad * output)).
+  }];
+}
+
+def ZGraph_LogSoftmaxGradOp : ZGraph_ActivationGradOp<"log_softmax_grad", "log-softmax"> {
+  let description = [{
+    With `output` = log_softmax(x) along `axis`, the result is
+    dL/dx = grad - exp(output) * sum_axis(grad).
+  }];
+}
+
+def ZGraph_GeluGradOp : ZGraph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Gradient of gelu";
+  let description = [{
+    dL/dx for `result = gelu(input)` given `grad` = dL/d(result), for the erf
+    form (`approximate` = "none") or the tanh form.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$input, ZGraph_FloatTensor:$grad,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+}
+
+def ZGraph_LayerNormGradOp : ZGraph_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Gradients of layer_norm for its input, scale and bias";
+  let description = [{
+    Recomputes the mean and variance of `input` over the dimensions from
+    `axis`, then returns dL/d(input), dL/d(scale) and dL/d(bias) given
+    `grad` = dL/d(result).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$input, ZGraph_FloatTensor:$scale,
+                       ZGraph_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs ZGraph_FloatTensor:$input_grad, ZGraph_FloatTensor:$scale_grad,
+                      ZGraph_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $grad `axis` `=` $axis `epsilon` `=` $epsilon attr-dict
+    `:` `(` type($input) `,` type($scale) `,` type($grad) `)` `->`
+    `(` type($input_grad) `,` type($scale_grad) `,` type($bias_grad) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_AttentionGradOp : ZGraph_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of attention for query, key and value";
+  let description = [{
+    Recomputes the attention probabilities row by row (never the whole score
+    matrix) and returns dL/dq, dL/dk and dL/dv given `grad` = dL/d(result).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$query, ZGraph_FloatTensor:$key,
+                       ZGraph_FloatTensor:$value, ZGraph_FloatTensor:$grad,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs ZGraph_FloatTensor:$query_grad, ZGraph_FloatTensor:$key_grad,
+                      ZGraph_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $grad `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
+    `(` type($query) `,` type($key) `,` type($value) `,` type($grad) `)` `->`
+    `(` type($query_grad) `,` type($key_grad) `,` type($value_grad) `)`
+  }];
+  let hasVerifier = 1;
+}
+
+class ZGraph_ClassLossGradOp<string mnemonic, string what> : ZGraph_Op<mnemonic, [Pure]> {
+  let summary = "Gradient of " # what # " for its input";
+  let description = [{
+    dL/d(input) given `grad` = dL/d(loss) (a scalar, or the labels' shape for
+    reduction "none"); positions whose label is `ignore_index` get zero.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$input, TensorOf<[I32, I64]>:$labels,
+                       ZGraph_FloatTensor:$grad, OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $labels `,` $grad attr-dict `:` `(` type($input) `,` type($labels) `,` type($grad) `)`
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_CrossEntropyGradOp : ZGraph_ClassLossGradOp<"cross_entropy_grad", "cross_entropy">;
+def ZGraph_NllLossGradOp : ZGraph_ClassLossGradOp<"nll_loss_grad", "nll_loss">;
+
+def ZGraph_MseLossGradOp : ZGraph_Op<"mse_loss_grad", [Pure]> {
+  let summary = "Gradient of mse_loss for its prediction";
+  let description = [{
+    2 * (prediction - target) * grad / N, with N the prediction's element count.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$prediction, ZGraph_FloatTensor:$target,
+                       0DTensorOf<[AnyFloat]>:$grad);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $prediction `,` $target `,` $grad attr-dict `:` `(` type($prediction) `,` type($target) `,`
+    type($grad) `)` `->` type($result)
+  }];
+}
+
+def ZGraph_GatherGradOp : ZGraph_Op<"gather_grad", [Pure]> {
+  let summary = "Gradient of gather for its data (an embedding's backward)";
+  let description = [{
+    A zero tensor of the result type (the gathered data's shape) into which
+    the slices of `grad` are added back at `indices` along `axis`, in index
+    order, so repeated indices sum deterministically.
+  }];
+  let arguments = (ins TensorOf<[I32, I64]>:$indices, ZGraph_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $grad `axis` `=` $axis attr-dict `:` `(` type($indices) `,` type($grad) `)` `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_SliceGradOp : ZGraph_Op<"slice_grad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "Gradient of slice: the window placed in zeros";
+  let arguments = (ins ZGraph_Tensor:$grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs ZGraph_Tensor:$result);
+  let assemblyFormat = [{
+    $grad `starts` `=` $starts `limits` `=` $limits `strides` `=` $strides attr-dict
+    `:` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training state and optimizer updates
+//===----------------------------------------------------------------------===//
+
+def ZGraph_StateOp : ZGraph_Op<"state", [MemoryEffects<[MemRead]>]> {
+  let summary = "A persistent training state tensor of a parameter";
+  let description = [{
+    The current value of state `kind` of parameter `name`: "grad" (the
+    gradient accumulator), "exp_avg" / "exp_avg_sq" (Adam's moments) or
+    "momentum" (SGD's buffer). Like parameters, states are identified by
+    name across the functions of a training step, so each is one buffer of
+    the plan; `accumulate`, `fill` and the optimizer ops update them in place.
+
+    ```mlir
+    %g = zgraph.state "fc.weight" kind = "grad" : tensor<10x100xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$kind);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = "$name `kind` `=` $kind attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def ZGraph_AccumulateOp : ZGraph_Op<"accumulate", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Adds a tensor into a state in place";
+  let description = [{
+    `target += value`, where `target` is a `zgraph.state` (the gradient
+    accumulator); `value` may have a narrower float type than `target`.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$target, ZGraph_FloatTensor:$value);
+  let assemblyFormat = "$value `into` $target attr-dict `:` type($value) `into` type($target)";
+  let hasVerifier = 1;
+}
+
+def ZGraph_FillOp : ZGraph_Op<"fill", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Sets every element of a state or parameter in place";
+  let arguments = (ins ZGraph_FloatTensor:$target, F64Attr:$value);
+  let assemblyFormat = "$target `value` `=` $value attr-dict `:` type($target)";
+  let hasVerifier = 1;
+}
+
+def ZGraph_AssignOp : ZGraph_Op<"assign", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Overwrites a parameter or state with a value of the same shape";
+  let description = [{
+    `target = cast(value)`: refreshes a low-precision parameter copy from the
+    updated fp32 master weights.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$target, ZGraph_FloatTensor:$value);
+  let assemblyFormat = "$value `into` $target attr-dict `:` type($value) `into` type($target)";
+  let hasVerifier = 1;
+}
+
+def ZGraph_SumSquaresOp : ZGraph_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of every element of every operand, in f64";
+  let description = [{
+    The square of the global gradient norm. Infinities and NaNs propagate, so
+    the result also tells the loss scaler whether the gradients overflowed.
+  }];
+  let arguments = (ins Variadic<ZGraph_FloatTensor>:$inputs);
+  let results = (outs 0DTensorOf<[F64]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
+  let summary = "One Adam step of a parameter, in place";
+  let description = [{
+    Updates `param`, `exp_avg` and `exp_avg_sq` in place from `grad` as
+    torch.optim.AdamW does (`adam_w_mode`: decoupled weight decay) or as
+    torch.optim.Adam does (L2 weight decay added to the gradient).
+    `scalars` is f64[8]: lr, beta1, beta2, eps, weight_decay, step (1-based),
+    grad_scale (multiplies the gradient first: unscaling, averaging over
+    micro-steps and clipping in one factor), momentum (unused).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
+                       ZGraph_FloatTensor:$exp_avg, ZGraph_FloatTensor:$exp_avg_sq,
+                       1DTensorOf<[F64]>:$scalars, DefaultValuedAttr<BoolAttr, "true">:$adam_w_mode);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_SgdOp : ZGraph_Op<"sgd", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "grad", "momentum_buffer"]>]> {
+  let summary = "One SGD step (with momentum) of a parameter, in place";
+  let description = [{
+    torch.optim.SGD: weight decay added to the gradient, momentum buffer
+    (`scalars[7]`, the first step copies the gradient), `dampening` and
+    `nesterov`; `scalars` as for `adamw`.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
+                       ZGraph_FloatTensor:$momentum_buffer, 1DTensorOf<[F64]>:$scalars,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+                       UnitAttr:$nesterov);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $momentum_buffer `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // ZCC_DIALECT_GRAPH_ZGRAPHOPS_TD

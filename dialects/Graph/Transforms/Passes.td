@@ -40,4 +40,46 @@ def FuseAttentionPass : Pass<"zcc-graph-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
+def AutodiffPass : Pass<"zcc-graph-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: @main becomes the training @micro_step";
+  let description = [{
+    Replaces `@main` with `@micro_step`, which computes the loss, then the
+    gradient of the loss (seeded with the new scalar argument
+    `zcc.loss_scale`) with respect to every trainable `zgraph.param`, and adds
+    each gradient into the parameter's `zgraph.state "grad"` with
+    `zgraph.accumulate` as soon as it is complete. Gradients of values used
+    several times are summed; values that do not depend on a trainable
+    parameter are not differentiated. `@micro_step` returns only the loss.
+
+    The loss is the output named by `loss` (default: the output named "loss",
+    or else the only scalar float output). With `add-loss`, a loss is added
+    on the first output first: "cross-entropy" against a new i64 input
+    "labels" (classes on the last axis) or "mse" against a new input of the
+    output's shape.
+  }];
+  let options = [
+    Option<"lossName", "loss", "std::string", /*default=*/"\"\"",
+           "Name of the model output that is the loss">,
+    Option<"addLossKind", "add-loss", "std::string", /*default=*/"\"\"",
+           "Add a loss on the first output: cross-entropy or mse">,
+  ];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
+def OptimizerPass : Pass<"zcc-graph-optimizer", "mlir::ModuleOp"> {
+  let summary = "Builds the optimizer step, the gradient norm and the gradient reset";
+  let description = [{
+    From the `zgraph.state "grad"` accumulators of `@micro_step` and the
+    module's `zcc.config` optimizer, adds:
+    - `@grad_norm() -> zcc.grad_norm_sq`: the sum of squares of all
+      accumulated gradients (`zgraph.sum_squares`, f64);
+    - `@optimizer_step(zcc.optimizer_scalars)`: one `zgraph.adamw` (Adam,
+      AdamW) or `zgraph.sgd` per parameter with its state, then the gradient
+      reset (`zgraph.fill` 0);
+    - `@zero_grads()`: the gradient reset alone (a skipped step).
+    An optimizer zcc does not implement is an error naming the supported ones.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // ZCC_DIALECT_GRAPH_PASSES_TD

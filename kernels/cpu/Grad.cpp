@@ -1,0 +1,933 @@
+//===- Grad.cpp - Backward kernels of the training step -------------------===//
+//
+// The vector-Jacobian products of softmax, log_softmax, layer_norm,
+// attention, the three losses, gather, slice and gelu, for the ops autodiff
+// adds (dialects/Graph/IR/ZGraphOps.td, "Gradients"). Each is a template
+// over the storage type T of its float operands (f32, f64, f16, bf16),
+// computes in Compute<T> and sums in double, in a fixed order. Nothing the
+// forward computed is kept: softmax rows, layer_norm's mean and variance
+// and attention's probabilities are recomputed, since a kernel may not
+// allocate.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/FloatDispatch.h"
+#include "kernels/cpu/Kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+namespace zcc::cpu::kernels {
+
+using namespace detail;
+
+namespace {
+
+/// Checks that `view` has the element type and the shape of `like`.
+Status expectLike(const char *kernel, const char *operand,
+                  const TensorView &view, const char *likeName,
+                  const TensorView &like) {
+  if (Status s = expectSameDType(kernel, operand, view, likeName, like);
+      !s.isOk())
+    return s;
+  return expectSameShape(kernel, operand, view, likeName, like);
+}
+
+/// Zero is all zero bits in every element type.
+void zeroFill(const TensorView &view) {
+  int64_t bytes =
+      view.numElements() * static_cast<int64_t>(dtypeBytes(view.dtype));
+  if (bytes > 0)
+    std::memset(view.data, 0, static_cast<size_t>(bytes));
+}
+
+template <typename A, typename B>
+double dot(const A *a, const B *b, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    sum += static_cast<double>(load(a[i])) * static_cast<double>(load(b[i]));
+  return sum;
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad, log_softmax_grad
+//===----------------------------------------------------------------------===//
+
+/// A tensor seen as [outer, length, inner] around one axis.
+struct AxisLayout {
+  int64_t outer = 0, length = 0, inner = 1;
+};
+
+AxisLayout axisLayout(const SmallShape &shape, int axis) {
+  AxisLayout layout;
+  layout.length = shape[axis];
+  for (int d = axis + 1; d < shape.rank(); ++d)
+    layout.inner *= shape[d];
+  int64_t block = layout.length * layout.inner;
+  layout.outer = block == 0 ? 0 : shape.numElements() / block;
+  return layout;
+}
+
+template <typename T>
+void softmaxGradLoop(const TensorView &output, const TensorView &grad,
+                     const TensorView &result, AxisLayout layout,
+                     bool logForm) {
+  using C = Compute<T>;
+  const T *y = output.as<const T>();
+  const T *dy = grad.as<const T>();
+  T *dx = result.as<T>();
+  int64_t length = layout.length, inner = layout.inner;
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      int64_t base = o * length * inner + j;
+      // softmax: sum(dy * y); log_softmax: sum(dy). The row is read in full
+      // before any of it is written, so the result may alias either input.
+      double sum = 0;
+      for (int64_t i = 0; i < length; ++i) {
+        double g = load(dy[base + i * inner]);
+        sum += logForm ? g : g * static_cast<double>(load(y[base + i * inner]));
+      }
+      C total = static_cast<C>(sum);
+      for (int64_t i = 0; i < length; ++i) {
+        int64_t e = base + i * inner;
+        C yi = load(y[e]), gi = load(dy[e]);
+        dx[e] =
+            store<T>(logForm ? gi - std::exp(yi) * total : yi * (gi - total));
+      }
+    }
+  }
+}
+
+Status softmaxGradImpl(const KernelArgs &args, const char *kernel,
+                       bool logForm) {
+  if (Status s = checkOperands(args, kernel, {"output", "grad"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &output = args.inputs[0], &grad = args.inputs[1],
+                   &result = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "output", output); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "grad", grad, "output", output); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "result", result, "output", output);
+      !s.isOk())
+    return s;
+  SmallShape shape(output.shape);
+  int64_t axis = 0;
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+      !s.isOk())
+    return s;
+  AxisLayout layout = axisLayout(shape, static_cast<int>(axis));
+  return dispatchFloat(kernel, "output", output, [&](auto tag) {
+    softmaxGradLoop<decltype(tag)>(output, grad, result, layout, logForm);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+/// The statistics layer_norm normalised a row with, computed as it does:
+/// in double, the mean before the variance.
+struct RowStats {
+  double mean = 0, inverseStd = 0;
+};
+
+template <typename T>
+RowStats rowStats(const T *row, int64_t columns, double epsilon) {
+  double sum = 0;
+  for (int64_t c = 0; c < columns; ++c)
+    sum += load(row[c]);
+  RowStats stats;
+  stats.mean = sum / columns;
+  double squares = 0;
+  for (int64_t c = 0; c < columns; ++c) {
+    double centered = load(row[c]) - stats.mean;
+    squares += centered * centered;
+  }
+  stats.inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
+  return stats;
+}
+
+/// Columns of scale_grad and bias_grad summed per pass over the rows: their
+/// double accumulators live on the stack, and the row statistics are
+/// recomputed for each block (once when the rows are at most this wide).
+constexpr int64_t kColumnBlock = 1024;
+
+template <typename T>
+void layerNormGradLoop(const TensorView &input, const TensorView &scale,
+                       const TensorView &grad, const TensorView &inputGrad,
+                       const TensorView &scaleGrad, const TensorView &biasGrad,
+                       int64_t rows, int64_t columns, double epsilon) {
+  const T *x = input.as<const T>();
+  const T *gamma = scale.as<const T>();
+  const T *dy = grad.as<const T>();
+  T *dx = inputGrad.as<T>();
+  T *dgamma = scaleGrad.as<T>();
+  T *dbeta = biasGrad.as<T>();
+
+  // scale_grad = sum over rows of dy * xhat, bias_grad = sum of dy. They are
+  // done before input_grad, which may then alias `grad` or `input`.
+  double scaleSums[kColumnBlock], biasSums[kColumnBlock];
+  for (int64_t start = 0; start < columns; start += kColumnBlock) {
+    int64_t length = std::min(kColumnBlock, columns - start);
+    std::fill(scaleSums, scaleSums + length, 0.0);
+    std::fill(biasSums, biasSums + length, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *row = x + r * columns;
+      const T *rowGrad = dy + r * columns + start;
+      RowStats stats = rowStats(row, columns, epsilon);
+      for (int64_t c = 0; c < length; ++c) {
+        double normalized =
+            (load(row[start + c]) - stats.mean) * stats.inverseStd;
+        double g = load(rowGrad[c]);
+        scaleSums[c] += g * normalized;
+        biasSums[c] += g;
+      }
+    }
+    for (int64_t c = 0; c < length; ++c) {
+      dgamma[start + c] = storeDouble<T>(scaleSums[c]);
+      dbeta[start + c] = storeDouble<T>(biasSums[c]);
+    }
+  }
+
+  // input_grad = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = x + r * columns;
+    const T *rowGrad = dy + r * columns;
+    RowStats stats = rowStats(row, columns, epsilon);
+    double gradSum = 0, projection = 0;
+    for (int64_t c = 0; c < columns; ++c) {
+      double g = static_cast<double>(load(rowGrad[c])) * load(gamma[c]);
+      gradSum += g;
+      projection += g * (load(row[c]) - stats.mean) * stats.inverseStd;
+    }
+    double gradMean = gradSum / columns, projectionMean = projection / columns;
+    for (int64_t c = 0; c < columns; ++c) {
+      double g = static_cast<double>(load(rowGrad[c])) * load(gamma[c]);
+      double normalized = (load(row[c]) - stats.mean) * stats.inverseStd;
+      dx[r * columns + c] = storeDouble<T>(
+          stats.inverseStd * (g - gradMean - normalized * projectionMean));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+/// The largest head size attention_grad takes: a query row's output and
+/// gradient are kept in stack arrays of this many doubles.
+constexpr int64_t kMaxHeadSize = 1024;
+
+struct AttentionDims {
+  int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+};
+
+template <typename T>
+void attentionGradLoop(const KernelArgs &args, AttentionDims dims, double scale,
+                       bool causal) {
+  const TensorView &q = args.inputs[0], &k = args.inputs[1],
+                   &v = args.inputs[2], &grad = args.inputs[3];
+  for (const TensorView &out : args.outputs)
+    zeroFill(out);
+  int64_t tq = dims.queries, tk = dims.keys, headSize = dims.headSize,
+          valueSize = dims.valueSize;
+  double output[kMaxHeadSize];
+  double queryGrad[kMaxHeadSize];
+  for (int64_t h = 0; h < dims.heads; ++h) {
+    const T *qh = q.as<const T>() + h * tq * headSize;
+    const T *kh = k.as<const T>() + h * tk * headSize;
+    const T *vh = v.as<const T>() + h * tk * valueSize;
+    const T *gh = grad.as<const T>() + h * tq * valueSize;
+    T *dqh = args.outputs[0].as<T>() + h * tq * headSize;
+    T *dkh = args.outputs[1].as<T>() + h * tk * headSize;
+    T *dvh = args.outputs[2].as<T>() + h * tk * valueSize;
+    for (int64_t i = 0; i < tq; ++i) {
+      // Keys are aligned at the end, as in the forward: key j is visible to
+      // query i iff j <= i + tk - tq.
+      int64_t visible = causal ? std::min(tk, i + tk - tq + 1) : tk;
+      const T *qi = qh + i * headSize;
+      const T *gi = gh + i * valueSize;
+      auto score = [&](int64_t j) {
+        return scale * dot(qi, kh + j * headSize, headSize);
+      };
+
+      // Pass 1: the row's maximum score and softmax denominator, online.
+      double rowMax = -std::numeric_limits<double>::infinity();
+      double denominator = 0;
+      for (int64_t j = 0; j < visible; ++j) {
+        double s = score(j);
+        if (s > rowMax) {
+          denominator = denominator * std::exp(rowMax - s) + 1;
+          rowMax = s;
+        } else {
+          denominator += std::exp(s - rowMax);
+        }
+      }
+
+      // Pass 2: the row's output o_i and D_i = dout_i . o_i.
+      std::fill(output, output + valueSize, 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        double p = std::exp(score(j) - rowMax) / denominator;
+        const T *vj = vh + j * valueSize;
+        for (int64_t d = 0; d < valueSize; ++d)
+          output[d] += p * load(vj[d]);
+      }
+      double rowDot = 0;
+      for (int64_t d = 0; d < valueSize; ++d)
+        rowDot += static_cast<double>(load(gi[d])) * output[d];
+
+      // Pass 3: ds_ij = p_ij (dout_i . v_j - D_i) into all three gradients.
+      std::fill(queryGrad, queryGrad + headSize, 0.0);
+      for (int64_t j = 0; j < visible; ++j) {
+        double p = std::exp(score(j) - rowMax) / denominator;
+        const T *kj = kh + j * headSize;
+        const T *vj = vh + j * valueSize;
+        double ds = p * (dot(gi, vj, valueSize) - rowDot);
+        double scaledDs = scale * ds;
+        T *dvj = dvh + j * valueSize;
+        for (int64_t d = 0; d < valueSize; ++d)
+          dvj[d] = storeDouble<T>(load(dvj[d]) + p * load(gi[d]));
+        T *dkj = dkh + j * headSize;
+        for (int64_t d = 0; d < headSize; ++d) {
+          queryGrad[d] += scaledDs * load(kj[d]);
+          dkj[d] = storeDouble<T>(load(dkj[d]) + scaledDs * load(qi[d]));
+        }
+      }
+      for (int64_t d = 0; d < headSize; ++d)
+        dqh[i * headSize + d] = storeDouble<T>(queryGrad[d]);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_grad, nll_loss_grad
+//===----------------------------------------------------------------------===//
+
+enum class Reduction { Mean, Sum, None };
+
+Status readReduction(const KernelArgs &args, const char *kernel,
+                     Reduction &reduction) {
+  const char *name = nullptr;
+  if (Status s = optionalString(args, kernel, "reduction", "mean", name);
+      !s.isOk())
+    return s;
+  if (std::strcmp(name, "mean") == 0)
+    reduction = Reduction::Mean;
+  else if (std::strcmp(name, "sum") == 0)
+    reduction = Reduction::Sum;
+  else if (std::strcmp(name, "none") == 0)
+    reduction = Reduction::None;
+  else
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "reduction must be \"mean\", \"sum\" or \"none\", got "
+                       "\"%s\"",
+                       name);
+  return Status::ok();
+}
+
+template <typename Label>
+Status checkLabels(const char *kernel, const Label *labels, int64_t count,
+                   int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t label = labels[i];
+    if (hasIgnore && label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "label %lld (at position %lld of 'labels') is out "
+                         "of range for %lld classes",
+                         static_cast<long long>(label),
+                         static_cast<long long>(i),
+                         static_cast<long long>(classes));
+  }
+  return Status::ok();
+}
+
+struct ClassLossLayout {
+  int64_t batch = 0, classes = 0, inner = 0;
+  bool hasIgnore = false;
+  int64_t ignoreIndex = 0;
+  Reduction reduction = Reduction::Mean;
+};
+
+/// [N, C, inner] scores against [N, inner] labels. cross_entropy: (softmax
+/// over the classes - onehot(label)) * g; nll_loss: -g at the label. g is
+/// the incoming gradient of the position's loss: dloss / (labels counted)
+/// for a mean, dloss for a sum, dloss[position] for none.
+template <typename T, typename Label>
+void classLossGradLoop(const TensorView &inputView, const Label *labels,
+                       const TensorView &gradView, const TensorView &resultView,
+                       const ClassLossLayout &layout, bool logSoftmax) {
+  const T *input = inputView.as<const T>();
+  const T *lossGrad = gradView.as<const T>();
+  T *result = resultView.as<T>();
+  int64_t classes = layout.classes, inner = layout.inner;
+  int64_t positions = layout.batch * inner;
+  auto ignored = [&](int64_t label) {
+    return layout.hasIgnore && label == layout.ignoreIndex;
+  };
+  double seed = 0;
+  if (layout.reduction != Reduction::None)
+    seed = load(lossGrad[0]);
+  if (layout.reduction == Reduction::Mean) {
+    // All ignored leaves 0 / 0 unused: every position then gets zero, as in
+    // torch.
+    int64_t counted = 0;
+    for (int64_t p = 0; p < positions; ++p)
+      counted += ignored(labels[p]) ? 0 : 1;
+    seed /= static_cast<double>(counted);
+  }
+  for (int64_t n = 0; n < layout.batch; ++n) {
+    for (int64_t s = 0; s < inner; ++s) {
+      int64_t position = n * inner + s;
+      int64_t label = labels[position];
+      // Class c of this position sits at row[c * inner].
+      const T *row = input + n * classes * inner + s;
+      T *rowGrad = result + n * classes * inner + s;
+      if (ignored(label)) {
+        for (int64_t c = 0; c < classes; ++c)
+          rowGrad[c * inner] = storeDouble<T>(0.0);
+        continue;
+      }
+      double g = layout.reduction == Reduction::None
+                     ? static_cast<double>(load(lossGrad[position]))
+                     : seed;
+      if (!logSoftmax) {
+        for (int64_t c = 0; c < classes; ++c)
+          rowGrad[c * inner] = storeDouble<T>(c == label ? -g : 0.0);
+        continue;
+      }
+      double maxValue = load(row[0]);
+      for (int64_t c = 1; c < classes; ++c)
+        maxValue =
+            std::fmax(maxValue, static_cast<double>(load(row[c * inner])));
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c)
+        sum += std::exp(load(row[c * inner]) - maxValue);
+      for (int64_t c = 0; c < classes; ++c) {
+        double probability = std::exp(load(row[c * inner]) - maxValue) / sum;
+        rowGrad[c * inner] =
+            storeDouble<T>((probability - (c == label ? 1.0 : 0.0)) * g);
+      }
+    }
+  }
+}
+
+Status classLossGrad(const KernelArgs &args, const char *kernel,
+                     bool logSoftmax) {
+  if (Status s =
+          checkOperands(args, kernel, {"input", "labels", "grad"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &input = args.inputs[0], &labels = args.inputs[1],
+                   &grad = args.inputs[2], &result = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "input", input); !s.isOk())
+    return s;
+  if (labels.dtype != plan::I64 && labels.dtype != plan::I32)
+    return unsupportedDType(kernel, "labels", labels, "i64 and i32");
+  if (Status s = expectSameDType(kernel, "grad", grad, "input", input);
+      !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "result", result, "input", input);
+      !s.isOk())
+    return s;
+  SmallShape shape(input.shape);
+  if (shape.rank() < 2)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' must be [N, C] or [N, C, d1, ...], got %s",
+                       shapeString(input.shape).c_str());
+  SmallShape labelShape;
+  labelShape.push_back(shape[0]);
+  for (int d = 2; d < shape.rank(); ++d)
+    labelShape.push_back(shape[d]);
+  if (Status s = expectShape(kernel, "labels", labels, labelShape); !s.isOk())
+    return s;
+
+  ClassLossLayout layout;
+  if (Status s = readReduction(args, kernel, layout.reduction); !s.isOk())
+    return s;
+  // As the forward: without ignore_index every label counts.
+  layout.hasIgnore = findAttr(args, "ignore_index") != nullptr;
+  if (Status s =
+          optionalInt(args, kernel, "ignore_index", 0, layout.ignoreIndex);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(
+          kernel, "grad", grad,
+          layout.reduction == Reduction::None ? labelShape : SmallShape());
+      !s.isOk())
+    return s;
+
+  layout.batch = shape[0];
+  layout.classes = shape[1];
+  layout.inner =
+      labelShape.numElements() / (layout.batch == 0 ? 1 : layout.batch);
+  int64_t count = labels.numElements();
+  // All labels are checked before anything is written.
+  Status valid =
+      labels.dtype == plan::I64
+          ? checkLabels(kernel, labels.as<const int64_t>(), count,
+                        layout.classes, layout.hasIgnore, layout.ignoreIndex)
+          : checkLabels(kernel, labels.as<const int32_t>(), count,
+                        layout.classes, layout.hasIgnore, layout.ignoreIndex);
+  if (!valid.isOk())
+    return valid;
+  return dispatchFloat(kernel, "input", input, [&](auto tag) {
+    using T = decltype(tag);
+    if (labels.dtype == plan::I64)
+      classLossGradLoop<T>(input, labels.as<const int64_t>(), grad, result,
+                           layout, logSoftmax);
+    else
+      classLossGradLoop<T>(input, labels.as<const int32_t>(), grad, result,
+                           layout, logSoftmax);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// gather_grad, slice_grad
+//===----------------------------------------------------------------------===//
+
+template <typename Index>
+Status checkIndices(const char *kernel, const Index *indices, int64_t count,
+                    int64_t extent) {
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[i] < -extent || indices[i] >= extent)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "index %lld (at position %lld of 'indices') is out "
+                         "of range for an axis of size %lld",
+                         static_cast<long long>(indices[i]),
+                         static_cast<long long>(i),
+                         static_cast<long long>(extent));
+  return Status::ok();
+}
+
+/// Adds slice i of `grad` (outer block o) into slice indices[i] of the
+/// result, in index order: repeated indices sum in a fixed order.
+template <typename T, typename Index>
+void gatherGradLoop(const Index *indices, int64_t count, const TensorView &grad,
+                    const TensorView &result, int64_t outer, int64_t extent,
+                    int64_t sliceSize) {
+  const T *src = grad.as<const T>();
+  T *dst = result.as<T>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < count; ++i, src += sliceSize) {
+      // Negative indices count from the end, as in the forward.
+      int64_t index = indices[i] < 0 ? indices[i] + extent : indices[i];
+      T *slice = dst + (o * extent + index) * sliceSize;
+      for (int64_t e = 0; e < sliceSize; ++e)
+        slice[e] = store<T>(load(slice[e]) + load(src[e]));
+    }
+  }
+}
+
+/// The inverse of stridedCopy: element (i0, i1, ...) of the contiguous `src`
+/// of `shape` goes to element offset dstBase + i0 * dstStrides[0] + ...
+void stridedScatter(void *dst, const void *src, size_t elementBytes,
+                    const SmallShape &shape, const SmallShape &dstStrides,
+                    int64_t dstBase) {
+  int64_t total = shape.numElements();
+  if (total == 0)
+    return;
+  auto *out = static_cast<char *>(dst);
+  const auto *in = static_cast<const char *>(src);
+  SmallShape strides[1] = {dstStrides};
+  IndexWalker<1> walker(shape, strides);
+  walker.setBase(0, dstBase);
+  for (int64_t i = 0; i < total; ++i, in += elementBytes, walker.next())
+    copyElement(out + walker.offset(0) * elementBytes, in, elementBytes);
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void geluGradLoop(const TensorView &input, const TensorView &grad,
+                  const TensorView &result, bool tanhForm) {
+  using C = Compute<T>;
+  const T *x = input.as<const T>();
+  const T *dy = grad.as<const T>();
+  T *dx = result.as<T>();
+  // The forward's constants: 1/sqrt(2), sqrt(2/pi); and 1/sqrt(2 pi).
+  const C sqrtHalf = static_cast<C>(0.7071067811865476);
+  const C sqrt2OverPi = static_cast<C>(0.7978845608028654);
+  const C invSqrt2Pi = static_cast<C>(0.3989422804014327);
+  const C cubic = static_cast<C>(0.044715);
+  const C half = static_cast<C>(0.5), one = 1, three = 3;
+  int64_t n = input.numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    C v = load(x[i]), derivative;
+    if (tanhForm) {
+      // d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+      C t = std::tanh(sqrt2OverPi * (v + cubic * v * v * v));
+      derivative = half * (one + t) + half * v * (one - t * t) * sqrt2OverPi *
+                                          (one + three * cubic * v * v);
+    } else {
+      // d/dx x Phi(x) = Phi(x) + x phi(x).
+      derivative = half * (one + std::erf(v * sqrtHalf)) +
+                   v * std::exp(-half * v * v) * invSqrt2Pi;
+    }
+    dx[i] = store<T>(load(dy[i]) * derivative);
+  }
+}
+
+} // namespace
+
+Status softmaxGrad(const KernelArgs &args) {
+  return softmaxGradImpl(args, "softmax_grad", /*logForm=*/false);
+}
+
+Status logSoftmaxGrad(const KernelArgs &args) {
+  return softmaxGradImpl(args, "log_softmax_grad", /*logForm=*/true);
+}
+
+Status layerNormGrad(const KernelArgs &args) {
+  const char *kernel = "layer_norm_grad";
+  if (Status s = checkOperands(args, kernel, {"input", "scale", "grad"},
+                               {"input_grad", "scale_grad", "bias_grad"});
+      !s.isOk())
+    return s;
+  const TensorView &input = args.inputs[0], &scale = args.inputs[1],
+                   &grad = args.inputs[2], &inputGrad = args.outputs[0],
+                   &scaleGrad = args.outputs[1], &biasGrad = args.outputs[2];
+  if (Status s = expectFloatDType(kernel, "input", input); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "scale", scale, "input", input);
+      !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "grad", grad, "input", input); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "input_grad", inputGrad, "input", input);
+      !s.isOk())
+    return s;
+  SmallShape shape(input.shape);
+  int64_t axis = 0;
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+      !s.isOk())
+    return s;
+  double epsilon = 0;
+  if (Status s = requiredFloat(args, kernel, "epsilon", epsilon); !s.isOk())
+    return s;
+  if (!(epsilon > 0))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "epsilon must be positive, got %g", epsilon);
+  // scale and both parameter gradients have the normalised (trailing) shape.
+  SmallShape normalized;
+  for (int d = static_cast<int>(axis); d < shape.rank(); ++d)
+    normalized.push_back(shape[d]);
+  if (Status s = expectShape(kernel, "scale", scale, normalized); !s.isOk())
+    return s;
+  for (auto [name, view] :
+       {std::pair<const char *, const TensorView *>{"scale_grad", &scaleGrad},
+        {"bias_grad", &biasGrad}}) {
+    if (Status s = expectSameDType(kernel, name, *view, "input", input);
+        !s.isOk())
+      return s;
+    if (Status s = expectShape(kernel, name, *view, normalized); !s.isOk())
+      return s;
+  }
+
+  int64_t columns = normalized.numElements();
+  if (columns == 0)
+    return Status::ok();
+  int64_t rows = shape.numElements() / columns;
+  return dispatchFloat(kernel, "input", input, [&](auto tag) {
+    layerNormGradLoop<decltype(tag)>(input, scale, grad, inputGrad, scaleGrad,
+                                     biasGrad, rows, columns, epsilon);
+  });
+}
+
+Status attentionGrad(const KernelArgs &args) {
+  const char *kernel = "attention_grad";
+  if (Status s = checkOperands(args, kernel, {"query", "key", "value", "grad"},
+                               {"query_grad", "key_grad", "value_grad"});
+      !s.isOk())
+    return s;
+  const TensorView &q = args.inputs[0], &k = args.inputs[1],
+                   &v = args.inputs[2], &grad = args.inputs[3];
+  if (Status s = expectFloatDType(kernel, "query", q); !s.isOk())
+    return s;
+  for (auto [name, view] :
+       {std::pair<const char *, const TensorView *>{"key", &k},
+        {"value", &v},
+        {"grad", &grad}})
+    if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
+      return s;
+  size_t rank = q.shape.size();
+  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "query %s, key %s and value %s must have the same "
+                       "rank, at least 2",
+                       shapeString(q.shape).c_str(),
+                       shapeString(k.shape).c_str(),
+                       shapeString(v.shape).c_str());
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (k.shape[d] != q.shape[d] || v.shape[d] != q.shape[d])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "query %s, key %s and value %s must have the same "
+                         "leading dimensions",
+                         shapeString(q.shape).c_str(),
+                         shapeString(k.shape).c_str(),
+                         shapeString(v.shape).c_str());
+  AttentionDims dims;
+  dims.queries = q.shape[rank - 2];
+  dims.headSize = q.shape[rank - 1];
+  dims.keys = k.shape[rank - 2];
+  dims.valueSize = v.shape[rank - 1];
+  if (k.shape[rank - 1] != dims.headSize)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "query and key head sizes differ: %lld vs %lld",
+                       static_cast<long long>(dims.headSize),
+                       static_cast<long long>(k.shape[rank - 1]));
+  if (v.shape[rank - 2] != dims.keys)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "key and value sequence lengths differ: %lld vs %lld",
+                       static_cast<long long>(dims.keys),
+                       static_cast<long long>(v.shape[rank - 2]));
+  SmallShape gradShape(q.shape);
+  gradShape[static_cast<int>(rank) - 1] = dims.valueSize;
+  if (Status s = expectShape(kernel, "grad", grad, gradShape); !s.isOk())
+    return s;
+  for (auto [name, view, like, likeName] :
+       {std::tuple<const char *, const TensorView *, const TensorView *,
+                   const char *>{"query_grad", &args.outputs[0], &q, "query"},
+        {"key_grad", &args.outputs[1], &k, "key"},
+        {"value_grad", &args.outputs[2], &v, "value"}})
+    if (Status s = expectLike(kernel, name, *view, likeName, *like); !s.isOk())
+      return s;
+  double scale = 0;
+  if (Status s = requiredFloat(args, kernel, "scale", scale); !s.isOk())
+    return s;
+  bool causal = false;
+  if (Status s = optionalBool(args, kernel, "causal", false, causal); !s.isOk())
+    return s;
+  if (causal && dims.queries > dims.keys)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "a causal attention needs at least as many keys as "
+                       "queries, got %lld queries and %lld keys",
+                       static_cast<long long>(dims.queries),
+                       static_cast<long long>(dims.keys));
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"head size", dims.headSize},
+        {"value head size", dims.valueSize}})
+    if (value > kMaxHeadSize)
+      return kernelError(StatusCode::kUnimplemented, kernel,
+                         "%s %lld exceeds the %lld this kernel handles", what,
+                         static_cast<long long>(value),
+                         static_cast<long long>(kMaxHeadSize));
+  dims.heads = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    dims.heads *= q.shape[d];
+  return dispatchFloat(kernel, "query", q, [&](auto tag) {
+    attentionGradLoop<decltype(tag)>(args, dims, scale, causal);
+  });
+}
+
+Status crossEntropyGrad(const KernelArgs &args) {
+  return classLossGrad(args, "cross_entropy_grad", /*logSoftmax=*/true);
+}
+
+Status nllLossGrad(const KernelArgs &args) {
+  return classLossGrad(args, "nll_loss_grad", /*logSoftmax=*/false);
+}
+
+Status mseLossGrad(const KernelArgs &args) {
+  const char *kernel = "mse_loss_grad";
+  if (Status s = checkOperands(args, kernel, {"prediction", "target", "grad"},
+                               {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &prediction = args.inputs[0], &target = args.inputs[1],
+                   &grad = args.inputs[2], &result = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "prediction", prediction); !s.isOk())
+    return s;
+  // As mse_loss: target and prediction of one shape, no broadcasting.
+  if (Status s = expectLike(kernel, "target", target, "prediction", prediction);
+      !s.isOk())
+    return s;
+  if (Status s =
+          expectSameDType(kernel, "grad", grad, "prediction", prediction);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "grad", grad, SmallShape()); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "result", result, "prediction", prediction);
+      !s.isOk())
+    return s;
+  int64_t n = prediction.numElements();
+  if (n == 0)
+    return Status::ok();
+  return dispatchFloat(kernel, "prediction", prediction, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const T *p = prediction.as<const T>();
+    const T *t = target.as<const T>();
+    T *dp = result.as<T>();
+    C factor = static_cast<C>(2.0 * load(grad.as<const T>()[0]) /
+                              static_cast<double>(n));
+    for (int64_t i = 0; i < n; ++i)
+      dp[i] = store<T>((load(p[i]) - load(t[i])) * factor);
+  });
+}
+
+Status gatherGrad(const KernelArgs &args) {
+  const char *kernel = "gather_grad";
+  if (Status s = checkOperands(args, kernel, {"indices", "grad"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &indices = args.inputs[0], &grad = args.inputs[1],
+                   &result = args.outputs[0];
+  if (indices.dtype != plan::I64 && indices.dtype != plan::I32)
+    return unsupportedDType(kernel, "indices", indices, "i64 and i32");
+  if (Status s = expectFloatDType(kernel, "result", result); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "grad", grad, "result", result);
+      !s.isOk())
+    return s;
+  // The result has the gathered data's shape; grad has the gather's:
+  // data.shape[:axis] + indices.shape + data.shape[axis+1:].
+  SmallShape shape(result.shape);
+  int64_t axis = 0;
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+      !s.isOk())
+    return s;
+  int a = static_cast<int>(axis);
+  SmallShape expected;
+  bool fits = true;
+  for (int d = 0; d < a; ++d)
+    fits &= expected.push_back(shape[d]);
+  for (int64_t dim : indices.shape)
+    fits &= expected.push_back(dim);
+  for (int d = a + 1; d < shape.rank(); ++d)
+    fits &= expected.push_back(shape[d]);
+  if (!fits)
+    return kernelError(StatusCode::kUnimplemented, kernel,
+                       "the gradient of gathering %s at %s along axis %d has "
+                       "more than %d dimensions",
+                       shapeString(result.shape).c_str(),
+                       shapeString(indices.shape).c_str(), a, kMaxRank);
+  if (Status s = expectShape(kernel, "grad", grad, expected); !s.isOk())
+    return s;
+
+  int64_t outer = 1, extent = shape[a], sliceSize = 1;
+  for (int d = 0; d < a; ++d)
+    outer *= shape[d];
+  for (int d = a + 1; d < shape.rank(); ++d)
+    sliceSize *= shape[d];
+  int64_t count = indices.numElements();
+  // All indices are checked before anything is written.
+  if (indices.dtype == plan::I64) {
+    if (Status s =
+            checkIndices(kernel, indices.as<const int64_t>(), count, extent);
+        !s.isOk())
+      return s;
+  } else if (Status s = checkIndices(kernel, indices.as<const int32_t>(), count,
+                                     extent);
+             !s.isOk()) {
+    return s;
+  }
+  zeroFill(result);
+  return dispatchFloat(kernel, "result", result, [&](auto tag) {
+    using T = decltype(tag);
+    if (indices.dtype == plan::I64)
+      gatherGradLoop<T>(indices.as<const int64_t>(), count, grad, result, outer,
+                        extent, sliceSize);
+    else
+      gatherGradLoop<T>(indices.as<const int32_t>(), count, grad, result, outer,
+                        extent, sliceSize);
+  });
+}
+
+Status sliceGrad(const KernelArgs &args) {
+  const char *kernel = "slice_grad";
+  if (Status s = checkOperands(args, kernel, {"grad"}, {"result"}); !s.isOk())
+    return s;
+  // Like slice, it moves bytes and so serves every element type.
+  const TensorView &grad = args.inputs[0], &result = args.outputs[0];
+  if (Status s = expectSameDType(kernel, "result", result, "grad", grad);
+      !s.isOk())
+    return s;
+  SmallShape starts, limits, steps;
+  if (Status s = requiredInts(args, kernel, "starts", starts); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "limits", limits); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "strides", steps); !s.isOk())
+    return s;
+  // The result has the sliced input's shape.
+  SmallShape shape(result.shape);
+  if (starts.rank() != shape.rank() || limits.rank() != shape.rank() ||
+      steps.rank() != shape.rank())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "starts %s, limits %s and strides %s need one entry "
+                       "per dimension of 'result' %s",
+                       shapeString(starts).c_str(), shapeString(limits).c_str(),
+                       shapeString(steps).c_str(), shapeString(shape).c_str());
+  SmallShape strides = contiguousStrides(shape), window, dstStrides;
+  int64_t base = 0;
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (steps[d] <= 0)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "strides must be positive, got %s",
+                         shapeString(steps).c_str());
+    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "dimension %d: need 0 <= start <= limit <= %lld, got "
+                         "[%lld, %lld)",
+                         d, static_cast<long long>(shape[d]),
+                         static_cast<long long>(starts[d]),
+                         static_cast<long long>(limits[d]));
+    window.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
+    dstStrides.push_back(strides[d] * steps[d]);
+    base += starts[d] * strides[d];
+  }
+  if (Status s = expectShape(kernel, "grad", grad, window); !s.isOk())
+    return s;
+  zeroFill(result);
+  stridedScatter(result.data, grad.data, dtypeBytes(grad.dtype), window,
+                 dstStrides, base);
+  return Status::ok();
+}
+
+Status geluGrad(const KernelArgs &args) {
+  const char *kernel = "gelu_grad";
+  if (Status s = checkOperands(args, kernel, {"input", "grad"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &input = args.inputs[0], &grad = args.inputs[1],
+                   &result = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "input", input); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "grad", grad, "input", input); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "result", result, "input", input);
+      !s.isOk())
+    return s;
+  const char *approximate = nullptr;
+  if (Status s =
+          optionalString(args, kernel, "approximate", "none", approximate);
+      !s.isOk())
+    return s;
+  bool tanhForm = std::strcmp(approximate, "tanh") == 0;
+  if (!tanhForm && std::strcmp(approximate, "none") != 0)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "approximate must be \"none\" or \"tanh\", got \"%s\"",
+                       approximate);
+  return dispatchFloat(kernel, "input", input, [&](auto tag) {
+    geluGradLoop<decltype(tag)>(input, grad, result, tanhForm);
+  });
+}
+
+} // namespace zcc::cpu::kernels

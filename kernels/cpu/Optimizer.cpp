@@ -1,0 +1,338 @@
+//===- Optimizer.cpp - Gradient accumulation and optimizer updates --------===//
+//
+// The kernels that update training state in place: accumulate (gradient
+// accumulation), fill (zeroing), sum_squares (the global gradient norm) and
+// the adamw and sgd steps. The optimizer steps reproduce torch.optim's
+// single-tensor ("for-loop") implementations operation by operation in the
+// parameter's type: a hyperparameter combination computed in Python floats
+// is computed here in double and rounded once to T, as torch rounds a
+// Python scalar operand to the tensor's type, so an f32 run follows
+// torch's f32 one as closely as the order of its operations allows.
+//
+// The step's scalars come from an f64[8] buffer the executor writes each step
+// (plan.proto, Training.optimizer_scalars): lr, beta1, beta2, eps,
+// weight_decay, step (1-based), grad_scale, momentum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/FloatDispatch.h"
+#include "kernels/cpu/Kernels.h"
+
+#include <cmath>
+#include <utility>
+
+namespace zcc::cpu::kernels {
+
+using namespace detail;
+
+namespace {
+
+/// Checks that `view` has the element type and the shape of `like`.
+Status expectLike(const char *kernel, const char *operand,
+                  const TensorView &view, const char *likeName,
+                  const TensorView &like) {
+  if (Status s = expectSameDType(kernel, operand, view, likeName, like);
+      !s.isOk())
+    return s;
+  return expectSameShape(kernel, operand, view, likeName, like);
+}
+
+struct OptimizerScalars {
+  double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, step = 0,
+         gradScale = 0, momentum = 0;
+};
+
+constexpr int64_t kScalarCount = 8;
+
+Status readScalars(const char *kernel, const TensorView &view,
+                   OptimizerScalars &scalars) {
+  if (Status s = expectDType(kernel, "scalars", view, plan::F64); !s.isOk())
+    return s;
+  SmallShape shape;
+  shape.push_back(kScalarCount);
+  if (Status s = expectShape(kernel, "scalars", view, shape); !s.isOk())
+    return s;
+  const double *values = view.as<const double>();
+  scalars.lr = values[0];
+  scalars.beta1 = values[1];
+  scalars.beta2 = values[2];
+  scalars.eps = values[3];
+  scalars.weightDecay = values[4];
+  scalars.step = values[5];
+  scalars.gradScale = values[6];
+  scalars.momentum = values[7];
+  // Step 0 would divide by a zero bias correction (adamw) and skip sgd's
+  // first-step buffer copy: a plan that forgot to count its steps.
+  if (!(scalars.step >= 1))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "step (scalars[5]) must be at least 1, got %g",
+                       scalars.step);
+  return Status::ok();
+}
+
+/// Checks an in-place optimizer's operands: every tensor but `scalars` has
+/// the parameter's dtype (f32 or f64) and shape. The outputs are the
+/// updated param and state, normally in the inputs' own buffers; distinct
+/// ones work too, since every element is read before it is written.
+Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
+                              std::initializer_list<const char *> inputs,
+                              std::initializer_list<const char *> outputs,
+                              size_t scalarsIndex) {
+  if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk())
+    return s;
+  const TensorView &param = args.inputs[0];
+  if (param.dtype != plan::F32 && param.dtype != plan::F64)
+    return unsupportedDType(kernel, "param", param, "f32 and f64");
+  size_t i = 0;
+  for (const char *name : inputs) {
+    if (i != 0 && i != scalarsIndex)
+      if (Status s = expectLike(kernel, name, args.inputs[i], "param", param);
+          !s.isOk())
+        return s;
+    ++i;
+  }
+  i = 0;
+  for (const char *name : outputs) {
+    if (Status s = expectLike(kernel, name, args.outputs[i], "param", param);
+        !s.isOk())
+      return s;
+    ++i;
+  }
+  return Status::ok();
+}
+
+/// torch.lerp(self, end, weight): the form is chosen by the weight's size
+/// for accuracy (aten/src/ATen/native/Lerp.h).
+template <typename T> T lerp(T self, T end, T weight) {
+  return std::abs(weight) < T(0.5) ? self + weight * (end - self)
+                                   : end - (end - self) * (T(1) - weight);
+}
+
+/// torch.optim.Adam(W)'s _single_tensor_adam without amsgrad, maximize or
+/// capturable, with the gradient first multiplied by grad_scale.
+template <typename T>
+void adamwLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+               bool decoupled) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *grad = args.inputs[1].as<const T>();
+  const T *expAvg = args.inputs[2].as<const T>();
+  const T *expAvgSq = args.inputs[3].as<const T>();
+  T *paramOut = args.outputs[0].as<T>();
+  T *expAvgOut = args.outputs[1].as<T>();
+  T *expAvgSqOut = args.outputs[2].as<T>();
+
+  // Python-float arithmetic of the torch step, in double.
+  double biasCorrection1 = 1 - std::pow(scalars.beta1, scalars.step);
+  double biasCorrection2 = 1 - std::pow(scalars.beta2, scalars.step);
+  double stepSize = scalars.lr / biasCorrection1;
+  bool weightDecay = scalars.weightDecay != 0;
+  // ... and its scalar operands, rounded to T.
+  const T gradScale = static_cast<T>(scalars.gradScale);
+  const T decay = static_cast<T>(1 - scalars.lr * scalars.weightDecay);
+  const T l2 = static_cast<T>(scalars.weightDecay);
+  const T avgWeight = static_cast<T>(1 - scalars.beta1);
+  const T beta2 = static_cast<T>(scalars.beta2);
+  const T squareWeight = static_cast<T>(1 - scalars.beta2);
+  const T correction2Sqrt = static_cast<T>(std::pow(biasCorrection2, 0.5));
+  const T eps = static_cast<T>(scalars.eps);
+  const T negativeStepSize = static_cast<T>(-stepSize);
+
+  int64_t n = args.inputs[0].numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    T p = param[i];
+    T g = grad[i] * gradScale;
+    if (weightDecay) {
+      if (decoupled)
+        p = p * decay; // param.mul_(1 - lr * weight_decay)
+      else
+        g = g + l2 * p; // grad.add(param, alpha=weight_decay)
+    }
+    T m = lerp(expAvg[i], g, avgWeight); // exp_avg.lerp_(grad, 1 - beta1)
+    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    T v = expAvgSq[i] * beta2;
+    v = v + squareWeight * g * g;
+    // (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    T denom = std::sqrt(v) / correction2Sqrt + eps;
+    // param.addcdiv_(exp_avg, denom, value=-step_size)
+    p = p + negativeStepSize * m / denom;
+    paramOut[i] = p;
+    expAvgOut[i] = m;
+    expAvgSqOut[i] = v;
+  }
+}
+
+/// torch.optim.SGD's _single_tensor_sgd without maximize, with the gradient
+/// first multiplied by grad_scale. The first step (step == 1) starts the
+/// momentum buffer from the gradient, as torch does when it has none yet.
+template <typename T>
+void sgdLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+             double dampening, bool nesterov) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *grad = args.inputs[1].as<const T>();
+  const T *buffer = args.inputs[2].as<const T>();
+  T *paramOut = args.outputs[0].as<T>();
+  T *bufferOut = args.outputs[1].as<T>();
+
+  bool weightDecay = scalars.weightDecay != 0;
+  bool useMomentum = scalars.momentum != 0;
+  bool firstStep = scalars.step == 1;
+  const T gradScale = static_cast<T>(scalars.gradScale);
+  const T l2 = static_cast<T>(scalars.weightDecay);
+  const T momentum = static_cast<T>(scalars.momentum);
+  const T undamped = static_cast<T>(1 - dampening);
+  const T negativeLr = static_cast<T>(-scalars.lr);
+
+  int64_t n = args.inputs[0].numElements();
+  for (int64_t i = 0; i < n; ++i) {
+    T p = param[i];
+    T g = grad[i] * gradScale;
+    if (weightDecay)
+      g = g + l2 * p; // grad.add(param, alpha=weight_decay)
+    T b = buffer[i];
+    if (useMomentum) {
+      // buf = clone(grad), or buf.mul_(momentum).add_(grad, alpha=1-dampening)
+      b = firstStep ? g : b * momentum + undamped * g;
+      // grad.add(buf, alpha=momentum), or buf
+      g = nesterov ? g + momentum * b : b;
+    }
+    p = p + negativeLr * g; // param.add_(grad, alpha=-lr)
+    paramOut[i] = p;
+    bufferOut[i] = b;
+  }
+}
+
+/// target += value, each sum rounded once to the target's type.
+template <typename T, typename V>
+void accumulateLoop(const TensorView &target, const TensorView &value) {
+  T *sum = target.as<T>();
+  const V *addend = value.as<const V>();
+  for (int64_t i = 0, n = target.numElements(); i < n; ++i)
+    sum[i] = sum[i] + static_cast<T>(load(addend[i]));
+}
+
+} // namespace
+
+Status accumulate(const KernelArgs &args) {
+  const char *kernel = "accumulate";
+  if (Status s = checkOperands(args, kernel, {"value"}, {"target"}); !s.isOk())
+    return s;
+  // `target` is read and written: it is the accumulator's own buffer.
+  const TensorView &value = args.inputs[0], &target = args.outputs[0];
+  if (target.dtype != plan::F32 && target.dtype != plan::F64)
+    return unsupportedDType(kernel, "target", target, "f32 and f64");
+  if (Status s = expectFloatDType(kernel, "value", value); !s.isOk())
+    return s;
+  if (Status s = expectSameShape(kernel, "value", value, "target", target);
+      !s.isOk())
+    return s;
+  // Both dtypes are checked: the inner dispatch cannot fail.
+  Status valueStatus;
+  Status targetStatus =
+      dispatchWideFloat(kernel, "target", target, [&](auto targetTag) {
+        valueStatus = dispatchFloat(kernel, "value", value, [&](auto valueTag) {
+          accumulateLoop<decltype(targetTag), decltype(valueTag)>(target,
+                                                                  value);
+        });
+      });
+  return targetStatus.isOk() ? valueStatus : targetStatus;
+}
+
+Status fill(const KernelArgs &args) {
+  const char *kernel = "fill";
+  if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
+    return s;
+  const TensorView &target = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
+    return s;
+  double value = 0;
+  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+    return s;
+  return dispatchFloat(kernel, "target", target, [&](auto tag) {
+    using T = decltype(tag);
+    T element = storeDouble<T>(value);
+    T *data = target.as<T>();
+    for (int64_t i = 0, n = target.numElements(); i < n; ++i)
+      data[i] = element;
+  });
+}
+
+Status sumSquares(const KernelArgs &args) {
+  const char *kernel = "sum_squares";
+  if (Status s = checkVariadicOperands(args, kernel, 1, "inputs", "result");
+      !s.isOk())
+    return s;
+  const TensorView &result = args.outputs[0];
+  if (Status s = expectDType(kernel, "result", result, plan::F64); !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "result", result, SmallShape()); !s.isOk())
+    return s;
+  for (size_t t = 0; t < args.inputs.size(); ++t)
+    if (!isFloatDType(args.inputs[t].dtype))
+      return kernelError(StatusCode::kUnimplemented, kernel,
+                         "input #%zu has element type %s; this kernel "
+                         "handles %s",
+                         t, dtypeName(args.inputs[t].dtype), kFloatDTypeNames);
+  // In operand order, then element order: a fixed order, so the norm (and
+  // the loss scaler's overflow decision) is a function of the gradients.
+  // Infinities and NaNs propagate.
+  double sum = 0;
+  for (const TensorView &input : args.inputs) {
+    Status s = dispatchFloat(kernel, "inputs", input, [&](auto tag) {
+      using T = decltype(tag);
+      const T *data = input.as<const T>();
+      for (int64_t i = 0, n = input.numElements(); i < n; ++i) {
+        double x = load(data[i]);
+        sum += x * x;
+      }
+    });
+    if (!s.isOk())
+      return s;
+  }
+  result.as<double>()[0] = sum;
+  return Status::ok();
+}
+
+Status adamw(const KernelArgs &args) {
+  const char *kernel = "adamw";
+  if (Status s = checkOptimizerOperands(
+          args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
+          {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4);
+      !s.isOk())
+    return s;
+  OptimizerScalars scalars;
+  if (Status s = readScalars(kernel, args.inputs[4], scalars); !s.isOk())
+    return s;
+  bool decoupled = true;
+  if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
+    adamwLoop<decltype(tag)>(args, scalars, decoupled);
+  });
+}
+
+Status sgd(const KernelArgs &args) {
+  const char *kernel = "sgd";
+  if (Status s = checkOptimizerOperands(
+          args, kernel, {"param", "grad", "momentum_buffer", "scalars"},
+          {"new_param", "new_momentum_buffer"}, /*scalarsIndex=*/3);
+      !s.isOk())
+    return s;
+  OptimizerScalars scalars;
+  if (Status s = readScalars(kernel, args.inputs[3], scalars); !s.isOk())
+    return s;
+  double dampening = 0;
+  if (findAttr(args, "dampening"))
+    if (Status s = requiredFloat(args, kernel, "dampening", dampening);
+        !s.isOk())
+      return s;
+  bool nesterov = false;
+  if (Status s = optionalBool(args, kernel, "nesterov", false, nesterov);
+      !s.isOk())
+    return s;
+  return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
+    sgdLoop<decltype(tag)>(args, scalars, dampening, nesterov);
+  });
+}
+
+} // namespace zcc::cpu::kernels

@@ -1,0 +1,427 @@
+//===- LrSchedule.cpp - DeepSpeed's learning-rate schedules ---------------===//
+//
+// Each formula keeps the order of operations of lr_schedules.py (and Python's
+// int/float conversions), and the library builds with -ffp-contract=off, so
+// the doubles match DeepSpeed's bit for bit rather than to a tolerance.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Train/LrSchedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace zcc {
+
+/// Python's math.pi.
+static constexpr double kPi = 3.141592653589793;
+
+namespace {
+/// Reads Scheduler.params by name, remembering which it read so that a param
+/// the scheduler does not take is an error rather than silently ignored.
+class ParamReader {
+public:
+  ParamReader(const plan::Scheduler &scheduler) : scheduler_(scheduler) {}
+
+  /// The param's value, or `fallback` when absent. Non-finite values fail.
+  Status number(const char *name, double fallback, double &out) {
+    read_.insert(name);
+    auto it = scheduler_.params().find(name);
+    if (it == scheduler_.params().end()) {
+      out = fallback;
+      return Status::ok();
+    }
+    if (!std::isfinite(it->second))
+      return bad(name, "must be a finite number", it->second);
+    out = it->second;
+    return Status::ok();
+  }
+
+  /// A number that must be present.
+  Status required(const char *name, double &out) {
+    if (scheduler_.params().find(name) == scheduler_.params().end())
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "scheduler %s needs param '%s'",
+                        scheduler_.type().c_str(), name);
+    return number(name, 0, out);
+  }
+
+  /// A whole number of at least `minimum`.
+  Status integer(const char *name, int64_t fallback, int64_t minimum,
+                 int64_t &out) {
+    double value;
+    ZCC_RETURN_IF_ERROR(number(name, static_cast<double>(fallback), value),
+                        "while reading the scheduler");
+    return toInteger(name, value, minimum, out);
+  }
+
+  Status toInteger(const char *name, double value, int64_t minimum,
+                   int64_t &out) {
+    if (value != std::floor(value) || std::fabs(value) > 9.0e15)
+      return bad(name, "must be a whole number", value);
+    if (value < static_cast<double>(minimum)) {
+      std::string what = minimum == 1
+                             ? std::string("must be a positive integer")
+                             : formatString("must be at least %lld",
+                                            static_cast<long long>(minimum));
+      return bad(name, what.c_str(), value);
+    }
+    out = static_cast<int64_t>(value);
+    return Status::ok();
+  }
+
+  /// A number of at least zero.
+  Status nonNegative(const char *name, double fallback, double &out) {
+    ZCC_RETURN_IF_ERROR(number(name, fallback, out),
+                        "while reading the scheduler");
+    if (out < 0)
+      return bad(name, "must not be negative", out);
+    return Status::ok();
+  }
+
+  Status boolean(const char *name, bool fallback, bool &out) {
+    double value;
+    ZCC_RETURN_IF_ERROR(number(name, fallback ? 1.0 : 0.0, value),
+                        "while reading the scheduler");
+    if (value != 0.0 && value != 1.0)
+      return bad(name, "is a boolean and must be 0 or 1", value);
+    out = value != 0.0;
+    return Status::ok();
+  }
+
+  bool has(const char *name) const {
+    return scheduler_.params().find(name) != scheduler_.params().end();
+  }
+
+  /// Fails on the first param that was never read.
+  Status checkAllRead() const {
+    // The map's order is unspecified; report the smallest name so that the
+    // message does not depend on it.
+    std::set<std::string> unread;
+    for (const auto &entry : scheduler_.params())
+      if (!read_.count(entry.first))
+        unread.insert(entry.first);
+    if (unread.empty())
+      return Status::ok();
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "scheduler %s does not take param '%s'",
+                      typeName().c_str(), unread.begin()->c_str());
+  }
+
+  Status bad(const char *name, const char *what, double value) const {
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "scheduler %s param '%s' %s, got %.17g",
+                      typeName().c_str(), name, what, value);
+  }
+
+private:
+  std::string typeName() const {
+    return scheduler_.type().empty() ? std::string("\"\" (constant lr)")
+                                     : scheduler_.type();
+  }
+
+  const plan::Scheduler &scheduler_;
+  std::set<std::string> read_;
+};
+} // namespace
+
+StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
+                                        double baseLr, double baseBeta1) {
+  if (!std::isfinite(baseLr) || !std::isfinite(baseBeta1))
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "the optimizer's lr (%g) and beta1 (%g) must be finite",
+                      baseLr, baseBeta1);
+  LrSchedule schedule;
+  schedule.baseLr_ = baseLr;
+  schedule.baseBeta1_ = baseBeta1;
+  const std::string &type = scheduler.type();
+  ParamReader params(scheduler);
+
+  const bool takesWarmupType =
+      type == "WarmupLR" || type == "WarmupDecayLR" || type == "WarmupCosineLR";
+  if (takesWarmupType) {
+    // The compiler already replaced an unknown warmup_type by DeepSpeed's
+    // fallback, "log"; anything else here is a plan the compiler did not
+    // write.
+    const std::string &warmupType = scheduler.warmup_type();
+    if (warmupType != "" && warmupType != "log" && warmupType != "linear")
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "scheduler %s param 'warmup_type' must be 'log' or "
+                        "'linear', got '%s'",
+                        type.c_str(), warmupType.c_str());
+    schedule.linearWarmup_ = warmupType == "linear";
+  } else if (!scheduler.warmup_type().empty()) {
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "scheduler %s does not take param 'warmup_type'",
+                      type.empty() ? "\"\" (constant lr)" : type.c_str());
+  }
+
+  if (type.empty()) {
+    schedule.kind_ = Kind::kConstant;
+  } else if (takesWarmupType) {
+    // WarmupLR.__init__ raises ValueError("warmup_num_steps must be a
+    // positive integer") before clamping it to at least 2.
+    int64_t warmupSteps;
+    ZCC_RETURN_IF_ERROR(
+        params.integer("warmup_num_steps", 1000, 1, warmupSteps),
+        "while reading scheduler %s", type.c_str());
+    schedule.warmupSteps_ = std::max<int64_t>(2, warmupSteps);
+    schedule.inverseLogWarmup_ =
+        1.0 / std::log(static_cast<double>(schedule.warmupSteps_));
+    if (type != "WarmupLR") {
+      double total;
+      ZCC_RETURN_IF_ERROR(params.required("total_num_steps", total),
+                          "while reading scheduler %s", type.c_str());
+      // DeepSpeed does not check it; the compiler asks for at least 1.
+      ZCC_RETURN_IF_ERROR(
+          params.toInteger("total_num_steps", total, 0, schedule.totalSteps_),
+          "while reading scheduler %s", type.c_str());
+    }
+    if (type == "WarmupCosineLR") {
+      schedule.kind_ = Kind::kWarmupCosineLR;
+      ZCC_RETURN_IF_ERROR(
+          params.number("warmup_min_ratio", 0.0, schedule.warmupMinRatio_),
+          "while reading scheduler %s", type.c_str());
+      ZCC_RETURN_IF_ERROR(
+          params.number("cos_min_ratio", 0.0001, schedule.cosMinRatio_),
+          "while reading scheduler %s", type.c_str());
+    } else {
+      schedule.kind_ =
+          type == "WarmupLR" ? Kind::kWarmupLR : Kind::kWarmupDecayLR;
+      // WarmupLR's warmup_max_lr defaults to None, meaning the optimizer's
+      // lr (#7360); WarmupDecayLR's signature still defaults it to 0.001.
+      ZCC_RETURN_IF_ERROR(params.number("warmup_min_lr", 0.0, schedule.minLr_),
+                          "while reading scheduler %s", type.c_str());
+      ZCC_RETURN_IF_ERROR(params.number("warmup_max_lr",
+                                        type == "WarmupLR" ? baseLr : 0.001,
+                                        schedule.maxLr_),
+                          "while reading scheduler %s", type.c_str());
+    }
+  } else if (type == "OneCycle") {
+    schedule.kind_ = Kind::kOneCycle;
+    ZCC_RETURN_IF_ERROR(params.required("cycle_min_lr", schedule.cycleMinLr_),
+                        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(params.required("cycle_max_lr", schedule.cycleMaxLr_),
+                        "while reading scheduler OneCycle");
+    // A negative rate could make the decay factor 0 and divide by it.
+    ZCC_RETURN_IF_ERROR(
+        params.nonNegative("decay_lr_rate", 0.0, schedule.decayLrRate_),
+        "while reading scheduler OneCycle");
+    // Step sizes of 0 divide by zero in _get_scale_factor.
+    int64_t first, second, decayStepSize;
+    ZCC_RETURN_IF_ERROR(params.integer("cycle_first_step_size", 2000, 1, first),
+                        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(
+        params.integer("cycle_second_step_size", first, 1, second),
+        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(params.integer("cycle_first_stair_count", 0, 0,
+                                       schedule.firstStairCount_),
+                        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(params.integer("cycle_second_stair_count",
+                                       schedule.firstStairCount_, 0,
+                                       schedule.secondStairCount_),
+                        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(params.integer("decay_step_size", 0, 0, decayStepSize),
+                        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(
+        params.boolean("cycle_momentum", true, schedule.cycleMomentum_),
+        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(
+        params.number("cycle_min_mom", 0.8, schedule.cycleMinMom_),
+        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(
+        params.number("cycle_max_mom", 0.9, schedule.cycleMaxMom_),
+        "while reading scheduler OneCycle");
+    ZCC_RETURN_IF_ERROR(
+        params.nonNegative("decay_mom_rate", 0.0, schedule.decayMomRate_),
+        "while reading scheduler OneCycle");
+    // _initialize_cycle: the sizes become floats.
+    schedule.firstStepSize_ = static_cast<double>(first);
+    schedule.secondStepSize_ = static_cast<double>(second);
+    schedule.totalSize_ = schedule.firstStepSize_ + schedule.secondStepSize_;
+    schedule.stepRatio_ = schedule.firstStepSize_ / schedule.totalSize_;
+    schedule.decayStepSize_ = static_cast<double>(decayStepSize);
+    // math.isclose(x, 0) holds only for x == 0. Decay is skipped without a
+    // decay step size, and for the lr (momentum) without its rate.
+    schedule.skipLrDecay_ = decayStepSize == 0 || schedule.decayLrRate_ == 0.0;
+    schedule.skipMomDecay_ =
+        decayStepSize == 0 || schedule.decayMomRate_ == 0.0;
+  } else if (type == "LRRangeTest") {
+    schedule.kind_ = Kind::kLRRangeTest;
+    ZCC_RETURN_IF_ERROR(
+        params.number("lr_range_test_min_lr", 1e-3, schedule.rangeMinLr_),
+        "while reading scheduler LRRangeTest");
+    // _continuous_interval divides by the step size.
+    ZCC_RETURN_IF_ERROR(
+        params.number("lr_range_test_step_size", 2000, schedule.rangeStepSize_),
+        "while reading scheduler LRRangeTest");
+    if (!(schedule.rangeStepSize_ > 0))
+      return params.bad("lr_range_test_step_size", "must be positive",
+                        schedule.rangeStepSize_);
+    ZCC_RETURN_IF_ERROR(
+        params.number("lr_range_test_step_rate", 1.0, schedule.rangeStepRate_),
+        "while reading scheduler LRRangeTest");
+    ZCC_RETURN_IF_ERROR(params.boolean("lr_range_test_staircase", false,
+                                       schedule.rangeStaircase_),
+                        "while reading scheduler LRRangeTest");
+  } else {
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "unknown scheduler type '%s'; zrun knows WarmupLR, "
+                      "WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest "
+                      "and \"\" (constant lr)",
+                      type.c_str());
+  }
+
+  if (!type.empty())
+    ZCC_RETURN_IF_ERROR(params.integer("last_batch_iteration", -1, -1,
+                                       schedule.firstIteration_),
+                        "while reading scheduler %s", type.c_str());
+  ZCC_RETURN_IF_ERROR(params.checkAllRead(), "while reading the scheduler");
+  return schedule;
+}
+
+// WarmupLR._get_gamma below warmup; WarmupCosineLR.get_lr_ratio uses the same
+// expressions before mixing in warmup_min_ratio.
+double LrSchedule::warmupGamma(int64_t t) const {
+  if (linearWarmup_)
+    return static_cast<double>(t) / static_cast<double>(warmupSteps_);
+  return inverseLogWarmup_ * std::log(static_cast<double>(t + 1));
+}
+
+double LrSchedule::cosineRatio(int64_t t) const {
+  if (t < warmupSteps_) {
+    double ratio = warmupGamma(t);
+    double ratioDelta = 1. - warmupMinRatio_;
+    return warmupMinRatio_ + ratio * ratioDelta;
+  }
+  int64_t realLastStep = t - warmupSteps_ + 1;
+  int64_t realTotalSteps = std::max<int64_t>(1, totalSteps_ - warmupSteps_);
+  double progress = std::min(1.0, static_cast<double>(realLastStep) /
+                                      static_cast<double>(realTotalSteps));
+  double ratioDelta = 1. - cosMinRatio_;
+  double ratio = (1 + std::cos(kPi * progress)) / 2;
+  return std::max(0.0, cosMinRatio_ + ratioDelta * ratio);
+}
+
+// OneCycle._get_scale_factor.
+double LrSchedule::oneCycleScale(int64_t t) const {
+  int64_t batchIteration = t + 1;
+  double position = static_cast<double>(batchIteration) / totalSize_;
+  double cycle = std::floor(1 + position);
+  double x = 1. + position - cycle;
+  double scale;
+  int64_t stairCount;
+  if (x <= stepRatio_) {
+    scale = x / stepRatio_;
+    stairCount = firstStairCount_;
+  } else {
+    scale = (x - 1) / (stepRatio_ - 1);
+    stairCount = secondStairCount_;
+  }
+  // Stairs are counted from the integer offset into the cycle, not from the
+  // float scale, which can land a hair under a stair at the peak.
+  if (stairCount > 0) {
+    double cycleIteration =
+        std::fmod(static_cast<double>(batchIteration), totalSize_);
+    double count = static_cast<double>(stairCount);
+    double stairPosition =
+        cycleIteration <= firstStepSize_
+            ? cycleIteration * count / firstStepSize_
+            : (totalSize_ - cycleIteration) * count / secondStepSize_;
+    scale = std::floor(stairPosition) / count;
+  }
+  return scale;
+}
+
+double LrSchedule::lr(int64_t t) const {
+  t = std::max<int64_t>(t, -1);
+  switch (kind_) {
+  case Kind::kConstant:
+    return baseLr_;
+  case Kind::kWarmupLR:
+  case Kind::kWarmupDecayLR: {
+    // get_lr() returns the minimum before the first step.
+    if (t < 0)
+      return minLr_;
+    double gamma;
+    if (t < warmupSteps_)
+      gamma = warmupGamma(t);
+    else if (kind_ == Kind::kWarmupLR)
+      gamma = 1.0;
+    else
+      gamma = std::max(0.0, static_cast<double>(totalSteps_ - t) /
+                                std::max(1.0, static_cast<double>(
+                                                  totalSteps_ - warmupSteps_)));
+    double delta = maxLr_ - minLr_;
+    return minLr_ + (delta * gamma);
+  }
+  case Kind::kWarmupCosineLR:
+    if (t < 0)
+      return 0.0;
+    return baseLr_ * cosineRatio(t);
+  case Kind::kOneCycle: {
+    if (static_cast<double>(t) < totalSize_) {
+      double baseHeight = (cycleMaxLr_ - cycleMinLr_) * oneCycleScale(t);
+      return cycleMinLr_ + baseHeight;
+    }
+    if (skipLrDecay_)
+      return cycleMinLr_;
+    double decayIteration = static_cast<double>(t) - totalSize_ + 1;
+    double decayInterval = decayIteration / decayStepSize_;
+    double decayFactor = (1 + decayLrRate_ * decayInterval);
+    return cycleMinLr_ / decayFactor;
+  }
+  case Kind::kLRRangeTest: {
+    double interval = static_cast<double>(t + 1) / rangeStepSize_;
+    if (rangeStaircase_)
+      interval = std::floor(interval);
+    return rangeMinLr_ * (1 + rangeStepRate_ * interval);
+  }
+  }
+  return baseLr_;
+}
+
+double LrSchedule::beta1(int64_t t) const {
+  if (kind_ != Kind::kOneCycle || !cycleMomentum_)
+    return baseBeta1_;
+  // _initialize_momentum writes the lower bound, not the formula at -1.
+  if (t < 0)
+    return cycleMinMom_;
+  if (static_cast<double>(t) < totalSize_) {
+    double baseHeight = (cycleMaxMom_ - cycleMinMom_) * oneCycleScale(t);
+    return cycleMaxMom_ - baseHeight;
+  }
+  if (skipMomDecay_)
+    return cycleMaxMom_;
+  double decayIteration = static_cast<double>(t) - totalSize_ + 1;
+  double decayInterval = decayIteration / decayStepSize_;
+  double decayFactor = (1 + decayMomRate_ * decayInterval);
+  return cycleMaxMom_ * decayFactor;
+}
+
+std::optional<int64_t> LrSchedule::iterationForStep(int64_t k) const {
+  k = std::max<int64_t>(k, 1);
+  if (firstIteration_ == -1)
+    return k - 2;
+  if (k == 1)
+    return std::nullopt;
+  return firstIteration_ + k - 1;
+}
+
+double LrSchedule::lrForStep(int64_t k) const {
+  std::optional<int64_t> t = iterationForStep(k);
+  return t ? lr(*t) : baseLr_;
+}
+
+double LrSchedule::beta1ForStep(int64_t k) const {
+  std::optional<int64_t> t = iterationForStep(k);
+  return t ? beta1(*t) : baseBeta1_;
+}
+
+double LrSchedule::beta2ForStep(int64_t k, double baseBeta2) const {
+  std::optional<int64_t> t = iterationForStep(k);
+  return t && kind_ == Kind::kOneCycle && cycleMomentum_ ? 0.99 : baseBeta2;
+}
+
+} // namespace zcc

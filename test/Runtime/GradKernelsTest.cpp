@@ -1,0 +1,1806 @@
+//===- GradKernelsTest.cpp - Backward, accumulation and optimizer kernels -===//
+//
+// Every gradient kernel against central finite differences of its forward
+// kernel (findKernel("softmax") for softmax_grad, ...) on small random
+// inputs in f64, then in f32, f16 and bf16 against its own f64 result; the
+// optimizer steps against hand-written double references of torch.optim's
+// formulas over several steps; and the errors each kernel must report
+// instead of crashing. Built a second time with ZCC_COUNT_ALLOCATIONS, every
+// successful kernel call must also make no allocation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cpu/CpuKernels.h"
+#include "kernels/cpu/Float16.h"
+#ifdef ZCC_COUNT_ALLOCATIONS
+#include "test/Runtime/CountingAllocator.h"
+#endif
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace zcc::cpu {
+namespace {
+
+using plan::DType;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+//===----------------------------------------------------------------------===//
+// Test tensors and kernel calls
+//===----------------------------------------------------------------------===//
+
+int64_t countOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// A tensor that owns its bytes.
+struct Tensor {
+  DType dtype = plan::F64;
+  std::vector<int64_t> shape;
+  std::vector<unsigned char> bytes;
+
+  template <typename T> std::vector<T> values() const {
+    std::vector<T> result(bytes.size() / sizeof(T));
+    if (!result.empty())
+      std::memcpy(result.data(), bytes.data(), bytes.size());
+    return result;
+  }
+
+  /// The elements of a float tensor, widened exactly to double.
+  std::vector<double> doubles() const {
+    std::vector<double> result;
+    switch (dtype) {
+    case plan::F64:
+      return values<double>();
+    case plan::F32:
+      for (float v : values<float>())
+        result.push_back(v);
+      return result;
+    case plan::F16:
+      for (uint16_t bits : values<uint16_t>())
+        result.push_back(toFloat(Half{bits}));
+      return result;
+    case plan::BF16:
+      for (uint16_t bits : values<uint16_t>())
+        result.push_back(toFloat(BFloat16{bits}));
+      return result;
+    default:
+      ADD_FAILURE() << "doubles() of a " << dtypeName(dtype) << " tensor";
+      return result;
+    }
+  }
+};
+
+template <typename T>
+Tensor makeTensor(DType dtype, std::vector<int64_t> shape,
+                  const std::vector<T> &values) {
+  EXPECT_EQ(countOf(shape), static_cast<int64_t>(values.size()))
+      << "test tensor built with the wrong number of values";
+  Tensor t{dtype, std::move(shape), {}};
+  t.bytes.resize(values.size() * sizeof(T));
+  if (!values.empty())
+    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+/// A float tensor of `dtype` holding `values`, each rounded to nearest.
+Tensor floats(DType dtype, std::vector<int64_t> shape,
+              const std::vector<double> &values) {
+  switch (dtype) {
+  case plan::F32:
+    return makeTensor(dtype, std::move(shape),
+                      std::vector<float>(values.begin(), values.end()));
+  case plan::F16:
+  case plan::BF16: {
+    std::vector<uint16_t> bits;
+    for (double v : values)
+      bits.push_back(dtype == plan::F16
+                         ? toHalf(static_cast<float>(v)).bits
+                         : toBFloat16(static_cast<float>(v)).bits);
+    return makeTensor(dtype, std::move(shape), bits);
+  }
+  default:
+    return makeTensor(plan::F64, std::move(shape), values);
+  }
+}
+
+Tensor f64(std::vector<int64_t> shape, const std::vector<double> &values) {
+  return floats(plan::F64, std::move(shape), values);
+}
+Tensor f32(std::vector<int64_t> shape, const std::vector<double> &values) {
+  return floats(plan::F32, std::move(shape), values);
+}
+Tensor i64(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
+  return makeTensor(plan::I64, std::move(shape), values);
+}
+Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
+  return makeTensor(plan::I32, std::move(shape), values);
+}
+
+/// `values` rounded to `dtype` and back.
+std::vector<double> roundTo(DType dtype, const std::vector<double> &values) {
+  return floats(dtype, {static_cast<int64_t>(values.size())}, values).doubles();
+}
+
+std::vector<double> randomValues(int64_t n, uint32_t seed, double lo = -2.0,
+                                 double hi = 2.0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double &x : v)
+    x = dist(rng);
+  return v;
+}
+
+/// One kernel invocation. Outputs are fresh buffers, buffers with given
+/// contents (an accumulator), or an input's own buffer (in-place kernels).
+class Call {
+public:
+  explicit Call(std::string kernel) : kernel_(std::move(kernel)) {}
+
+  Call &in(Tensor t) {
+    inputs_.push_back(std::move(t));
+    return *this;
+  }
+  /// A result buffer pre-filled with a 0xA5 pattern, so an element the
+  /// kernel forgets to write shows up.
+  Call &out(DType dtype, std::vector<int64_t> shape) {
+    Tensor t{dtype, std::move(shape), {}};
+    t.bytes.assign(countOf(t.shape) * dtypeBytes(dtype), 0xA5);
+    return out(std::move(t));
+  }
+  Call &out(Tensor initial) {
+    outputs_.push_back(std::move(initial));
+    aliases_.push_back(-1);
+    return *this;
+  }
+  /// An output that is input `input`'s buffer.
+  Call &inPlace(size_t input) {
+    outputs_.emplace_back();
+    aliases_.push_back(static_cast<int>(input));
+    return *this;
+  }
+  Call &intAttr(const std::string &name, int64_t value) {
+    attr(name).set_i(value);
+    return *this;
+  }
+  Call &floatAttr(const std::string &name, double value) {
+    attr(name).set_f(value);
+    return *this;
+  }
+  Call &stringAttr(const std::string &name, const std::string &value) {
+    attr(name).set_s(value);
+    return *this;
+  }
+  Call &boolAttr(const std::string &name, bool value) {
+    attr(name).set_b(value);
+    return *this;
+  }
+  Call &unitAttr(const std::string &name) {
+    attr(name).Clear();
+    return *this;
+  }
+  Call &intsAttr(const std::string &name, const std::vector<int64_t> &values) {
+    plan::Ints *ints = attr(name).mutable_ints();
+    ints->clear_values();
+    for (int64_t v : values)
+      ints->add_values(v);
+    return *this;
+  }
+
+  /// Runs the kernel; where allocations are counted, a successful run must
+  /// not have made any.
+  Status run() {
+    KernelFn fn = findKernel(kernel_);
+    if (!fn)
+      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
+    KernelArgs args;
+    for (Tensor &t : inputs_)
+      args.inputs.push_back({t.bytes.data(), t.dtype, t.shape});
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      Tensor &t = result(i);
+      args.outputs.push_back({t.bytes.data(), t.dtype, t.shape});
+    }
+    args.attributes = &instruction_.attributes();
+#ifdef ZCC_COUNT_ALLOCATIONS
+    long allocations = 0;
+    Status status;
+    {
+      test::AllocationCounter counter;
+      status = fn(args);
+      allocations = counter.count();
+    }
+    if (status.isOk()) {
+      EXPECT_EQ(allocations, 0) << kernel_ << " allocated on its success path";
+    }
+    return status;
+#else
+    return fn(args);
+#endif
+  }
+
+  size_t outputCount() const { return aliases_.size(); }
+  Tensor &result(size_t i = 0) {
+    int alias = aliases_.at(i);
+    return alias < 0 ? outputs_.at(i) : inputs_.at(alias);
+  }
+  std::vector<double> values(size_t i = 0) { return result(i).doubles(); }
+  Tensor &input(size_t i) { return inputs_.at(i); }
+
+private:
+  plan::Attribute &attr(const std::string &name) {
+    return (*instruction_.mutable_attributes())[name];
+  }
+
+  std::string kernel_;
+  std::vector<Tensor> inputs_, outputs_;
+  std::vector<int> aliases_;
+  plan::Instruction instruction_;
+};
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    ::zcc::Status status_ = (expr);                                            \
+    ASSERT_TRUE(status_.isOk()) << status_.toString();                         \
+  } while (false)
+
+#define EXPECT_OK(expr)                                                        \
+  do {                                                                         \
+    ::zcc::Status status_ = (expr);                                            \
+    EXPECT_TRUE(status_.isOk()) << status_.toString();                         \
+  } while (false)
+
+/// Checks the code and that the message names everything in `needles`.
+void expectError(const Status &status, StatusCode code,
+                 std::initializer_list<const char *> needles) {
+  ASSERT_FALSE(status.isOk())
+      << "expected an error containing " << *needles.begin();
+  EXPECT_EQ(status.code(), code) << status.toString();
+  for (const char *needle : needles)
+    EXPECT_NE(status.message().find(needle), std::string::npos)
+        << "'" << needle << "' not in: " << status.message();
+}
+
+/// Element-wise closeness with a mixed absolute/relative tolerance; NaN
+/// must meet NaN and infinity the same infinity.
+void expectNear(const std::vector<double> &actual,
+                const std::vector<double> &expected, double tolerance,
+                const std::string &what = "") {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    double a = actual[i], e = expected[i];
+    if (std::isnan(e)) {
+      EXPECT_TRUE(std::isnan(a)) << what << " at " << i << ": " << a;
+      continue;
+    }
+    if (std::isinf(e)) {
+      EXPECT_EQ(a, e) << what << " at " << i;
+      continue;
+    }
+    EXPECT_NEAR(a, e, tolerance * std::max(1.0, std::fabs(e)))
+        << what << " at " << i;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Finite differences
+//===----------------------------------------------------------------------===//
+
+/// The dtype the forward kernels run in for the finite differences, and the
+/// step and tolerance that go with it: rounding error ~ eps / step,
+/// truncation error ~ step^2.
+constexpr DType kForward = plan::F64;
+constexpr double kStep = 1e-5;
+constexpr double kFiniteDifferenceTolerance = 1e-6;
+
+using Objective = std::function<double(const std::vector<double> &)>;
+
+/// d objective / d x_k by central differences, for every k.
+std::vector<double> numericGradient(const Objective &objective,
+                                    std::vector<double> x) {
+  std::vector<double> gradient(x.size());
+  for (size_t k = 0; k < x.size(); ++k) {
+    double saved = x[k];
+    x[k] = saved + kStep;
+    double up = objective(x);
+    x[k] = saved - kStep;
+    double down = objective(x);
+    x[k] = saved;
+    gradient[k] = (up - down) / (2 * kStep);
+  }
+  return gradient;
+}
+
+double dot(const std::vector<double> &a, const std::vector<double> &b) {
+  EXPECT_EQ(a.size(), b.size());
+  double sum = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    sum += a[i] * b[i];
+  return sum;
+}
+
+/// The kernel's gradient must match the numeric one, and the numeric one
+/// must not be all but zero (a vanishing gradient would match anything
+/// that writes zeros).
+void expectGradient(const std::vector<double> &actual, const Objective &f,
+                    const std::vector<double> &x, const std::string &what) {
+  std::vector<double> numeric = numericGradient(f, x);
+  double largest = 0;
+  for (double g : numeric)
+    largest = std::max(largest, std::fabs(g));
+  EXPECT_GT(largest, 1e-3) << what << ": the test checks a vanishing gradient";
+  expectNear(actual, numeric, kFiniteDifferenceTolerance, what);
+}
+
+/// Runs a set-up forward kernel call, returning its one result in double.
+std::vector<double> runForward(Call &call) {
+  Status status = call.run();
+  EXPECT_TRUE(status.isOk()) << status.toString();
+  return call.values();
+}
+
+//===----------------------------------------------------------------------===//
+// Registry
+//===----------------------------------------------------------------------===//
+
+TEST(GradKernels, EveryTrainingKernelIsRegistered) {
+  for (const char *name :
+       {"softmax_grad", "log_softmax_grad", "layer_norm_grad", "attention_grad",
+        "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
+        "slice_grad", "gelu_grad", "accumulate", "fill", "sum_squares", "adamw",
+        "sgd"})
+    EXPECT_NE(findKernel(name), nullptr) << name;
+  std::vector<std::string> names = kernelNames();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+}
+
+//===----------------------------------------------------------------------===//
+// softmax_grad, log_softmax_grad
+//===----------------------------------------------------------------------===//
+
+void checkSoftmaxGrad(const char *forward, const char *backward,
+                      std::vector<int64_t> shape, int64_t axis, uint32_t seed) {
+  int64_t n = countOf(shape);
+  std::vector<double> x = randomValues(n, seed, -3, 3);
+  std::vector<double> dy = randomValues(n, seed + 1);
+  auto run = [&](const std::vector<double> &input) {
+    Call call(forward);
+    call.in(floats(kForward, shape, input))
+        .out(kForward, shape)
+        .intAttr("axis", axis);
+    return runForward(call);
+  };
+  Call grad(backward);
+  grad.in(f64(shape, run(x)))
+      .in(f64(shape, dy))
+      .out(plan::F64, shape)
+      .intAttr("axis", axis);
+  ASSERT_OK(grad.run());
+  expectGradient(
+      grad.values(),
+      [&](const std::vector<double> &input) { return dot(run(input), dy); }, x,
+      std::string(backward) + " axis " + std::to_string(axis));
+}
+
+TEST(GradKernels, SoftmaxGradMatchesFiniteDifferences) {
+  checkSoftmaxGrad("softmax", "softmax_grad", {2, 3, 4}, 1, 10);
+  checkSoftmaxGrad("softmax", "softmax_grad", {2, 3, 4}, -1, 20);
+  checkSoftmaxGrad("softmax", "softmax_grad", {5}, 0, 30);
+}
+
+TEST(GradKernels, LogSoftmaxGradMatchesFiniteDifferences) {
+  checkSoftmaxGrad("log_softmax", "log_softmax_grad", {2, 3, 4}, 1, 40);
+  checkSoftmaxGrad("log_softmax", "log_softmax_grad", {3, 4}, -1, 50);
+  checkSoftmaxGrad("log_softmax", "log_softmax_grad", {4, 2}, 0, 60);
+}
+
+// The row is read in full before it is written: the result may be the
+// gradient's own buffer.
+TEST(GradKernels, SoftmaxGradInPlace) {
+  std::vector<double> y = {0.1, 0.2, 0.7, 0.5, 0.25, 0.25};
+  std::vector<double> dy = {1, -2, 0.5, 3, 1, -1};
+  Call separate("softmax_grad");
+  separate.in(f64({2, 3}, y)).in(f64({2, 3}, dy)).out(plan::F64, {2, 3});
+  separate.intAttr("axis", 1);
+  ASSERT_OK(separate.run());
+  Call inPlace("softmax_grad");
+  inPlace.in(f64({2, 3}, y)).in(f64({2, 3}, dy)).inPlace(1);
+  inPlace.intAttr("axis", 1);
+  ASSERT_OK(inPlace.run());
+  // Hand-checked first row: sum(dy * y) = 0.1 - 0.4 + 0.35 = 0.05.
+  expectNear(separate.values(),
+             {0.1 * 0.95, 0.2 * -2.05, 0.7 * 0.45, 0.5 * 1.5, 0.25 * -0.5,
+              0.25 * -2.5},
+             1e-15);
+  expectNear(inPlace.values(), separate.values(), 0);
+}
+
+TEST(GradKernels, SoftmaxGradErrors) {
+  Call count("softmax_grad");
+  count.in(f64({2}, {1, 2})).out(plan::F64, {2}).intAttr("axis", 0);
+  expectError(count.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "expected 2 inputs, got 1"});
+
+  Call integer("log_softmax_grad");
+  integer.in(i32({2}, {1, 2})).in(i32({2}, {1, 2})).out(plan::I32, {2});
+  integer.intAttr("axis", 0);
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"log_softmax_grad", "'output' has element type i32",
+               "f32, f64, f16 and bf16"});
+
+  Call mixed("softmax_grad");
+  mixed.in(f32({2}, {1, 2})).in(f64({2}, {1, 2})).out(plan::F32, {2});
+  mixed.intAttr("axis", 0);
+  expectError(mixed.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "'grad' has element type f64, but 'output' "
+                               "has f32"});
+
+  Call shape("softmax_grad");
+  shape.in(f64({2, 3}, randomValues(6, 1)))
+      .in(f64({3, 2}, randomValues(6, 2)))
+      .out(plan::F64, {2, 3})
+      .intAttr("axis", 0);
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "'grad' has shape [3, 2], but 'output' has "
+                               "[2, 3]"});
+
+  Call result("softmax_grad");
+  result.in(f64({2}, {1, 2})).in(f64({2}, {1, 2})).out(plan::F64, {3});
+  result.intAttr("axis", 0);
+  expectError(result.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "'result' has shape [3], but 'output' has [2]"});
+
+  Call missing("softmax_grad");
+  missing.in(f64({2}, {1, 2})).in(f64({2}, {1, 2})).out(plan::F64, {2});
+  expectError(missing.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "missing attribute 'axis'"});
+
+  Call axis("softmax_grad");
+  axis.in(f64({2}, {1, 2})).in(f64({2}, {1, 2})).out(plan::F64, {2});
+  axis.intAttr("axis", 1);
+  expectError(axis.run(), StatusCode::kInvalidArgument,
+              {"softmax_grad", "axis 1 is out of range for rank 1"});
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm_grad
+//===----------------------------------------------------------------------===//
+
+void checkLayerNormGrad(std::vector<int64_t> shape, int64_t axis,
+                        double epsilon, uint32_t seed) {
+  int64_t n = countOf(shape);
+  int64_t a = axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis;
+  std::vector<int64_t> normalized(shape.begin() + a, shape.end());
+  int64_t columns = countOf(normalized);
+  std::vector<double> x = randomValues(n, seed, -4, 4);
+  std::vector<double> scale = randomValues(columns, seed + 1, 0.5, 2);
+  std::vector<double> bias = randomValues(columns, seed + 2);
+  std::vector<double> dy = randomValues(n, seed + 3);
+  auto run = [&](const std::vector<double> &input,
+                 const std::vector<double> &gamma,
+                 const std::vector<double> &beta) {
+    Call call("layer_norm");
+    call.in(floats(kForward, shape, input))
+        .in(floats(kForward, normalized, gamma))
+        .in(floats(kForward, normalized, beta))
+        .out(kForward, shape)
+        .intAttr("axis", axis)
+        .floatAttr("epsilon", epsilon);
+    return runForward(call);
+  };
+  Call grad("layer_norm_grad");
+  grad.in(f64(shape, x))
+      .in(f64(normalized, scale))
+      .in(f64(shape, dy))
+      .out(plan::F64, shape)
+      .out(plan::F64, normalized)
+      .out(plan::F64, normalized)
+      .intAttr("axis", axis)
+      .floatAttr("epsilon", epsilon);
+  ASSERT_OK(grad.run());
+  std::string where = "axis " + std::to_string(axis);
+  expectGradient(
+      grad.values(0),
+      [&](const std::vector<double> &v) {
+        return dot(run(v, scale, bias), dy);
+      },
+      x, "input_grad, " + where);
+  expectGradient(
+      grad.values(1),
+      [&](const std::vector<double> &v) { return dot(run(x, v, bias), dy); },
+      scale, "scale_grad, " + where);
+  expectGradient(
+      grad.values(2),
+      [&](const std::vector<double> &v) { return dot(run(x, scale, v), dy); },
+      bias, "bias_grad, " + where);
+}
+
+TEST(GradKernels, LayerNormGradMatchesFiniteDifferences) {
+  checkLayerNormGrad({2, 3, 4}, 1, 1e-5, 100);
+  checkLayerNormGrad({2, 3, 4}, -1, 0.5, 110);
+  checkLayerNormGrad({3, 5}, 0, 1e-5, 120);
+}
+
+// Rows wider than one block of column sums recompute their statistics per
+// block; the sums must not depend on it.
+TEST(GradKernels, LayerNormGradWideRows) {
+  constexpr int64_t kRows = 3, kColumns = 2500;
+  std::vector<double> x = randomValues(kRows * kColumns, 130, -4, 4);
+  std::vector<double> scale = randomValues(kColumns, 131);
+  std::vector<double> dy = randomValues(kRows * kColumns, 132);
+  Call grad("layer_norm_grad");
+  grad.in(f64({kRows, kColumns}, x))
+      .in(f64({kColumns}, scale))
+      .in(f64({kRows, kColumns}, dy))
+      .out(plan::F64, {kRows, kColumns})
+      .out(plan::F64, {kColumns})
+      .out(plan::F64, {kColumns})
+      .intAttr("axis", 1)
+      .floatAttr("epsilon", 1e-5);
+  ASSERT_OK(grad.run());
+  // A naive reference in double.
+  std::vector<double> dx(kRows * kColumns), dscale(kColumns), dbias(kColumns);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const double *row = x.data() + r * kColumns;
+    double mean = 0, variance = 0;
+    for (int64_t c = 0; c < kColumns; ++c)
+      mean += row[c] / kColumns;
+    for (int64_t c = 0; c < kColumns; ++c)
+      variance += (row[c] - mean) * (row[c] - mean) / kColumns;
+    double rstd = 1 / std::sqrt(variance + 1e-5);
+    double sumG = 0, sumGX = 0;
+    for (int64_t c = 0; c < kColumns; ++c) {
+      double xhat = (row[c] - mean) * rstd, g = dy[r * kColumns + c] * scale[c];
+      dscale[c] += dy[r * kColumns + c] * xhat;
+      dbias[c] += dy[r * kColumns + c];
+      sumG += g;
+      sumGX += g * xhat;
+    }
+    for (int64_t c = 0; c < kColumns; ++c) {
+      double xhat = (row[c] - mean) * rstd, g = dy[r * kColumns + c] * scale[c];
+      dx[r * kColumns + c] =
+          rstd * (g - sumG / kColumns - xhat * sumGX / kColumns);
+    }
+  }
+  expectNear(grad.values(0), dx, 1e-10, "input_grad");
+  expectNear(grad.values(1), dscale, 1e-10, "scale_grad");
+  expectNear(grad.values(2), dbias, 1e-10, "bias_grad");
+}
+
+// scale_grad and bias_grad are summed before input_grad is written, so
+// input_grad may be the incoming gradient's buffer.
+TEST(GradKernels, LayerNormGradInPlace) {
+  std::vector<double> x = randomValues(12, 140), scale = randomValues(4, 141),
+                      dy = randomValues(12, 142);
+  auto call = [&](bool inPlace) {
+    Call grad("layer_norm_grad");
+    grad.in(f64({3, 4}, x)).in(f64({4}, scale)).in(f64({3, 4}, dy));
+    if (inPlace)
+      grad.inPlace(2);
+    else
+      grad.out(plan::F64, {3, 4});
+    grad.out(plan::F64, {4}).out(plan::F64, {4});
+    grad.intAttr("axis", 1).floatAttr("epsilon", 1e-5);
+    EXPECT_OK(grad.run());
+    return std::vector<std::vector<double>>{grad.values(0), grad.values(1),
+                                            grad.values(2)};
+  };
+  auto separate = call(false), shared = call(true);
+  for (int i = 0; i < 3; ++i)
+    expectNear(shared[i], separate[i], 0, "output " + std::to_string(i));
+}
+
+TEST(GradKernels, LayerNormGradErrors) {
+  auto base = [](std::vector<int64_t> scaleShape,
+                 std::vector<int64_t> scaleGradShape, double epsilon) {
+    Call call("layer_norm_grad");
+    call.in(f64({2, 3}, randomValues(6, 1)))
+        .in(f64(scaleShape, randomValues(countOf(scaleShape), 2)))
+        .in(f64({2, 3}, randomValues(6, 3)))
+        .out(plan::F64, {2, 3})
+        .out(plan::F64, scaleGradShape)
+        .out(plan::F64, {3})
+        .intAttr("axis", -1)
+        .floatAttr("epsilon", epsilon);
+    return call.run();
+  };
+  expectError(base({2}, {3}, 1e-5), StatusCode::kInvalidArgument,
+              {"layer_norm_grad", "'scale' has shape [2], expected [3]"});
+  expectError(
+      base({3}, {2, 3}, 1e-5), StatusCode::kInvalidArgument,
+      {"layer_norm_grad", "'scale_grad' has shape [2, 3], expected [3]"});
+  expectError(base({3}, {3}, 0), StatusCode::kInvalidArgument,
+              {"layer_norm_grad", "epsilon must be positive"});
+
+  Call dtype("layer_norm_grad");
+  dtype.in(f64({2, 3}, randomValues(6, 1)))
+      .in(f32({3}, {1, 1, 1}))
+      .in(f64({2, 3}, randomValues(6, 3)))
+      .out(plan::F64, {2, 3})
+      .out(plan::F64, {3})
+      .out(plan::F64, {3})
+      .intAttr("axis", 1)
+      .floatAttr("epsilon", 1e-5);
+  expectError(dtype.run(), StatusCode::kInvalidArgument,
+              {"layer_norm_grad", "'scale' has element type f32, but 'input' "
+                                  "has f64"});
+
+  Call outputs("layer_norm_grad");
+  outputs.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 1, 1}))
+      .in(f64({3}, {1, 1, 1}))
+      .out(plan::F64, {3})
+      .intAttr("axis", 0)
+      .floatAttr("epsilon", 1e-5);
+  expectError(outputs.run(), StatusCode::kInvalidArgument,
+              {"layer_norm_grad", "expected 3 outputs, got 1"});
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+struct AttentionCase {
+  std::vector<int64_t> batch;
+  int64_t tq, tk, d, dv;
+  bool causal;
+  double scale;
+};
+
+std::vector<int64_t> withLast(std::vector<int64_t> batch, int64_t rows,
+                              int64_t columns) {
+  batch.push_back(rows);
+  batch.push_back(columns);
+  return batch;
+}
+
+void checkAttentionGrad(const AttentionCase &c, uint32_t seed) {
+  auto qShape = withLast(c.batch, c.tq, c.d),
+       kShape = withLast(c.batch, c.tk, c.d),
+       vShape = withLast(c.batch, c.tk, c.dv),
+       oShape = withLast(c.batch, c.tq, c.dv);
+  std::vector<double> q = randomValues(countOf(qShape), seed),
+                      k = randomValues(countOf(kShape), seed + 1),
+                      v = randomValues(countOf(vShape), seed + 2),
+                      dout = randomValues(countOf(oShape), seed + 3);
+  auto run = [&](const std::vector<double> &query,
+                 const std::vector<double> &key,
+                 const std::vector<double> &value) {
+    Call call("attention");
+    call.in(floats(kForward, qShape, query))
+        .in(floats(kForward, kShape, key))
+        .in(floats(kForward, vShape, value))
+        .out(kForward, oShape)
+        .floatAttr("scale", c.scale);
+    if (c.causal)
+      call.unitAttr("causal");
+    return runForward(call);
+  };
+  Call grad("attention_grad");
+  grad.in(f64(qShape, q))
+      .in(f64(kShape, k))
+      .in(f64(vShape, v))
+      .in(f64(oShape, dout))
+      .out(plan::F64, qShape)
+      .out(plan::F64, kShape)
+      .out(plan::F64, vShape)
+      .floatAttr("scale", c.scale);
+  if (c.causal)
+    grad.unitAttr("causal");
+  ASSERT_OK(grad.run());
+  std::string where = c.causal ? "causal" : "full";
+  expectGradient(
+      grad.values(0),
+      [&](const std::vector<double> &x) { return dot(run(x, k, v), dout); }, q,
+      "query_grad, " + where);
+  expectGradient(
+      grad.values(1),
+      [&](const std::vector<double> &x) { return dot(run(q, x, v), dout); }, k,
+      "key_grad, " + where);
+  expectGradient(
+      grad.values(2),
+      [&](const std::vector<double> &x) { return dot(run(q, k, x), dout); }, v,
+      "value_grad, " + where);
+}
+
+TEST(GradKernels, AttentionGradMatchesFiniteDifferences) {
+  checkAttentionGrad({{2}, 3, 5, 4, 3, false, 0.5}, 200);
+  checkAttentionGrad({{2, 1}, 4, 4, 3, 2, false, 1.0}, 210);
+}
+
+// Causal masking with Tk > Tq aligns the queries at the end; the first
+// query sees Tk - Tq + 1 keys, and keys no query sees get zero gradients.
+TEST(GradKernels, AttentionGradCausalMatchesFiniteDifferences) {
+  checkAttentionGrad({{2}, 3, 5, 4, 3, true, 0.7}, 220);
+  checkAttentionGrad({{1}, 4, 4, 2, 3, true, 1.0}, 230);
+}
+
+TEST(GradKernels, AttentionGradErrors) {
+  auto base = [](std::vector<int64_t> gradShape, bool causal, int64_t tq,
+                 int64_t tk) {
+    Call call("attention_grad");
+    call.in(f64({tq, 2}, randomValues(tq * 2, 1)))
+        .in(f64({tk, 2}, randomValues(tk * 2, 2)))
+        .in(f64({tk, 3}, randomValues(tk * 3, 3)))
+        .in(f64(gradShape, randomValues(countOf(gradShape), 4)))
+        .out(plan::F64, {tq, 2})
+        .out(plan::F64, {tk, 2})
+        .out(plan::F64, {tk, 3})
+        .floatAttr("scale", 1.0);
+    if (causal)
+      call.unitAttr("causal");
+    return call.run();
+  };
+  EXPECT_OK(base({3, 3}, true, 3, 4));
+  expectError(base({3, 2}, false, 3, 4), StatusCode::kInvalidArgument,
+              {"attention_grad", "'grad' has shape [3, 2], expected [3, 3]"});
+  expectError(base({4, 3}, true, 4, 3), StatusCode::kInvalidArgument,
+              {"attention_grad", "at least as many keys as queries"});
+
+  Call mixed("attention_grad");
+  mixed.in(f64({1, 2}, {1, 2}))
+      .in(f32({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {1, 2})
+      .floatAttr("scale", 1.0);
+  expectError(mixed.run(), StatusCode::kInvalidArgument,
+              {"attention_grad", "'key' has element type f32, but 'query' "
+                                 "has f64"});
+
+  Call keyGrad("attention_grad");
+  keyGrad.in(f64({1, 2}, {1, 2}))
+      .in(f64({2, 2}, {1, 2, 3, 4}))
+      .in(f64({2, 2}, {1, 2, 3, 4}))
+      .in(f64({1, 2}, {1, 2}))
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {2, 2})
+      .floatAttr("scale", 1.0);
+  expectError(keyGrad.run(), StatusCode::kInvalidArgument,
+              {"attention_grad", "'key_grad' has shape [1, 2], but 'key' has "
+                                 "[2, 2]"});
+
+  // A query row's output and gradient live in fixed stack arrays.
+  constexpr int64_t kWide = 1025;
+  Call wide("attention_grad");
+  wide.in(f64({1, kWide}, std::vector<double>(kWide, 0.0)))
+      .in(f64({1, kWide}, std::vector<double>(kWide, 0.0)))
+      .in(f64({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .out(plan::F64, {1, kWide})
+      .out(plan::F64, {1, kWide})
+      .out(plan::F64, {1, 2})
+      .floatAttr("scale", 1.0);
+  expectError(wide.run(), StatusCode::kUnimplemented,
+              {"attention_grad", "head size 1025 exceeds the 1024"});
+
+  Call missing("attention_grad");
+  missing.in(f64({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .in(f64({1, 2}, {1, 2}))
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {1, 2})
+      .out(plan::F64, {1, 2});
+  expectError(missing.run(), StatusCode::kInvalidArgument,
+              {"attention_grad", "missing attribute 'scale'"});
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy_grad, nll_loss_grad, mse_loss_grad
+//===----------------------------------------------------------------------===//
+
+struct ClassLossCase {
+  std::vector<int64_t> inputShape;
+  std::vector<int64_t> labels;
+  bool int32Labels;
+  const char *reduction;
+  bool hasIgnore;
+  int64_t ignoreIndex;
+};
+
+void checkClassLossGrad(const char *forward, const char *backward,
+                        const ClassLossCase &c, uint32_t seed) {
+  std::vector<int64_t> labelShape = {c.inputShape[0]};
+  for (size_t d = 2; d < c.inputShape.size(); ++d)
+    labelShape.push_back(c.inputShape[d]);
+  bool none = std::string(c.reduction) == "none";
+  std::vector<int64_t> lossShape = none ? labelShape : std::vector<int64_t>{};
+  std::vector<double> input = randomValues(countOf(c.inputShape), seed, -3, 3);
+  std::vector<double> dloss =
+      randomValues(countOf(lossShape), seed + 1, 0.5, 2);
+  auto labels = [&] {
+    return c.int32Labels
+               ? i32(labelShape,
+                     std::vector<int32_t>(c.labels.begin(), c.labels.end()))
+               : i64(labelShape, c.labels);
+  };
+  auto setAttrs = [&](Call &call) {
+    call.stringAttr("reduction", c.reduction);
+    if (c.hasIgnore)
+      call.intAttr("ignore_index", c.ignoreIndex);
+  };
+  auto run = [&](const std::vector<double> &x) {
+    Call call(forward);
+    call.in(floats(kForward, c.inputShape, x))
+        .in(labels())
+        .out(kForward, lossShape);
+    setAttrs(call);
+    return runForward(call);
+  };
+  Call grad(backward);
+  grad.in(f64(c.inputShape, input))
+      .in(labels())
+      .in(f64(lossShape, dloss))
+      .out(plan::F64, c.inputShape);
+  setAttrs(grad);
+  ASSERT_OK(grad.run());
+  expectGradient(
+      grad.values(),
+      [&](const std::vector<double> &x) { return dot(run(x), dloss); }, input,
+      std::string(backward) + " reduction " + c.reduction);
+}
+
+TEST(GradKernels, CrossEntropyGradMatchesFiniteDifferences) {
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    checkClassLossGrad("cross_entropy", "cross_entropy_grad",
+                       {{3, 5}, {1, 4, 0}, false, reduction, false, 0}, 300);
+    // Ignored labels get zero gradient and do not count towards the mean.
+    checkClassLossGrad(
+        "cross_entropy", "cross_entropy_grad",
+        {{4, 3}, {2, -100, 0, -100}, false, reduction, true, -100}, 310);
+    // Classes on axis 1 of [N, C, d1]; i32 labels; ignore_index a class.
+    checkClassLossGrad("cross_entropy", "cross_entropy_grad",
+                       {{2, 3, 2}, {0, 2, 1, 1}, true, reduction, true, 1},
+                       320);
+  }
+}
+
+TEST(GradKernels, NllLossGradMatchesFiniteDifferences) {
+  for (const char *reduction : {"mean", "sum", "none"}) {
+    checkClassLossGrad("nll_loss", "nll_loss_grad",
+                       {{3, 4}, {3, 0, 3}, false, reduction, false, 0}, 330);
+    checkClassLossGrad("nll_loss", "nll_loss_grad",
+                       {{2, 3, 2}, {0, -1, 2, 1}, true, reduction, true, -1},
+                       340);
+  }
+}
+
+// Hand-checked: mean over the two counted labels, so g = dloss / 2.
+TEST(GradKernels, NllLossGradByHand) {
+  Call grad("nll_loss_grad");
+  grad.in(f64({3, 2}, randomValues(6, 1)))
+      .in(i64({3}, {1, 7, 0}))
+      .in(f64({}, {3.0}))
+      .out(plan::F64, {3, 2})
+      .intAttr("ignore_index", 7);
+  ASSERT_OK(grad.run());
+  expectNear(grad.values(), {0, -1.5, 0, 0, -1.5, 0}, 0);
+}
+
+// With every label ignored the mean is 0 / 0 in the forward; torch's
+// backward then writes zeros, and so does this one.
+TEST(GradKernels, CrossEntropyGradAllIgnored) {
+  Call grad("cross_entropy_grad");
+  grad.in(f64({2, 3}, randomValues(6, 1)))
+      .in(i64({2}, {5, 5}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 3})
+      .intAttr("ignore_index", 5);
+  ASSERT_OK(grad.run());
+  expectNear(grad.values(), std::vector<double>(6, 0.0), 0);
+}
+
+TEST(GradKernels, ClassLossGradErrors) {
+  Call range("cross_entropy_grad");
+  range.in(f64({2, 5}, randomValues(10, 1)))
+      .in(i64({2}, {1, 7}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5});
+  expectError(range.run(), StatusCode::kOutOfRange,
+              {"cross_entropy_grad", "label 7 (at position 1 of 'labels') is "
+                                     "out of range for 5 classes"});
+  // Labels are checked before anything is written.
+  for (unsigned char byte : range.result().bytes)
+    ASSERT_EQ(byte, 0xA5);
+
+  Call negative("nll_loss_grad");
+  negative.in(f64({2, 5}, randomValues(10, 1)))
+      .in(i32({2}, {-1, 0}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5});
+  expectError(negative.run(), StatusCode::kOutOfRange,
+              {"nll_loss_grad", "label -1 (at position 0 of 'labels')"});
+
+  Call none("cross_entropy_grad");
+  none.in(f64({2, 5}, randomValues(10, 1)))
+      .in(i64({2}, {1, 2}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5})
+      .stringAttr("reduction", "none");
+  expectError(none.run(), StatusCode::kInvalidArgument,
+              {"cross_entropy_grad", "'grad' has shape [], expected [2]"});
+
+  Call reduction("cross_entropy_grad");
+  reduction.in(f64({2, 5}, randomValues(10, 1)))
+      .in(i64({2}, {1, 2}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5})
+      .stringAttr("reduction", "max");
+  expectError(reduction.run(), StatusCode::kInvalidArgument,
+              {"cross_entropy_grad", "reduction must be"});
+
+  Call labels("cross_entropy_grad");
+  labels.in(f64({2, 5}, randomValues(10, 1)))
+      .in(f64({2}, {1, 2}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5});
+  expectError(labels.run(), StatusCode::kUnimplemented,
+              {"cross_entropy_grad", "'labels' has element type f64"});
+
+  Call labelShape("nll_loss_grad");
+  labelShape.in(f64({2, 5, 3}, randomValues(30, 1)))
+      .in(i64({2}, {1, 2}))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 5, 3});
+  expectError(labelShape.run(), StatusCode::kInvalidArgument,
+              {"nll_loss_grad", "'labels' has shape [2], expected [2, 3]"});
+
+  Call gradType("cross_entropy_grad");
+  gradType.in(f64({2, 5}, randomValues(10, 1)))
+      .in(i64({2}, {1, 2}))
+      .in(f32({}, {1.0}))
+      .out(plan::F64, {2, 5});
+  expectError(gradType.run(), StatusCode::kInvalidArgument,
+              {"cross_entropy_grad", "'grad' has element type f32, but "
+                                     "'input' has f64"});
+}
+
+TEST(GradKernels, MseLossGradMatchesFiniteDifferences) {
+  std::vector<int64_t> shape = {2, 3};
+  std::vector<double> prediction = randomValues(6, 400),
+                      target = randomValues(6, 401);
+  double dloss = 1.3;
+  auto run = [&](const std::vector<double> &p) {
+    Call call("mse_loss");
+    call.in(floats(kForward, shape, p))
+        .in(floats(kForward, shape, target))
+        .out(kForward, {});
+    return runForward(call);
+  };
+  Call grad("mse_loss_grad");
+  grad.in(f64(shape, prediction))
+      .in(f64(shape, target))
+      .in(f64({}, {dloss}))
+      .out(plan::F64, shape);
+  ASSERT_OK(grad.run());
+  expectGradient(
+      grad.values(),
+      [&](const std::vector<double> &p) { return run(p)[0] * dloss; },
+      prediction, "mse_loss_grad");
+}
+
+TEST(GradKernels, MseLossGradErrors) {
+  Call shape("mse_loss_grad");
+  shape.in(f64({2, 3}, randomValues(6, 1)))
+      .in(f64({3, 2}, randomValues(6, 2)))
+      .in(f64({}, {1.0}))
+      .out(plan::F64, {2, 3});
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"mse_loss_grad", "'target' has shape [3, 2], but 'prediction' "
+                                "has [2, 3]"});
+  Call scalar("mse_loss_grad");
+  scalar.in(f64({2}, {1, 2}))
+      .in(f64({2}, {1, 2}))
+      .in(f64({1}, {1.0}))
+      .out(plan::F64, {2});
+  expectError(scalar.run(), StatusCode::kInvalidArgument,
+              {"mse_loss_grad", "'grad' has shape [1], expected []"});
+  Call integer("mse_loss_grad");
+  integer.in(i64({2}, {1, 2}))
+      .in(i64({2}, {1, 2}))
+      .in(i64({}, {1}))
+      .out(plan::I64, {2});
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"mse_loss_grad", "'prediction' has element type i64"});
+}
+
+//===----------------------------------------------------------------------===//
+// gather_grad, slice_grad
+//===----------------------------------------------------------------------===//
+
+void checkGatherGrad(std::vector<int64_t> dataShape, int64_t axis,
+                     std::vector<int64_t> indexShape,
+                     const std::vector<int64_t> &indices, uint32_t seed) {
+  int64_t a = axis < 0 ? axis + static_cast<int64_t>(dataShape.size()) : axis;
+  std::vector<int64_t> outShape(dataShape.begin(), dataShape.begin() + a);
+  outShape.insert(outShape.end(), indexShape.begin(), indexShape.end());
+  outShape.insert(outShape.end(), dataShape.begin() + a + 1, dataShape.end());
+  std::vector<double> data = randomValues(countOf(dataShape), seed);
+  std::vector<double> dy = randomValues(countOf(outShape), seed + 1);
+  auto run = [&](const std::vector<double> &x) {
+    Call call("gather");
+    call.in(floats(kForward, dataShape, x))
+        .in(i64(indexShape, indices))
+        .out(kForward, outShape)
+        .intAttr("axis", axis);
+    return runForward(call);
+  };
+  Call grad("gather_grad");
+  grad.in(i64(indexShape, indices))
+      .in(f64(outShape, dy))
+      .out(plan::F64, dataShape)
+      .intAttr("axis", axis);
+  ASSERT_OK(grad.run());
+  expectGradient(
+      grad.values(),
+      [&](const std::vector<double> &x) { return dot(run(x), dy); }, data,
+      "gather_grad axis " + std::to_string(axis));
+}
+
+// Repeated and negative indices: an embedding backward sums the rows of
+// every occurrence.
+TEST(GradKernels, GatherGradMatchesFiniteDifferences) {
+  checkGatherGrad({4, 3}, 0, {2, 3}, {0, -1, 2, 0, 3, 0}, 500);
+  checkGatherGrad({2, 4, 3}, 1, {5}, {1, 1, -4, 3, 0}, 510);
+  checkGatherGrad({3, 4}, -1, {}, {2}, 520);
+}
+
+TEST(GradKernels, GatherGradByHand) {
+  // Rows 0 and 2 of a [3, 2] table gathered as [2, 0, 2]: row 2 gets the
+  // sum of two gradient rows, row 1 stays zero.
+  Call grad("gather_grad");
+  grad.in(i32({3}, {2, 0, -1}))
+      .in(f32({3, 2}, {1, 2, 10, 20, 100, 200}))
+      .out(plan::F32, {3, 2})
+      .intAttr("axis", 0);
+  ASSERT_OK(grad.run());
+  expectNear(grad.values(), {10, 20, 0, 0, 101, 202}, 0);
+}
+
+TEST(GradKernels, GatherGradErrors) {
+  Call range("gather_grad");
+  range.in(i64({2}, {0, 3}))
+      .in(f64({2, 2}, {1, 2, 3, 4}))
+      .out(plan::F64, {3, 2})
+      .intAttr("axis", 0);
+  expectError(range.run(), StatusCode::kOutOfRange,
+              {"gather_grad", "index 3 (at position 1 of 'indices') is out of "
+                              "range for an axis of size 3"});
+  for (unsigned char byte : range.result().bytes)
+    ASSERT_EQ(byte, 0xA5);
+
+  Call shape("gather_grad");
+  shape.in(i64({2}, {0, 1}))
+      .in(f64({3, 2}, randomValues(6, 1)))
+      .out(plan::F64, {3, 2})
+      .intAttr("axis", 0);
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"gather_grad", "'grad' has shape [3, 2], expected [2, 2]"});
+
+  Call indices("gather_grad");
+  indices.in(f64({2}, {0, 1}))
+      .in(f64({2, 2}, randomValues(4, 1)))
+      .out(plan::F64, {3, 2})
+      .intAttr("axis", 0);
+  expectError(indices.run(), StatusCode::kUnimplemented,
+              {"gather_grad", "'indices' has element type f64"});
+
+  Call dtype("gather_grad");
+  dtype.in(i64({2}, {0, 1}))
+      .in(f32({2, 2}, randomValues(4, 1)))
+      .out(plan::F64, {3, 2})
+      .intAttr("axis", 0);
+  expectError(dtype.run(), StatusCode::kInvalidArgument,
+              {"gather_grad", "'grad' has element type f32, but 'result' has "
+                              "f64"});
+}
+
+TEST(GradKernels, SliceGradMatchesFiniteDifferences) {
+  struct SliceCase {
+    std::vector<int64_t> shape, starts, limits, strides;
+  };
+  for (const SliceCase &c :
+       {SliceCase{{4, 5}, {1, 0}, {4, 5}, {2, 2}},
+        SliceCase{{2, 3, 4}, {0, 1, 1}, {2, 3, 4}, {1, 1, 3}},
+        SliceCase{{3}, {0}, {3}, {1}}}) {
+    std::vector<int64_t> window;
+    for (size_t d = 0; d < c.shape.size(); ++d)
+      window.push_back((c.limits[d] - c.starts[d] + c.strides[d] - 1) /
+                       c.strides[d]);
+    std::vector<double> x = randomValues(countOf(c.shape), 600);
+    std::vector<double> dy = randomValues(countOf(window), 601);
+    auto setAttrs = [&](Call &call) {
+      call.intsAttr("starts", c.starts)
+          .intsAttr("limits", c.limits)
+          .intsAttr("strides", c.strides);
+    };
+    auto run = [&](const std::vector<double> &input) {
+      Call call("slice");
+      call.in(floats(kForward, c.shape, input)).out(kForward, window);
+      setAttrs(call);
+      return runForward(call);
+    };
+    Call grad("slice_grad");
+    grad.in(f64(window, dy)).out(plan::F64, c.shape);
+    setAttrs(grad);
+    ASSERT_OK(grad.run());
+    expectGradient(
+        grad.values(),
+        [&](const std::vector<double> &input) { return dot(run(input), dy); },
+        x, "slice_grad of shape " + std::to_string(c.shape.size()) + "d");
+  }
+}
+
+// slice_grad moves bytes, so it serves integer tensors as slice does.
+TEST(GradKernels, SliceGradAnyElementType) {
+  Call grad("slice_grad");
+  grad.in(i32({2, 2}, {1, 2, 3, 4}))
+      .out(plan::I32, {3, 4})
+      .intsAttr("starts", {1, 1})
+      .intsAttr("limits", {3, 4})
+      .intsAttr("strides", {1, 2});
+  ASSERT_OK(grad.run());
+  EXPECT_EQ(grad.result().values<int32_t>(),
+            (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 0, 2, 0, 3, 0, 4}));
+}
+
+TEST(GradKernels, SliceGradErrors) {
+  auto base = [](Tensor dy, DType outType, std::vector<int64_t> starts,
+                 std::vector<int64_t> strides) {
+    Call call("slice_grad");
+    call.in(std::move(dy))
+        .out(outType, {4})
+        .intsAttr("starts", starts)
+        .intsAttr("limits", {4})
+        .intsAttr("strides", strides);
+    return call.run();
+  };
+  EXPECT_OK(base(f64({2}, {1, 2}), plan::F64, {0}, {2}));
+  expectError(base(f64({3}, {1, 2, 3}), plan::F64, {0}, {2}),
+              StatusCode::kInvalidArgument,
+              {"slice_grad", "'grad' has shape [3], expected [2]"});
+  expectError(base(f32({2}, {1, 2}), plan::F64, {0}, {2}),
+              StatusCode::kInvalidArgument,
+              {"slice_grad", "'result' has element type f64, but 'grad' has "
+                             "f32"});
+  expectError(base(f64({2}, {1, 2}), plan::F64, {0}, {0}),
+              StatusCode::kInvalidArgument,
+              {"slice_grad", "strides must be positive"});
+  expectError(base(f64({2}, {1, 2}), plan::F64, {5}, {1}),
+              StatusCode::kInvalidArgument,
+              {"slice_grad", "dimension 0: need 0 <= start <= limit <= 4"});
+  expectError(base(f64({2}, {1, 2}), plan::F64, {0, 0}, {2}),
+              StatusCode::kInvalidArgument,
+              {"slice_grad", "need one entry per dimension"});
+}
+
+//===----------------------------------------------------------------------===//
+// gelu_grad
+//===----------------------------------------------------------------------===//
+
+TEST(GradKernels, GeluGradMatchesFiniteDifferences) {
+  std::vector<int64_t> shape = {3, 4};
+  std::vector<double> x = randomValues(12, 700, -4, 4);
+  std::vector<double> dy = randomValues(12, 701);
+  for (const char *approximate : {"none", "tanh"}) {
+    auto run = [&](const std::vector<double> &input) {
+      Call call("gelu");
+      call.in(floats(kForward, shape, input))
+          .out(kForward, shape)
+          .stringAttr("approximate", approximate);
+      return runForward(call);
+    };
+    Call grad("gelu_grad");
+    grad.in(f64(shape, x))
+        .in(f64(shape, dy))
+        .out(plan::F64, shape)
+        .stringAttr("approximate", approximate);
+    ASSERT_OK(grad.run());
+    expectGradient(
+        grad.values(),
+        [&](const std::vector<double> &input) { return dot(run(input), dy); },
+        x, std::string("gelu_grad ") + approximate);
+  }
+}
+
+TEST(GradKernels, GeluGradErrors) {
+  Call approximate("gelu_grad");
+  approximate.in(f64({2}, {1, 2}))
+      .in(f64({2}, {1, 2}))
+      .out(plan::F64, {2})
+      .stringAttr("approximate", "exact");
+  expectError(approximate.run(), StatusCode::kInvalidArgument,
+              {"gelu_grad", "approximate must be \"none\" or \"tanh\", got "
+                            "\"exact\""});
+  Call shape("gelu_grad");
+  shape.in(f64({2}, {1, 2})).in(f64({3}, {1, 2, 3})).out(plan::F64, {2});
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"gelu_grad", "'grad' has shape [3], but 'input' has [2]"});
+}
+
+//===----------------------------------------------------------------------===//
+// Every float dtype
+//===----------------------------------------------------------------------===//
+
+/// Runs the call that `build(dtype)` sets up in `dtype` and in f64 on the
+/// same (rounded) values, and compares every output.
+void expectMatchesF64(const std::function<Call(DType)> &build, DType dtype,
+                      double tolerance, const std::string &what) {
+  Call reference = build(plan::F64);
+  ASSERT_OK(reference.run());
+  Call narrow = build(dtype);
+  ASSERT_OK(narrow.run());
+  for (size_t i = 0; i < reference.outputCount(); ++i) {
+    EXPECT_EQ(narrow.result(i).dtype, dtype);
+    expectNear(narrow.values(i), reference.values(i), tolerance,
+               what + " in " + dtypeName(dtype) + ", output " +
+                   std::to_string(i));
+  }
+}
+
+// Each kernel is one template for every float dtype; in f32, f16 and bf16
+// it must agree with its f64 self to the precision of the type.
+TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
+  std::vector<int64_t> shape = {3, 5};
+  std::vector<double> raw = randomValues(15, 800, -2, 2);
+  std::vector<double> rawGrad = randomValues(15, 801);
+  for (auto [dtype, tolerance] : {std::pair<DType, double>{plan::F32, 1e-5},
+                                  {plan::F16, 4e-3},
+                                  {plan::BF16, 3e-2}}) {
+    std::vector<double> x = roundTo(dtype, raw), dy = roundTo(dtype, rawGrad);
+    std::vector<double> probabilities(15);
+    for (int r = 0; r < 3; ++r) {
+      double sum = 0;
+      for (int c = 0; c < 5; ++c)
+        sum += std::exp(x[r * 5 + c]);
+      for (int c = 0; c < 5; ++c)
+        probabilities[r * 5 + c] = std::exp(x[r * 5 + c]) / sum;
+    }
+    std::vector<double> y = roundTo(dtype, probabilities);
+    std::vector<double> logY(15);
+    for (int i = 0; i < 15; ++i)
+      logY[i] = std::log(probabilities[i]);
+    logY = roundTo(dtype, logY);
+    std::vector<double> scale = roundTo(dtype, randomValues(5, 802, 0.5, 2));
+
+    for (const char *kernel : {"softmax_grad", "log_softmax_grad"})
+      expectMatchesF64(
+          [&](DType t) {
+            Call call(kernel);
+            call.in(floats(t, shape,
+                           std::string(kernel) == "softmax_grad" ? y : logY))
+                .in(floats(t, shape, dy))
+                .out(t, shape)
+                .intAttr("axis", 1);
+            return call;
+          },
+          dtype, tolerance, kernel);
+    expectMatchesF64(
+        [&](DType t) {
+          Call call("layer_norm_grad");
+          call.in(floats(t, shape, x))
+              .in(floats(t, {5}, scale))
+              .in(floats(t, shape, dy))
+              .out(t, shape)
+              .out(t, {5})
+              .out(t, {5})
+              .intAttr("axis", 1)
+              .floatAttr("epsilon", 1e-5);
+          return call;
+        },
+        dtype, tolerance, "layer_norm_grad");
+    expectMatchesF64(
+        [&](DType t) {
+          Call call("attention_grad");
+          call.in(floats(t, {1, 3, 5}, x))
+              .in(floats(t, {1, 3, 5}, dy))
+              .in(floats(t, {1, 3, 5}, y))
+              .in(floats(t, {1, 3, 5}, logY))
+              .out(t, {1, 3, 5})
+              .out(t, {1, 3, 5})
+              .out(t, {1, 3, 5})
+              .floatAttr("scale", 0.5)
+              .unitAttr("causal");
+          return call;
+        },
+        dtype, tolerance, "attention_grad");
+    for (const char *kernel : {"cross_entropy_grad", "nll_loss_grad"})
+      expectMatchesF64(
+          [&](DType t) {
+            Call call(kernel);
+            call.in(floats(t, shape, x))
+                .in(i64({3}, {4, 0, 2}))
+                .in(floats(t, {}, {0.75}))
+                .out(t, shape);
+            return call;
+          },
+          dtype, tolerance, kernel);
+    expectMatchesF64(
+        [&](DType t) {
+          Call call("mse_loss_grad");
+          call.in(floats(t, shape, x))
+              .in(floats(t, shape, dy))
+              .in(floats(t, {}, {1.5}))
+              .out(t, shape);
+          return call;
+        },
+        dtype, tolerance, "mse_loss_grad");
+    expectMatchesF64(
+        [&](DType t) {
+          Call call("gather_grad");
+          call.in(i64({2, 3}, {0, 2, 0, 1, 0, 2}))
+              .in(floats(t, {2, 3, 5}, roundTo(dtype, randomValues(30, 803))))
+              .out(t, shape)
+              .intAttr("axis", 0);
+          return call;
+        },
+        dtype, tolerance, "gather_grad");
+    for (const char *approximate : {"none", "tanh"})
+      expectMatchesF64(
+          [&](DType t) {
+            Call call("gelu_grad");
+            call.in(floats(t, shape, x))
+                .in(floats(t, shape, dy))
+                .out(t, shape)
+                .stringAttr("approximate", approximate);
+            return call;
+          },
+          dtype, tolerance, std::string("gelu_grad ") + approximate);
+    expectMatchesF64(
+        [&](DType t) {
+          Call call("slice_grad");
+          call.in(floats(t, {2, 2}, {x[0], x[1], x[2], x[3]}))
+              .out(t, shape)
+              .intsAttr("starts", {1, 1})
+              .intsAttr("limits", {3, 5})
+              .intsAttr("strides", {1, 2});
+          return call;
+        },
+        dtype, 0, "slice_grad");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// accumulate, fill, sum_squares
+//===----------------------------------------------------------------------===//
+
+// target += value in the target's type: each element one rounding of
+// target + value.
+TEST(GradKernels, AccumulateAddsInPlace) {
+  std::vector<double> start = {1, -2.5, 1e-3, 4096, 0.1};
+  std::vector<double> addend = {0.5, 0.25, 3.3, 1.0 / 3, -0.1};
+  for (DType valueType : {plan::F32, plan::F64, plan::F16, plan::BF16}) {
+    std::vector<double> value = roundTo(valueType, addend);
+    Call f32Target("accumulate");
+    f32Target.in(floats(valueType, {5}, addend)).out(f32({5}, start));
+    ASSERT_OK(f32Target.run());
+    std::vector<double> expected;
+    for (size_t i = 0; i < start.size(); ++i)
+      expected.push_back(static_cast<float>(start[i]) +
+                         static_cast<float>(value[i]));
+    expectNear(f32Target.values(), expected, 0,
+               std::string("f32 += ") + dtypeName(valueType));
+
+    Call f64Target("accumulate");
+    f64Target.in(floats(valueType, {5}, addend)).out(f64({5}, start));
+    ASSERT_OK(f64Target.run());
+    expected.clear();
+    for (size_t i = 0; i < start.size(); ++i)
+      expected.push_back(start[i] + value[i]);
+    expectNear(f64Target.values(), expected, 0,
+               std::string("f64 += ") + dtypeName(valueType));
+  }
+  // Twice: the target really is read.
+  Call twice("accumulate");
+  twice.in(f32({2}, {1, 2})).out(f32({2}, {10, 20}));
+  ASSERT_OK(twice.run());
+  ASSERT_OK(twice.run());
+  expectNear(twice.values(), {12, 24}, 0);
+}
+
+TEST(GradKernels, AccumulateErrors) {
+  Call half("accumulate");
+  half.in(f32({2}, {1, 2})).out(floats(plan::F16, {2}, {1, 2}));
+  expectError(half.run(), StatusCode::kUnimplemented,
+              {"accumulate", "'target' has element type f16; this kernel "
+                             "handles f32 and f64"});
+  Call integer("accumulate");
+  integer.in(i32({2}, {1, 2})).out(f32({2}, {1, 2}));
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"accumulate", "'value' has element type i32"});
+  Call shape("accumulate");
+  shape.in(f32({3}, {1, 2, 3})).out(f32({2}, {1, 2}));
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"accumulate", "'value' has shape [3], but 'target' has [2]"});
+}
+
+TEST(GradKernels, FillSetsEveryElement) {
+  for (DType dtype : {plan::F32, plan::F64, plan::F16, plan::BF16}) {
+    for (double value : {0.0, 0.1, -3.0}) {
+      Call call("fill");
+      call.out(dtype, {2, 3}).floatAttr("value", value);
+      ASSERT_OK(call.run());
+      // Bit-exact: one rounding of the value to the dtype.
+      EXPECT_EQ(call.result().bytes,
+                floats(dtype, {2, 3}, std::vector<double>(6, value)).bytes)
+          << dtypeName(dtype) << " " << value;
+    }
+  }
+  Call scalar("fill");
+  scalar.out(plan::F64, {}).floatAttr("value", 2.5);
+  ASSERT_OK(scalar.run());
+  expectNear(scalar.values(), {2.5}, 0);
+}
+
+TEST(GradKernels, FillErrors) {
+  Call missing("fill");
+  missing.out(plan::F32, {2});
+  expectError(missing.run(), StatusCode::kInvalidArgument,
+              {"fill", "missing attribute 'value'"});
+  Call integer("fill");
+  integer.out(plan::I64, {2}).floatAttr("value", 1);
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"fill", "'target' has element type i64"});
+  Call inputs("fill");
+  inputs.in(f32({1}, {1})).out(plan::F32, {1}).floatAttr("value", 1);
+  expectError(inputs.run(), StatusCode::kInvalidArgument,
+              {"fill", "expected 0 inputs, got 1"});
+}
+
+TEST(GradKernels, SumSquaresOverEveryOperandInDouble) {
+  Call call("sum_squares");
+  call.in(f32({2}, {1, 2}))
+      .in(floats(plan::F16, {1}, {3}))
+      .in(floats(plan::BF16, {1}, {0.5}))
+      .in(f64({2, 1}, {-2, 0}))
+      .in(f32({0}, {}))
+      .out(plan::F64, {});
+  ASSERT_OK(call.run());
+  expectNear(call.values(), {18.25}, 0);
+
+  // Squares that overflow f32 are fine in the double sum.
+  Call large("sum_squares");
+  large.in(f32({2}, {1e20, -1e20})).out(plan::F64, {});
+  ASSERT_OK(large.run());
+  expectNear(large.values(), {2 * std::pow(static_cast<double>(1e20f), 2)},
+             1e-15);
+}
+
+// An overflowed gradient must show in the norm: the loss scaler skips the
+// step on it.
+TEST(GradKernels, SumSquaresPropagatesInfinityAndNaN) {
+  Call inf("sum_squares");
+  inf.in(f32({2}, {1, 2}))
+      .in(floats(plan::F16, {2}, {-kInf, 1}))
+      .out(plan::F64, {});
+  ASSERT_OK(inf.run());
+  expectNear(inf.values(), {kInf}, 0);
+
+  Call nan("sum_squares");
+  nan.in(f32({2}, {1, kNaN})).in(f64({1}, {kInf})).out(plan::F64, {});
+  ASSERT_OK(nan.run());
+  EXPECT_TRUE(std::isnan(nan.values()[0]));
+}
+
+TEST(GradKernels, SumSquaresErrors) {
+  Call none("sum_squares");
+  none.out(plan::F64, {});
+  expectError(none.run(), StatusCode::kInvalidArgument,
+              {"sum_squares", "expected at least 1 inputs, got 0"});
+  Call result("sum_squares");
+  result.in(f32({1}, {1})).out(plan::F32, {});
+  expectError(result.run(), StatusCode::kInvalidArgument,
+              {"sum_squares", "'result' has element type f32, expected f64"});
+  Call shape("sum_squares");
+  shape.in(f32({1}, {1})).out(plan::F64, {1});
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"sum_squares", "'result' has shape [1], expected []"});
+  Call integer("sum_squares");
+  integer.in(f32({1}, {1})).in(i64({1}, {1})).out(plan::F64, {});
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"sum_squares", "input #1 has element type i64"});
+}
+
+//===----------------------------------------------------------------------===//
+// adamw, sgd
+//===----------------------------------------------------------------------===//
+
+struct Hyper {
+  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
+         gradScale = 1, momentum = 0;
+};
+
+Tensor scalarsTensor(const Hyper &h, double step) {
+  return f64({8}, {h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, step,
+                   h.gradScale, h.momentum});
+}
+
+/// torch.optim.AdamW (decoupled) or Adam (L2) in double, from torch's
+/// _single_tensor_adam, with the gradient first multiplied by grad_scale.
+void referenceAdamStep(const Hyper &h, double step, bool decoupled,
+                       const std::vector<double> &grad,
+                       std::vector<double> &param, std::vector<double> &expAvg,
+                       std::vector<double> &expAvgSq) {
+  for (size_t i = 0; i < param.size(); ++i) {
+    double g = grad[i] * h.gradScale;
+    if (decoupled)
+      param[i] *= 1 - h.lr * h.weightDecay;
+    else
+      g += h.weightDecay * param[i];
+    expAvg[i] += (g - expAvg[i]) * (1 - h.beta1);
+    expAvgSq[i] = expAvgSq[i] * h.beta2 + (1 - h.beta2) * g * g;
+    double correction1 = 1 - std::pow(h.beta1, step);
+    double correction2 = 1 - std::pow(h.beta2, step);
+    double denom = std::sqrt(expAvgSq[i]) / std::sqrt(correction2) + h.eps;
+    param[i] -= h.lr / correction1 * expAvg[i] / denom;
+  }
+}
+
+void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
+                uint32_t seed) {
+  constexpr int64_t kCount = 7;
+  std::vector<double> param = roundTo(dtype, randomValues(kCount, seed));
+  std::vector<double> expAvg(kCount, 0.0), expAvgSq(kCount, 0.0);
+  Call call("adamw");
+  call.in(floats(dtype, {kCount}, param))
+      .in(floats(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
+      .in(floats(dtype, {kCount}, expAvg))
+      .in(floats(dtype, {kCount}, expAvgSq))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3);
+  if (!decoupled)
+    call.boolAttr("adam_w_mode", false);
+  for (int step = 1; step <= 6; ++step) {
+    // Gradients of varying sign and size, with a zero among them.
+    std::vector<double> grad =
+        roundTo(dtype, randomValues(kCount, seed + step, -3, 3));
+    grad[step % kCount] = 0;
+    call.input(1) = floats(dtype, {kCount}, grad);
+    call.input(4) = scalarsTensor(h, step);
+    ASSERT_OK(call.run());
+    referenceAdamStep(h, step, decoupled, grad, param, expAvg, expAvgSq);
+    std::string what = std::string(dtypeName(dtype)) + " step " +
+                       std::to_string(step) +
+                       (decoupled ? " adamw" : " adam (L2)");
+    expectNear(call.values(0), param, tolerance, "param, " + what);
+    expectNear(call.values(1), expAvg, tolerance, "exp_avg, " + what);
+    expectNear(call.values(2), expAvgSq, tolerance, "exp_avg_sq, " + what);
+  }
+}
+
+TEST(GradKernels, AdamwMatchesTorchFormulas) {
+  Hyper plain;
+  Hyper decayed;
+  decayed.weightDecay = 0.1;
+  decayed.gradScale = 0.25;
+  decayed.lr = 3e-2;
+  Hyper fast; // beta1 >= 0.5 takes torch.lerp's other form: weight 0.6.
+  fast.beta1 = 0.4;
+  fast.beta2 = 0.9;
+  fast.weightDecay = 0.01;
+  fast.gradScale = 2;
+  for (const Hyper &h : {plain, decayed, fast})
+    for (bool decoupled : {true, false}) {
+      checkAdamw(plan::F64, h, decoupled, 1e-12, 900);
+      checkAdamw(plan::F32, h, decoupled, 2e-5, 910);
+    }
+}
+
+// Distinct output buffers get what the in-place update writes.
+TEST(GradKernels, AdamwOutOfPlace) {
+  Hyper h;
+  h.weightDecay = 0.05;
+  std::vector<double> param = randomValues(4, 920), grad = randomValues(4, 921),
+                      expAvg = randomValues(4, 922),
+                      expAvgSq = randomValues(4, 923, 0, 1);
+  auto build = [&] {
+    Call call("adamw");
+    call.in(f64({4}, param))
+        .in(f64({4}, grad))
+        .in(f64({4}, expAvg))
+        .in(f64({4}, expAvgSq))
+        .in(scalarsTensor(h, 3));
+    return call;
+  };
+  Call inPlace = build();
+  inPlace.inPlace(0).inPlace(2).inPlace(3);
+  ASSERT_OK(inPlace.run());
+  Call separate = build();
+  separate.out(plan::F64, {4}).out(plan::F64, {4}).out(plan::F64, {4});
+  ASSERT_OK(separate.run());
+  for (size_t i = 0; i < 3; ++i)
+    expectNear(separate.values(i), inPlace.values(i), 0);
+  expectNear(separate.input(0).doubles(), param, 0, "input param untouched");
+}
+
+TEST(GradKernels, AdamwErrors) {
+  auto base = [](Tensor scalars, std::vector<int64_t> stateShape,
+                 DType paramType) {
+    Call call("adamw");
+    call.in(floats(paramType, {3}, {1, 2, 3}))
+        .in(floats(paramType, {3}, {1, 2, 3}))
+        .in(floats(paramType, stateShape,
+                   std::vector<double>(countOf(stateShape), 0.0)))
+        .in(floats(paramType, {3}, {0, 0, 0}))
+        .in(std::move(scalars))
+        .inPlace(0)
+        .inPlace(2)
+        .inPlace(3);
+    return call.run();
+  };
+  Hyper h;
+  EXPECT_OK(base(scalarsTensor(h, 1), {3}, plan::F32));
+  expectError(base(scalarsTensor(h, 1), {4}, plan::F32),
+              StatusCode::kInvalidArgument,
+              {"adamw", "'exp_avg' has shape [4], but 'param' has [3]"});
+  expectError(base(scalarsTensor(h, 1), {3}, plan::F16),
+              StatusCode::kUnimplemented,
+              {"adamw", "'param' has element type f16; this kernel handles "
+                        "f32 and f64"});
+  expectError(base(scalarsTensor(h, 0), {3}, plan::F32),
+              StatusCode::kInvalidArgument,
+              {"adamw", "step (scalars[5]) must be at least 1, got 0"});
+  expectError(base(f64({7}, std::vector<double>(7, 1.0)), {3}, plan::F32),
+              StatusCode::kInvalidArgument,
+              {"adamw", "'scalars' has shape [7], expected [8]"});
+  expectError(base(f32({8}, std::vector<double>(8, 1.0)), {3}, plan::F32),
+              StatusCode::kInvalidArgument,
+              {"adamw", "'scalars' has element type f32, expected f64"});
+
+  Call grad("adamw");
+  grad.in(f32({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 2, 3}))
+      .in(f32({3}, {0, 0, 0}))
+      .in(f32({3}, {0, 0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3);
+  expectError(grad.run(), StatusCode::kInvalidArgument,
+              {"adamw", "'grad' has element type f64, but 'param' has f32"});
+
+  Call outputs("adamw");
+  outputs.in(f32({3}, {1, 2, 3}))
+      .in(f32({3}, {1, 2, 3}))
+      .in(f32({3}, {0, 0, 0}))
+      .in(f32({3}, {0, 0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .out(plan::F32, {2});
+  expectError(outputs.run(), StatusCode::kInvalidArgument,
+              {"adamw", "'new_exp_avg_sq' has shape [2], but 'param' has [3]"});
+
+  Call attr("adamw");
+  attr.in(f32({1}, {1}))
+      .in(f32({1}, {1}))
+      .in(f32({1}, {0}))
+      .in(f32({1}, {0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3)
+      .stringAttr("adam_w_mode", "yes");
+  expectError(attr.run(), StatusCode::kInvalidArgument,
+              {"adamw", "attribute 'adam_w_mode' must be a bool"});
+}
+
+/// torch.optim.SGD in double, from torch's _single_tensor_sgd, with the
+/// gradient first multiplied by grad_scale.
+void referenceSgdStep(const Hyper &h, double step, double dampening,
+                      bool nesterov, const std::vector<double> &grad,
+                      std::vector<double> &param, std::vector<double> &buffer) {
+  for (size_t i = 0; i < param.size(); ++i) {
+    double g = grad[i] * h.gradScale + h.weightDecay * param[i];
+    if (h.momentum != 0) {
+      buffer[i] = step == 1 ? g : h.momentum * buffer[i] + (1 - dampening) * g;
+      g = nesterov ? g + h.momentum * buffer[i] : buffer[i];
+    }
+    param[i] -= h.lr * g;
+  }
+}
+
+void checkSgd(DType dtype, const Hyper &h, double dampening, bool nesterov,
+              double tolerance, uint32_t seed) {
+  constexpr int64_t kCount = 6;
+  std::vector<double> param = roundTo(dtype, randomValues(kCount, seed));
+  // Stale values: the first step must overwrite them (or, without
+  // momentum, leave them alone).
+  std::vector<double> buffer = roundTo(dtype, randomValues(kCount, seed + 100));
+  Call call("sgd");
+  call.in(floats(dtype, {kCount}, param))
+      .in(floats(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
+      .in(floats(dtype, {kCount}, buffer))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2);
+  if (dampening != 0)
+    call.floatAttr("dampening", dampening);
+  if (nesterov)
+    call.unitAttr("nesterov");
+  for (int step = 1; step <= 5; ++step) {
+    std::vector<double> grad =
+        roundTo(dtype, randomValues(kCount, seed + step, -3, 3));
+    call.input(1) = floats(dtype, {kCount}, grad);
+    call.input(3) = scalarsTensor(h, step);
+    ASSERT_OK(call.run());
+    referenceSgdStep(h, step, dampening, nesterov, grad, param, buffer);
+    std::string what = std::string(dtypeName(dtype)) + " step " +
+                       std::to_string(step) + " momentum " +
+                       std::to_string(h.momentum) +
+                       (nesterov ? " nesterov" : "");
+    expectNear(call.values(0), param, tolerance, "param, " + what);
+    expectNear(call.values(1), buffer, tolerance, "momentum_buffer, " + what);
+  }
+}
+
+TEST(GradKernels, SgdMatchesTorchFormulas) {
+  Hyper plain;
+  plain.lr = 0.1;
+  Hyper decayed = plain;
+  decayed.weightDecay = 0.05;
+  decayed.gradScale = 0.5;
+  Hyper momentum = decayed;
+  momentum.momentum = 0.9;
+  for (DType dtype : {plan::F64, plan::F32}) {
+    double tolerance = dtype == plan::F64 ? 1e-13 : 1e-5;
+    checkSgd(dtype, plain, 0, false, tolerance, 1000);
+    checkSgd(dtype, decayed, 0, false, tolerance, 1010);
+    checkSgd(dtype, momentum, 0, false, tolerance, 1020);
+    checkSgd(dtype, momentum, 0.3, false, tolerance, 1030);
+    checkSgd(dtype, momentum, 0, true, tolerance, 1040);
+  }
+}
+
+TEST(GradKernels, SgdErrors) {
+  Hyper h;
+  Call buffer("sgd");
+  buffer.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 2, 3}))
+      .in(f64({2}, {0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2);
+  expectError(buffer.run(), StatusCode::kInvalidArgument,
+              {"sgd", "'momentum_buffer' has shape [2], but 'param' has [3]"});
+  Call count("sgd");
+  count.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {0, 0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0);
+  expectError(count.run(), StatusCode::kInvalidArgument,
+              {"sgd", "expected 2 outputs, got 1"});
+  Call dampening("sgd");
+  dampening.in(f64({1}, {1}))
+      .in(f64({1}, {1}))
+      .in(f64({1}, {0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .stringAttr("dampening", "0.1");
+  expectError(dampening.run(), StatusCode::kInvalidArgument,
+              {"sgd", "attribute 'dampening' must be a float"});
+}
+
+} // namespace
+} // namespace zcc::cpu

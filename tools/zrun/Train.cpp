@@ -1,0 +1,336 @@
+//===- Train.cpp - zrun's training loop -----------------------------------===//
+
+#include "tools/zrun/Train.h"
+
+#include "kernels/cpu/Float16.h"
+#include "runtime/Train/LossScaler.h"
+#include "runtime/Train/LrSchedule.h"
+#include "runtime/Train/TokenData.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unistd.h>
+
+namespace zcc {
+namespace {
+
+/// `value` as one element of `dtype`, for the scalar inputs.
+Status scalarBytes(double value, plan::DType dtype, std::vector<uint8_t> &bytes) {
+  auto put = [&](const auto &element) {
+    bytes.resize(sizeof element);
+    std::memcpy(bytes.data(), &element, sizeof element);
+  };
+  switch (dtype) {
+  case plan::F32:
+    put(static_cast<float>(value));
+    return Status::ok();
+  case plan::F64:
+    put(value);
+    return Status::ok();
+  case plan::F16:
+    put(cpu::toHalf(static_cast<float>(value)).bits);
+    return Status::ok();
+  case plan::BF16:
+    put(cpu::toBFloat16(static_cast<float>(value)).bits);
+    return Status::ok();
+  default:
+    return Status(StatusCode::kInvalidArgument,
+                  "the plan's loss scale is not a float scalar");
+  }
+}
+
+double scalarValue(const HostTensor &tensor) {
+  switch (tensor.dtype) {
+  case plan::F32: {
+    float v;
+    std::memcpy(&v, tensor.data.data(), sizeof v);
+    return v;
+  }
+  case plan::F64: {
+    double v;
+    std::memcpy(&v, tensor.data.data(), sizeof v);
+    return v;
+  }
+  case plan::F16: {
+    cpu::Half v;
+    std::memcpy(&v.bits, tensor.data.data(), sizeof v.bits);
+    return cpu::toFloat(v);
+  }
+  case plan::BF16: {
+    cpu::BFloat16 v;
+    std::memcpy(&v.bits, tensor.data.data(), sizeof v.bits);
+    return cpu::toFloat(v);
+  }
+  default:
+    return std::nan("");
+  }
+}
+
+std::string bindingName(const plan::Plan &plan, uint32_t buffer) {
+  for (const plan::Binding &binding : plan.inputs())
+    if (binding.buffer() == buffer)
+      return binding.name();
+  for (const plan::Binding &binding : plan.outputs())
+    if (binding.buffer() == buffer)
+      return binding.name();
+  return "";
+}
+
+int64_t accumulationFor(const TrainOptions &options, int64_t planValue, int64_t step) {
+  int64_t count = planValue;
+  for (const auto &[from, value] : options.gradAccum)
+    if (step >= from)
+      count = value;
+  return count;
+}
+
+/// A terminal progress bar on standard error, redrawn in place.
+void drawProgress(int64_t step, int64_t steps, double loss) {
+  constexpr int kWidth = 30;
+  int filled = static_cast<int>(kWidth * step / std::max<int64_t>(1, steps));
+  char bar[kWidth + 1];
+  for (int i = 0; i < kWidth; ++i)
+    bar[i] = i < filled ? '#' : '.';
+  bar[kWidth] = '\0';
+  std::fprintf(stderr, "\r[%s] %lld/%lld loss %.4f", bar, static_cast<long long>(step),
+               static_cast<long long>(steps), loss);
+  if (step == steps)
+    std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
+} // namespace
+
+Status parseGradAccum(const std::string &text,
+                      std::vector<std::pair<int64_t, int64_t>> &schedule) {
+  schedule.clear();
+  auto bad = [&]() {
+    return Status(StatusCode::kInvalidArgument,
+                  "--grad-accum " + text +
+                      ": expected N (micro-steps per optimizer step) or N,STEP:N,... "
+                      "(the count from STEP on), with positive integers and ascending steps");
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos
+                                                                     : comma - start);
+    int64_t step = 1, count = 0;
+    size_t colon = item.find(':');
+    char *end = nullptr;
+    if (schedule.empty() != (colon == std::string::npos))
+      return bad();
+    if (colon != std::string::npos) {
+      step = std::strtoll(item.c_str(), &end, 10);
+      if (end != item.c_str() + colon || step <= schedule.back().first)
+        return bad();
+      item = item.substr(colon + 1);
+    }
+    count = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || count <= 0 || count > (1 << 24))
+      return bad();
+    schedule.push_back({step, count});
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return Status::ok();
+}
+
+Status train(Executor &executor, const TrainOptions &options) {
+  const plan::Plan &plan = executor.plan().plan;
+  const plan::Training &training = plan.training();
+  for (const char *program : {"micro_step", "grad_norm", "optimizer_step", "zero_grads"})
+    if (!executor.hasProgram(program))
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("the training plan has no program '") + program +
+                        "'; recompile it with this zcc");
+  StatusOr<LrSchedule> schedule =
+      LrSchedule::create(training.scheduler(), training.lr(), training.beta1());
+  if (!schedule.isOk())
+    return schedule.takeStatus();
+  StatusOr<LossScaler> scaler = LossScaler::create(training.loss_scaler());
+  if (!scaler.isOk())
+    return scaler.takeStatus();
+
+  // The micro-step's data inputs, as host tensors the source fills.
+  std::vector<HostTensor> inputs(training.data_inputs_size());
+  std::vector<HostTensor *> inputPointers;
+  int64_t rows = training.micro_batch_size(), tokensPerRow = 1;
+  bool tokenModel = false;
+  for (int i = 0; i < training.data_inputs_size(); ++i) {
+    const plan::Buffer &buffer = plan.buffers(training.data_inputs(i).buffer());
+    inputs[i].dtype = buffer.dtype();
+    inputs[i].shape.assign(buffer.shape().begin(), buffer.shape().end());
+    if (inputs[i].shape.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "data input '" + training.data_inputs(i).name() +
+                        "' is a scalar; training data needs a batch dimension");
+    rows = inputs[i].shape[0];
+    if ((buffer.dtype() == plan::I64 || buffer.dtype() == plan::I32) && !tokenModel &&
+        inputs[i].shape.size() >= 2) {
+      tokenModel = true;
+      tokensPerRow = inputs[i].shape[1];
+    }
+    inputPointers.push_back(&inputs[i]);
+  }
+  std::unique_ptr<DataSource> source;
+  if (!options.data.empty()) {
+    StatusOr<TokenFileDType> dtype = parseTokenFileDType(options.dataDType);
+    if (!dtype.isOk())
+      return dtype.takeStatus();
+    StatusOr<TokenDataset> dataset = TokenDataset::open(options.data, *dtype);
+    if (!dataset.isOk())
+      return dataset.takeStatus();
+    if (!tokenModel)
+      return Status(StatusCode::kInvalidArgument,
+                    "--data " + options.data +
+                        ": token data feeds a model whose first integer input is "
+                        "[batch, sequence]; this model's inputs are not token ids (drop "
+                        "--data to train on the seeded synthetic source)");
+    StatusOr<TokenDataSource> tokens =
+        TokenDataSource::create(std::move(*dataset), tokensPerRow, options.shuffleSeed);
+    if (!tokens.isOk())
+      return tokens.takeStatus();
+    source = std::make_unique<TokenDataSource>(std::move(*tokens));
+  } else {
+    StatusOr<SyntheticDataSource> synthetic =
+        SyntheticDataSource::create(options.dataSeed, std::max<int64_t>(1, training.token_range()));
+    if (!synthetic.isOk())
+      return synthetic.takeStatus();
+    source = std::make_unique<SyntheticDataSource>(std::move(*synthetic));
+  }
+
+  std::FILE *log = nullptr;
+  if (!options.logJson.empty()) {
+    log = std::fopen(options.logJson.c_str(), "w");
+    if (!log)
+      return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                        options.logJson.c_str(), std::strerror(errno));
+  }
+  struct Closer {
+    std::FILE *file;
+    ~Closer() {
+      if (file)
+        std::fclose(file);
+    }
+  } closer{log};
+
+  const std::string lossScaleName = bindingName(plan, training.loss_scale());
+  const std::string scalarsName = bindingName(plan, training.optimizer_scalars());
+  const std::string lossName = bindingName(plan, training.loss());
+  const std::string normName = bindingName(plan, training.grad_norm_sq());
+  const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
+  BatchLayout layout;
+  layout.dataParallelSize = training.data_parallel_size();
+  layout.microBatchSize = rows;
+  int64_t printEvery = options.printEvery > 0 ? options.printEvery : training.steps_per_print();
+  bool progress = ::isatty(STDERR_FILENO) != 0;
+
+  int64_t stepStart = 0, applied = 0;
+  std::vector<uint8_t> scalarBuffer;
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    auto stepBegin = std::chrono::steady_clock::now();
+    int64_t accumulation = accumulationFor(options, training.gradient_accumulation_steps(), step);
+    double lossScale = scaler->scale();
+    ZCC_RETURN_IF_ERROR(scalarBytes(lossScale, lossScaleDType, scalarBuffer), "step %lld",
+                        static_cast<long long>(step));
+    ZCC_RETURN_IF_ERROR(executor.setInput(lossScaleName, scalarBuffer.data(), scalarBuffer.size(),
+                                          lossScaleDType, {}),
+                        "step %lld", static_cast<long long>(step));
+    double lossSum = 0;
+    for (int64_t micro = 0; micro < accumulation; ++micro) {
+      int64_t first = layout.sampleIndex(stepStart, micro, /*dpRank=*/0, 0);
+      ZCC_RETURN_IF_ERROR(source->fill(first, rows, inputPointers),
+                          "while reading the data of step %lld", static_cast<long long>(step));
+      for (int i = 0; i < training.data_inputs_size(); ++i)
+        ZCC_RETURN_IF_ERROR(executor.setInput(training.data_inputs(i).name(),
+                                              inputs[i].data.data(), inputs[i].data.size(),
+                                              inputs[i].dtype, inputs[i].shape),
+                            "step %lld", static_cast<long long>(step));
+      ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "step %lld",
+                          static_cast<long long>(step));
+      StatusOr<HostTensor> loss = executor.output(lossName);
+      if (!loss.isOk())
+        return loss.takeStatus();
+      lossSum += scalarValue(*loss);
+    }
+    stepStart += layout.samplesPerStep(accumulation);
+
+    ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
+    StatusOr<HostTensor> normSq = executor.output(normName);
+    if (!normSq.isOk())
+      return normSq.takeStatus();
+    double unscale = 1.0 / (static_cast<double>(accumulation) * lossScale);
+    double gradNorm = std::sqrt(scalarValue(*normSq)) * unscale;
+    bool overflow = scaler->enabled() && !std::isfinite(gradNorm);
+    double lr = schedule->lrForStep(applied + 1);
+    if (overflow) {
+      ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
+    } else {
+      int64_t k = applied + 1;
+      double factor = unscale;
+      if (training.gradient_clipping() > 0) {
+        double coefficient = training.gradient_clipping() / (gradNorm + 1e-6);
+        if (coefficient < 1)
+          factor *= coefficient;
+      }
+      bool sgd = training.optimizer() == "sgd";
+      double scalars[8] = {lr,
+                           sgd ? training.beta1() : schedule->beta1ForStep(k),
+                           schedule->beta2ForStep(k, training.beta2()),
+                           training.eps(),
+                           training.weight_decay(),
+                           static_cast<double>(k),
+                           factor,
+                           training.momentum()};
+      ZCC_RETURN_IF_ERROR(executor.setInput(scalarsName, scalars, sizeof scalars, plan::F64, {8}),
+                          "step %lld", static_cast<long long>(step));
+      ZCC_RETURN_IF_ERROR(executor.run("optimizer_step"), "step %lld",
+                          static_cast<long long>(step));
+      ++applied;
+    }
+    Status updated = scaler->update(overflow);
+    if (!updated.isOk())
+      return updated.addContext(formatString("at step %lld", static_cast<long long>(step)));
+
+    auto now = std::chrono::steady_clock::now();
+    double seconds = std::chrono::duration<double>(now - stepBegin).count();
+    double tokens = static_cast<double>(accumulation * rows * tokensPerRow);
+    double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    double loss = lossSum / static_cast<double>(accumulation);
+    if (log)
+      std::fprintf(log,
+                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"loss_scale\": %.9g, "
+                   "\"grad_norm\": %.9g, \"skipped\": %s, \"accumulation\": %lld, "
+                   "\"tokens_per_s\": %.6g}\n",
+                   static_cast<long long>(step), loss, lr, lossScale, gradNorm,
+                   overflow ? "true" : "false", static_cast<long long>(accumulation),
+                   tokensPerSecond);
+    if (progress)
+      drawProgress(step, options.steps, loss);
+    if (printEvery > 0 && (step % printEvery == 0 || step == options.steps)) {
+      if (progress)
+        std::fputc('\n', stderr);
+      std::printf("step %lld/%lld | loss %.6f | lr %.4e | loss scale %g | grad norm %.4f%s | "
+                  "%.0f tokens/s\n",
+                  static_cast<long long>(step), static_cast<long long>(options.steps), loss, lr,
+                  lossScale, gradNorm, overflow ? " | skipped (overflow)" : "", tokensPerSecond);
+      std::fflush(stdout);
+    }
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("trained %lld steps (%lld applied) in %.2f s\n",
+              static_cast<long long>(options.steps), static_cast<long long>(applied), total);
+  if (log && std::fflush(log) != 0)
+    return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                      options.logJson.c_str(), std::strerror(errno));
+  return Status::ok();
+}
+
+} // namespace zcc

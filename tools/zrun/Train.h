@@ -1,0 +1,54 @@
+//===- Train.h - zrun's training loop ---------------------------*- C++ -*-===//
+//
+// Drives a training plan's programs (schema/plan.proto, Training): for each
+// optimizer step, `micro_step` once per micro-batch of the accumulation
+// count, then `grad_norm`; the loss scaler decides whether the step
+// overflowed (then `zero_grads`, and the learning rate is not stepped), and
+// otherwise `optimizer_step` runs with the step's learning rate, betas and
+// the one gradient factor that unscales, averages over micro-steps and
+// clips. The accumulation count is a run-time choice, so the effective
+// batch changes without recompiling.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_TOOLS_ZRUN_TRAIN_H
+#define ZCC_TOOLS_ZRUN_TRAIN_H
+
+#include "runtime/Executor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zcc {
+
+struct TrainOptions {
+  /// Optimizer steps to run.
+  int64_t steps = 0;
+  /// The accumulation count from a given step on (1-based steps, ascending;
+  /// the first entry is step 1). Empty: the plan's gradient_accumulation_steps.
+  std::vector<std::pair<int64_t, int64_t>> gradAccum;
+  /// Token file (or .npy); empty: the seeded synthetic source.
+  std::string data;
+  std::string dataDType;
+  std::optional<uint64_t> shuffleSeed;
+  /// Seed of the synthetic data.
+  uint64_t dataSeed = 0;
+  /// One JSON object per optimizer step; empty: none.
+  std::string logJson;
+  /// Log lines every steps_per_print steps (0: the plan's).
+  int64_t printEvery = 0;
+};
+
+/// Parses --grad-accum: "N" or "N,STEP:N,...", steps ascending and > 1.
+Status parseGradAccum(const std::string &text,
+                      std::vector<std::pair<int64_t, int64_t>> &schedule);
+
+/// Runs `options.steps` optimizer steps of the executor's training plan.
+Status train(Executor &executor, const TrainOptions &options);
+
+} // namespace zcc
+
+#endif // ZCC_TOOLS_ZRUN_TRAIN_H
