@@ -204,6 +204,36 @@ Status Executor::kernelFailed(Status status, const PreparedProgram &program,
       " of program '" + source.name() + "'");
 }
 
+StatusOr<HostTensor> Executor::readBuffer(uint32_t id) const {
+  const plan::Plan &plan = plan_.plan;
+  if (id >= static_cast<uint32_t>(plan.buffers_size()))
+    return makeStatus(StatusCode::kOutOfRange, "the plan has no buffer %u", id);
+  const plan::Buffer &buffer = plan.buffers(id);
+  HostTensor tensor;
+  tensor.dtype = buffer.dtype();
+  tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  tensor.data.resize(static_cast<size_t>(buffer.bytes()));
+  ZCC_RETURN_IF_ERROR(
+      backend_->copyToHost(tensor.data.data(), arena_ + buffer.offset(), buffer.bytes()),
+      "while reading %s", describeBuffer(buffer).c_str());
+  return tensor;
+}
+
+Status Executor::writeBuffer(uint32_t id, const void *data, uint64_t bytes) {
+  const plan::Plan &plan = plan_.plan;
+  if (id >= static_cast<uint32_t>(plan.buffers_size()))
+    return makeStatus(StatusCode::kOutOfRange, "the plan has no buffer %u", id);
+  const plan::Buffer &buffer = plan.buffers(id);
+  if (bytes != buffer.bytes())
+    return makeStatus(StatusCode::kInvalidArgument, "%s holds %llu bytes, not %llu",
+                      describeBuffer(buffer).c_str(),
+                      static_cast<unsigned long long>(buffer.bytes()),
+                      static_cast<unsigned long long>(bytes));
+  ZCC_RETURN_IF_ERROR(backend_->copyToDevice(arena_ + buffer.offset(), data, bytes),
+                      "while writing %s", describeBuffer(buffer).c_str());
+  return Status::ok();
+}
+
 bool Executor::hasProgram(const std::string &programName) const {
   for (const PreparedProgram &candidate : programs_)
     if (candidate.source->name() == programName)

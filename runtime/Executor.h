@@ -53,6 +53,12 @@ public:
   /// completion. Every input the program reads must have been written.
   Status run(const std::string &programName);
 
+  /// A copy of buffer `id` (any kind) as it is now.
+  StatusOr<HostTensor> readBuffer(uint32_t id) const;
+
+  /// Overwrites buffer `id` with `bytes` of host data (exactly its size).
+  Status writeBuffer(uint32_t id, const void *data, uint64_t bytes);
+
   /// Whether the plan has program `programName`.
   bool hasProgram(const std::string &programName) const;
 

@@ -6,6 +6,7 @@
 #include "runtime/Train/LossScaler.h"
 #include "runtime/Train/LrSchedule.h"
 #include "runtime/Train/TokenData.h"
+#include "runtime/Support/Status.h"
 
 #include <chrono>
 #include <cmath>
@@ -103,7 +104,206 @@ void drawProgress(int64_t step, int64_t steps, double loss) {
   std::fflush(stderr);
 }
 
+/// Fills the micro-step's data inputs from --data or the synthetic source.
+struct Feeder {
+  std::vector<HostTensor> inputs;
+  std::vector<HostTensor *> pointers;
+  std::unique_ptr<DataSource> source;
+  int64_t rows = 1;
+  int64_t tokensPerRow = 1;
+
+  static StatusOr<Feeder> create(Executor &executor, const TrainOptions &options) {
+    const plan::Plan &plan = executor.plan().plan;
+    const plan::Training &training = plan.training();
+    Feeder feeder;
+    feeder.inputs.resize(training.data_inputs_size());
+    feeder.rows = training.micro_batch_size();
+    bool tokenModel = false;
+    for (int i = 0; i < training.data_inputs_size(); ++i) {
+      const plan::Buffer &buffer = plan.buffers(training.data_inputs(i).buffer());
+      HostTensor &input = feeder.inputs[i];
+      input.dtype = buffer.dtype();
+      input.shape.assign(buffer.shape().begin(), buffer.shape().end());
+      if (input.shape.empty())
+        return Status(StatusCode::kInvalidArgument,
+                      "data input '" + training.data_inputs(i).name() +
+                          "' is a scalar; training data needs a batch dimension");
+      feeder.rows = input.shape[0];
+      if ((buffer.dtype() == plan::I64 || buffer.dtype() == plan::I32) && !tokenModel &&
+          input.shape.size() >= 2) {
+        tokenModel = true;
+        feeder.tokensPerRow = input.shape[1];
+      }
+    }
+    for (HostTensor &input : feeder.inputs)
+      feeder.pointers.push_back(&input);
+    if (!options.data.empty()) {
+      StatusOr<TokenFileDType> dtype = parseTokenFileDType(options.dataDType);
+      if (!dtype.isOk())
+        return dtype.takeStatus();
+      if (!tokenModel)
+        return Status(StatusCode::kInvalidArgument,
+                      "--data " + options.data +
+                          ": token data feeds a model whose first integer input is "
+                          "[batch, sequence]; this model's inputs are not token ids (drop "
+                          "--data to train on the seeded synthetic source)");
+      StatusOr<TokenDataset> dataset = TokenDataset::open(options.data, *dtype);
+      if (!dataset.isOk())
+        return dataset.takeStatus();
+      StatusOr<TokenDataSource> tokens = TokenDataSource::create(
+          std::move(*dataset), feeder.tokensPerRow, options.shuffleSeed);
+      if (!tokens.isOk())
+        return tokens.takeStatus();
+      feeder.source = std::make_unique<TokenDataSource>(std::move(*tokens));
+    } else {
+      StatusOr<SyntheticDataSource> synthetic = SyntheticDataSource::create(
+          options.dataSeed, std::max<int64_t>(1, training.token_range()));
+      if (!synthetic.isOk())
+        return synthetic.takeStatus();
+      feeder.source = std::make_unique<SyntheticDataSource>(std::move(*synthetic));
+    }
+    return feeder;
+  }
+
+  /// Writes samples [first, first + rows) into the plan's data inputs.
+  Status feed(Executor &executor, int64_t first) {
+    const plan::Training &training = executor.plan().plan.training();
+    ZCC_RETURN_IF_ERROR(source->fill(first, rows, pointers), "while reading the data");
+    for (int i = 0; i < training.data_inputs_size(); ++i)
+      ZCC_RETURN_IF_ERROR(executor.setInput(training.data_inputs(i).name(),
+                                            inputs[i].data.data(), inputs[i].data.size(),
+                                            inputs[i].dtype, inputs[i].shape),
+                          "while writing the data");
+    return Status::ok();
+  }
+};
+
+double elementAt(const HostTensor &tensor, int64_t index) {
+  if (tensor.dtype == plan::F64)
+    return reinterpret_cast<const double *>(tensor.data.data())[index];
+  return reinterpret_cast<const float *>(tensor.data.data())[index];
+}
+
+void setElement(HostTensor &tensor, int64_t index, double value) {
+  if (tensor.dtype == plan::F64)
+    reinterpret_cast<double *>(tensor.data.data())[index] = value;
+  else
+    reinterpret_cast<float *>(tensor.data.data())[index] = static_cast<float>(value);
+}
+
 } // namespace
+
+Status checkGradients(Executor &executor, const TrainOptions &options,
+                      const GradCheckOptions &check) {
+  const plan::Plan &plan = executor.plan().plan;
+  const plan::Training &training = plan.training();
+  StatusOr<Feeder> feeder = Feeder::create(executor, options);
+  if (!feeder.isOk())
+    return feeder.takeStatus();
+  ZCC_RETURN_IF_ERROR(feeder->feed(executor, 0), "gradient check");
+  std::vector<uint8_t> one;
+  const plan::DType seedType = plan.buffers(training.loss_scale()).dtype();
+  ZCC_RETURN_IF_ERROR(scalarBytes(1.0, seedType, one), "gradient check");
+  ZCC_RETURN_IF_ERROR(executor.setInput(bindingName(plan, training.loss_scale()), one.data(),
+                                        one.size(), seedType, {}),
+                      "gradient check");
+  const std::string lossName = bindingName(plan, training.loss());
+  auto runLoss = [&](double &loss) -> Status {
+    ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "gradient check");
+    StatusOr<HostTensor> out = executor.output(lossName);
+    if (!out.isOk())
+      return out.takeStatus();
+    loss = scalarValue(*out);
+    return Status::ok();
+  };
+  ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "gradient check");
+  double loss0 = 0;
+  ZCC_RETURN_IF_ERROR(runLoss(loss0), "gradient check");
+
+  // The analytic gradients first: every later micro-step adds to them.
+  struct Checked {
+    uint32_t param;
+    std::string name;
+    HostTensor grad;
+  };
+  std::vector<Checked> checked;
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (buffer.kind() != plan::GRADIENT)
+      continue;
+    std::string name = buffer.name().substr(0, buffer.name().rfind(".grad"));
+    for (const plan::Buffer &param : plan.buffers())
+      if (param.kind() == plan::PARAMETER && param.name() == name) {
+        if (param.dtype() != plan::F32 && param.dtype() != plan::F64)
+          return Status(StatusCode::kInvalidArgument,
+                        "--check-gradients needs f32 or f64 parameters; '" + name + "' is " +
+                            dtypeText(param.dtype()));
+        StatusOr<HostTensor> grad = executor.readBuffer(buffer.id());
+        if (!grad.isOk())
+          return grad.takeStatus();
+        checked.push_back({param.id(), name, std::move(*grad)});
+      }
+  }
+  if (checked.empty())
+    return Status(StatusCode::kInvalidArgument, "the plan has no gradient to check");
+
+  bool f64 = plan.buffers(training.loss()).dtype() == plan::F64;
+  double h = check.step > 0 ? check.step : (f64 ? 1e-6 : 1e-3);
+  double rtol = check.rtol > 0 ? check.rtol : (f64 ? 1e-6 : 1e-2);
+  double atol = check.atol > 0 ? check.atol : (f64 ? 1e-9 : 2e-3);
+  std::printf("gradient check: loss %.10g, step %g, rtol %g, atol %g\n", loss0, h, rtol, atol);
+  std::printf("  %-32s %8s %14s %14s  %s\n", "parameter", "checked", "max abs error",
+              "max rel error", "verdict");
+  bool allOk = true;
+  std::string firstFailure;
+  for (Checked &entry : checked) {
+    StatusOr<HostTensor> param = executor.readBuffer(entry.param);
+    if (!param.isOk())
+      return param.takeStatus();
+    HostTensor values = *param;
+    int64_t count = values.numElements();
+    int64_t samples = std::min<int64_t>(count, check.elements);
+    double maxAbs = 0, maxRel = 0;
+    bool ok = true;
+    for (int64_t s = 0; s < samples; ++s) {
+      int64_t index = samples == count ? s : s * count / samples;
+      double original = elementAt(values, index);
+      double plus = 0, minus = 0;
+      setElement(values, index, original + h);
+      ZCC_RETURN_IF_ERROR(executor.writeBuffer(entry.param, values.data.data(), values.data.size()),
+                          "gradient check");
+      ZCC_RETURN_IF_ERROR(runLoss(plus), "gradient check");
+      setElement(values, index, original - h);
+      ZCC_RETURN_IF_ERROR(executor.writeBuffer(entry.param, values.data.data(), values.data.size()),
+                          "gradient check");
+      ZCC_RETURN_IF_ERROR(runLoss(minus), "gradient check");
+      setElement(values, index, original);
+      double numeric = (plus - minus) / (2 * h);
+      double analytic = elementAt(entry.grad, index);
+      double error = std::fabs(analytic - numeric);
+      double scale = std::max(std::fabs(analytic), std::fabs(numeric));
+      maxAbs = std::max(maxAbs, error);
+      if (scale > 0)
+        maxRel = std::max(maxRel, error / scale);
+      if (!(error <= atol + rtol * scale)) {
+        if (ok && firstFailure.empty())
+          firstFailure = formatString("'%s' element %lld: analytic %.10g, numeric %.10g",
+                                      entry.name.c_str(), static_cast<long long>(index),
+                                      analytic, numeric);
+        ok = false;
+      }
+    }
+    ZCC_RETURN_IF_ERROR(executor.writeBuffer(entry.param, values.data.data(), values.data.size()),
+                        "gradient check");
+    std::printf("  %-32s %8lld %14.3e %14.3e  %s\n", entry.name.c_str(),
+                static_cast<long long>(samples), maxAbs, maxRel, ok ? "ok" : "MISMATCH");
+    allOk &= ok;
+  }
+  if (!allOk)
+    return Status(StatusCode::kFailedPrecondition,
+                  "gradient check failed: " + firstFailure);
+  std::printf("gradient check: ok\n");
+  return Status::ok();
+}
 
 Status parseGradAccum(const std::string &text,
                       std::vector<std::pair<int64_t, int64_t>> &schedule) {
@@ -157,53 +357,10 @@ Status train(Executor &executor, const TrainOptions &options) {
   if (!scaler.isOk())
     return scaler.takeStatus();
 
-  // The micro-step's data inputs, as host tensors the source fills.
-  std::vector<HostTensor> inputs(training.data_inputs_size());
-  std::vector<HostTensor *> inputPointers;
-  int64_t rows = training.micro_batch_size(), tokensPerRow = 1;
-  bool tokenModel = false;
-  for (int i = 0; i < training.data_inputs_size(); ++i) {
-    const plan::Buffer &buffer = plan.buffers(training.data_inputs(i).buffer());
-    inputs[i].dtype = buffer.dtype();
-    inputs[i].shape.assign(buffer.shape().begin(), buffer.shape().end());
-    if (inputs[i].shape.empty())
-      return Status(StatusCode::kInvalidArgument,
-                    "data input '" + training.data_inputs(i).name() +
-                        "' is a scalar; training data needs a batch dimension");
-    rows = inputs[i].shape[0];
-    if ((buffer.dtype() == plan::I64 || buffer.dtype() == plan::I32) && !tokenModel &&
-        inputs[i].shape.size() >= 2) {
-      tokenModel = true;
-      tokensPerRow = inputs[i].shape[1];
-    }
-    inputPointers.push_back(&inputs[i]);
-  }
-  std::unique_ptr<DataSource> source;
-  if (!options.data.empty()) {
-    StatusOr<TokenFileDType> dtype = parseTokenFileDType(options.dataDType);
-    if (!dtype.isOk())
-      return dtype.takeStatus();
-    StatusOr<TokenDataset> dataset = TokenDataset::open(options.data, *dtype);
-    if (!dataset.isOk())
-      return dataset.takeStatus();
-    if (!tokenModel)
-      return Status(StatusCode::kInvalidArgument,
-                    "--data " + options.data +
-                        ": token data feeds a model whose first integer input is "
-                        "[batch, sequence]; this model's inputs are not token ids (drop "
-                        "--data to train on the seeded synthetic source)");
-    StatusOr<TokenDataSource> tokens =
-        TokenDataSource::create(std::move(*dataset), tokensPerRow, options.shuffleSeed);
-    if (!tokens.isOk())
-      return tokens.takeStatus();
-    source = std::make_unique<TokenDataSource>(std::move(*tokens));
-  } else {
-    StatusOr<SyntheticDataSource> synthetic =
-        SyntheticDataSource::create(options.dataSeed, std::max<int64_t>(1, training.token_range()));
-    if (!synthetic.isOk())
-      return synthetic.takeStatus();
-    source = std::make_unique<SyntheticDataSource>(std::move(*synthetic));
-  }
+  StatusOr<Feeder> feeder = Feeder::create(executor, options);
+  if (!feeder.isOk())
+    return feeder.takeStatus();
+  const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
 
   std::FILE *log = nullptr;
   if (!options.logJson.empty()) {
@@ -246,13 +403,8 @@ Status train(Executor &executor, const TrainOptions &options) {
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t first = layout.sampleIndex(stepStart, micro, /*dpRank=*/0, 0);
-      ZCC_RETURN_IF_ERROR(source->fill(first, rows, inputPointers),
-                          "while reading the data of step %lld", static_cast<long long>(step));
-      for (int i = 0; i < training.data_inputs_size(); ++i)
-        ZCC_RETURN_IF_ERROR(executor.setInput(training.data_inputs(i).name(),
-                                              inputs[i].data.data(), inputs[i].data.size(),
-                                              inputs[i].dtype, inputs[i].shape),
-                            "step %lld", static_cast<long long>(step));
+      ZCC_RETURN_IF_ERROR(feeder->feed(executor, first), "step %lld",
+                          static_cast<long long>(step));
       ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "step %lld",
                           static_cast<long long>(step));
       StatusOr<HostTensor> loss = executor.output(lossName);

@@ -42,6 +42,23 @@ struct TrainOptions {
   int64_t printEvery = 0;
 };
 
+struct GradCheckOptions {
+  /// Elements checked per parameter (spread evenly over it).
+  int64_t elements = 16;
+  /// Central-difference step and tolerances; 0 picks them by the loss's
+  /// dtype (f64: 1e-6, rtol 1e-6, atol 1e-9; f32: 1e-3, 1e-2, 2e-3).
+  double step = 0;
+  double rtol = 0;
+  double atol = 0;
+};
+
+/// Compares every parameter's gradient from `micro_step` (loss scale 1, one
+/// micro-batch of the data) with central finite differences of the loss:
+/// |analytic - numeric| <= atol + rtol * max(|analytic|, |numeric|). Prints
+/// a table; fails naming the first element that does not match.
+Status checkGradients(Executor &executor, const TrainOptions &options,
+                      const GradCheckOptions &check);
+
 /// Parses --grad-accum: "N" or "N,STEP:N,...", steps ascending and > 1.
 Status parseGradAccum(const std::string &text,
                       std::vector<std::pair<int64_t, int64_t>> &schedule);

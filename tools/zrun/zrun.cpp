@@ -74,7 +74,12 @@ const char kUsage[] =
     "  --shuffle SEED         permute the samples\n"
     "  --log-json FILE        one JSON object per optimizer step\n"
     "  --print-every K        a log line every K steps (default: the config's\n"
-    "                         steps_per_print)\n";
+    "                         steps_per_print)\n"
+    "  --check-gradients      instead of training, compare every parameter's\n"
+    "                         gradient with central finite differences of the\n"
+    "                         loss on one micro-batch (--check-elements N per\n"
+    "                         parameter, default 16; --check-step, --check-rtol,\n"
+    "                         --check-atol; defaults by the loss's dtype)\n";
 
 struct Options {
   std::string planPath;
@@ -86,6 +91,8 @@ struct Options {
   bool memoryReport = false;
   int64_t nproc = 0;
   TrainOptions train;
+  bool checkGradients = false;
+  GradCheckOptions gradCheck;
   bool haveSteps = false;
   bool haveTrainOptions = false;
 };
@@ -124,6 +131,11 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       options.memoryReport = true;
       continue;
     }
+    if (arg == "--check-gradients") {
+      options.checkGradients = true;
+      options.haveTrainOptions = true;
+      continue;
+    }
     if (arg.size() < 2 || arg[0] != '-') {
       if (!options.planPath.empty())
         return usageError("more than one plan given: '" + options.planPath +
@@ -147,7 +159,9 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
                              "come later)");
     bool isTrainOption = name == "--steps" || name == "--grad-accum" || name == "--data" ||
                          name == "--data-dtype" || name == "--shuffle" ||
-                         name == "--log-json" || name == "--print-every";
+                         name == "--log-json" || name == "--print-every" ||
+                         name == "--check-elements" || name == "--check-rtol" ||
+                         name == "--check-atol" || name == "--check-step";
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || isTrainOption;
@@ -190,6 +204,19 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       } else {
         options.train.printEvery = static_cast<int64_t>(count);
       }
+    } else if (name == "--check-elements") {
+      uint64_t count = 0;
+      if (!parseInteger(value, count) || count == 0)
+        return usageError(name + " " + value + ": expected a positive integer");
+      options.gradCheck.elements = static_cast<int64_t>(count);
+    } else if (name == "--check-rtol" || name == "--check-atol" || name == "--check-step") {
+      char *end = nullptr;
+      double number = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(number > 0))
+        return usageError(name + " " + value + ": expected a positive number");
+      (name == "--check-rtol"   ? options.gradCheck.rtol
+       : name == "--check-atol" ? options.gradCheck.atol
+                                : options.gradCheck.step) = number;
     } else if (name == "--grad-accum") {
       Status parsed = parseGradAccum(value, options.train.gradAccum);
       if (!parsed.isOk())
@@ -388,7 +415,7 @@ Status runInference(const Options &options, LoadedPlan loaded) {
 
 Status runTraining(const Options &options, LoadedPlan loaded) {
   const std::string path = loaded.path;
-  if (!options.haveSteps)
+  if (!options.haveSteps && !options.checkGradients)
     return Status(StatusCode::kInvalidArgument,
                   path + ": a training plan runs --steps N optimizer steps; pass --steps");
   if (!options.inputs.empty())
@@ -406,7 +433,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     return executor.takeStatus();
   TrainOptions train = options.train;
   train.dataSeed = options.seed;
-  status = zcc::train(**executor, train);
+  status = options.checkGradients ? checkGradients(**executor, train, options.gradCheck)
+                                  : zcc::train(**executor, train);
   if (!status.isOk())
     return status.addContext(path);
   if (options.memoryReport)
