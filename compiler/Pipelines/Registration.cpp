@@ -30,9 +30,13 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
   zgraph::AutodiffPassOptions options;
   options.lossName = lossName.str();
   options.addLossKind = addLoss.str();
+  pm.addPass(zgraph::createMixedPrecisionPass());
   pm.addPass(zgraph::createAutodiffPass(options));
   pm.addPass(zgraph::createOptimizerPass());
+  // CSE first: recomputed ops must not be merged back into the forward ones.
   pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(zgraph::createRecomputePass());
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(zgraph::createVerifyGraphPass());
 }

@@ -152,14 +152,14 @@ void compareLoop(const TensorView &lhs, const TensorView &rhs,
   const T *b = rhs.as<const T>();
   uint8_t *result = out.as<uint8_t>();
   SmallShape shapes[2] = {SmallShape(lhs.shape), SmallShape(rhs.shape)};
-  forEachBroadcast(SmallShape(out.shape), shapes,
-                   [&](int64_t i, const int64_t *offsets) {
-                     Compute<T> x = load(a[offsets[0]]), y = load(b[offsets[1]]);
-                     bool value = Kind == CompareKind::Equal  ? x == y
-                                  : Kind == CompareKind::Less ? x < y
-                                                              : y < x;
-                     result[i] = value ? 1 : 0;
-                   });
+  forEachBroadcast(
+      SmallShape(out.shape), shapes, [&](int64_t i, const int64_t *offsets) {
+        Compute<T> x = load(a[offsets[0]]), y = load(b[offsets[1]]);
+        bool value = Kind == CompareKind::Equal  ? x == y
+                     : Kind == CompareKind::Less ? x < y
+                                                 : y < x;
+        result[i] = value ? 1 : 0;
+      });
 }
 
 /// Reads bool elements as 0 or 1, whatever other non-zero byte they hold.
@@ -414,8 +414,8 @@ Status checkUnaryFloat(const KernelArgs &args, const char *kernel) {
   return expectShape(kernel, "result", out, SmallShape(in.shape));
 }
 
-template <UnaryKind Kind> Status unaryLoop(const char *kernel,
-                                           const KernelArgs &args) {
+template <UnaryKind Kind>
+Status unaryLoop(const char *kernel, const KernelArgs &args) {
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
   return dispatchFloat(kernel, "input", in, [&](auto tag) {
     using T = decltype(tag);

@@ -1,4 +1,4 @@
-//===- Float16.h - 16-bit float storage types for the cpu kernels -*- C++ -*-===//
+//===- Float16.h - 16-bit float storage types for cpu kernels ---*- C++ -*-===//
 //
 // f16 (IEEE binary16) and bf16 (bfloat16) as storage-only types: a kernel
 // loads them into float, computes in float and rounds once when it stores
@@ -39,7 +39,9 @@ inline float bitsFloat(uint32_t bits) {
   return value;
 }
 
-inline float toFloat(BFloat16 value) { return bitsFloat(uint32_t(value.bits) << 16); }
+inline float toFloat(BFloat16 value) {
+  return bitsFloat(uint32_t(value.bits) << 16);
+}
 
 inline BFloat16 toBFloat16(float value) {
   uint32_t bits = floatBits(value);
@@ -82,15 +84,9 @@ inline Half toHalf(float value) {
                        ((magnitude >> 13) & 0x3ff))};
 }
 
-template <typename T> struct ComputeTypeOf {
-  using type = T;
-};
-template <> struct ComputeTypeOf<Half> {
-  using type = float;
-};
-template <> struct ComputeTypeOf<BFloat16> {
-  using type = float;
-};
+template <typename T> struct ComputeTypeOf { using type = T; };
+template <> struct ComputeTypeOf<Half> { using type = float; };
+template <> struct ComputeTypeOf<BFloat16> { using type = float; };
 
 /// The type a kernel computes in for storage type T.
 template <typename T> using Compute = typename ComputeTypeOf<T>::type;
@@ -103,7 +99,9 @@ inline float load(BFloat16 value) { return toFloat(value); }
 /// Rounds a computed value to storage type T.
 template <typename T> inline T store(Compute<T> value) { return value; }
 template <> inline Half store<Half>(float value) { return toHalf(value); }
-template <> inline BFloat16 store<BFloat16>(float value) { return toBFloat16(value); }
+template <> inline BFloat16 store<BFloat16>(float value) {
+  return toBFloat16(value);
+}
 
 } // namespace zcc::cpu
 

@@ -138,14 +138,14 @@ struct AttentionDims {
 
 void gemv(CBLAS_TRANSPOSE trans, int rows, int columns, float alpha,
           const float *a, int lda, const float *x, float beta, float *y) {
-  cblas_sgemv(CblasRowMajor, trans, rows, columns, alpha, a, lda, x, 1, beta,
-              y, 1);
+  cblas_sgemv(CblasRowMajor, trans, rows, columns, alpha, a, lda, x, 1, beta, y,
+              1);
 }
 
 void gemv(CBLAS_TRANSPOSE trans, int rows, int columns, double alpha,
           const double *a, int lda, const double *x, double beta, double *y) {
-  cblas_dgemv(CblasRowMajor, trans, rows, columns, alpha, a, lda, x, 1, beta,
-              y, 1);
+  cblas_dgemv(CblasRowMajor, trans, rows, columns, alpha, a, lda, x, 1, beta, y,
+              1);
 }
 
 /// Attention in f32 or f64 (C), one query row at a time: a softmax over
@@ -325,10 +325,11 @@ Status matmul(const KernelArgs &args) {
   if (batch.numElements() == 0 || m == 0 || n == 0)
     return Status::ok();
   // An empty contraction (k = 0) fills zeros and calls no BLAS.
-  for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
-    if (Status s = checkBlasSize(kernel, what, value); k > 0 && !s.isOk())
-      return s;
+  if (k > 0)
+    for (auto [what, value] :
+         {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
+      if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
+        return s;
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
     matmulLoop(lhs.as<const T>(), rhs.as<const T>(), out.as<T>(), lhsBatch,

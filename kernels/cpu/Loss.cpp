@@ -64,8 +64,8 @@ void classLossLoop(const T *input, const Label *labels, int64_t batch,
             maxValue = std::fmax(maxValue, load(row[c * inner]));
           double sum = 0;
           for (int64_t c = 0; c < classes; ++c)
-            sum += std::exp(static_cast<double>(load(row[c * inner])) -
-                            maxValue);
+            sum +=
+                std::exp(static_cast<double>(load(row[c * inner])) - maxValue);
           value += maxValue + std::log(sum);
         }
         total += value;
@@ -175,8 +175,7 @@ Status mseLoss(const KernelArgs &args) {
     return s;
   const TensorView &prediction = args.inputs[0], &target = args.inputs[1],
                    &out = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "prediction", prediction);
-      !s.isOk())
+  if (Status s = expectFloatDType(kernel, "prediction", prediction); !s.isOk())
     return s;
   if (Status s = expectDType(kernel, "target", target, prediction.dtype);
       !s.isOk())

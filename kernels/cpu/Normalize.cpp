@@ -20,8 +20,8 @@ using namespace detail;
 namespace {
 
 template <typename T>
-void softmaxLoop(const T *x, T *y, int64_t outer, int64_t length,
-                 int64_t inner, bool logForm) {
+void softmaxLoop(const T *x, T *y, int64_t outer, int64_t length, int64_t inner,
+                 bool logForm) {
   using C = Compute<T>;
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j = 0; j < inner; ++j) {
@@ -31,14 +31,14 @@ void softmaxLoop(const T *x, T *y, int64_t outer, int64_t length,
         maxValue = std::fmax(maxValue, load(x[base + i * inner]));
       double sum = 0;
       for (int64_t i = 0; i < length; ++i)
-        sum += std::exp(static_cast<double>(load(x[base + i * inner])) -
-                        maxValue);
+        sum +=
+            std::exp(static_cast<double>(load(x[base + i * inner])) - maxValue);
       double logSum = std::log(sum);
       for (int64_t i = 0; i < length; ++i) {
         double shifted =
             static_cast<double>(load(x[base + i * inner])) - maxValue;
-        y[base + i * inner] = store<T>(
-            static_cast<C>(logForm ? shifted - logSum : std::exp(shifted) / sum));
+        y[base + i * inner] = store<T>(static_cast<C>(
+            logForm ? shifted - logSum : std::exp(shifted) / sum));
       }
     }
   }
@@ -92,8 +92,7 @@ void layerNormLoop(const T *x, const T *gamma, const T *beta, T *y,
     double inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
     for (int64_t c = 0; c < columns; ++c)
       y[r * columns + c] = store<T>(static_cast<C>(
-          (load(row[c]) - mean) * inverseStd * load(gamma[c]) +
-          load(beta[c])));
+          (load(row[c]) - mean) * inverseStd * load(gamma[c]) + load(beta[c])));
   }
 }
 

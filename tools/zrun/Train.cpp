@@ -456,14 +456,19 @@ Status train(Executor &executor, const TrainOptions &options) {
     double tokens = static_cast<double>(accumulation * rows * tokensPerRow);
     double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     double loss = lossSum / static_cast<double>(accumulation);
-    if (log)
+    if (log) {
+      // JSON has no inf or NaN: a non-finite value is null.
+      auto number = [](double value) {
+        return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
+      };
       std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"loss_scale\": %.9g, "
-                   "\"grad_norm\": %.9g, \"skipped\": %s, \"accumulation\": %lld, "
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"loss_scale\": %.9g, "
+                   "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
                    "\"tokens_per_s\": %.6g}\n",
-                   static_cast<long long>(step), loss, lr, lossScale, gradNorm,
-                   overflow ? "true" : "false", static_cast<long long>(accumulation),
-                   tokensPerSecond);
+                   static_cast<long long>(step), number(loss).c_str(), lr, lossScale,
+                   number(gradNorm).c_str(), overflow ? "true" : "false",
+                   static_cast<long long>(accumulation), tokensPerSecond);
+    }
     if (progress)
       drawProgress(step, options.steps, loss);
     if (printEvery > 0 && (step % printEvery == 0 || step == options.steps)) {

@@ -484,7 +484,7 @@ LogicalResult GatherGradOp::verify() {
   int64_t rank = getResult().getType().getRank();
   if (failed(verifyAxis(*this, getAxis(), rank)))
     return failure();
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
+  int64_t axis = normalizeAxis(getAxis(), rank);
   ArrayRef<int64_t> data = getResult().getType().getShape();
   SmallVector<int64_t> expected(data.take_front(axis));
   llvm::append_range(expected, getIndices().getType().getShape());

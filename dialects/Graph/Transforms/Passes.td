@@ -66,6 +66,49 @@ def AutodiffPass : Pass<"zcc-graph-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
 }
 
+def MixedPrecisionPass : Pass<"zcc-graph-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "fp16/bf16 compute with fp32 master weights";
+  let description = [{
+    Rewrites `@main` to compute in fp16 or bf16 (`precision`, or else the
+    config's `fp16.enabled` / `bf16.enabled`): fp32 parameters stay fp32 and
+    are cast where they are used, fp32 inputs are cast at the entry and fp32
+    constants are converted; every op then computes in the 16-bit type,
+    except the losses (cross_entropy, nll_loss, mse_loss), whose float
+    operands are cast to fp32 so that the loss is fp32. Outputs are cast back
+    to their declared types. Run before autodiff, which then carries the
+    gradients back through the casts to fp32 accumulators.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"\"",
+           "fp32, fp16 or bf16 (default: from the config)">,
+  ];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
+def RecomputePass : Pass<"zcc-graph-recompute", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing: recompute segments in the backward pass";
+  let description = [{
+    Groups the forward ops of `@micro_step` into segments of `interval`
+    consecutive blocks, a block being the repeated layer an op's ONNX node
+    name places it in ("/h.3/attn/..." is block 3 of "h"). A value computed
+    inside a segment that the backward pass reads (and no later forward op
+    outside the segment) is recomputed: the ops that produce it are cloned
+    right before the segment's first backward use, from the segment's inputs
+    (the checkpoints) and the parameters, so only the checkpoints live from
+    the forward pass to the backward pass.
+
+    `interval` 0 takes it from the config: the pipeline section's
+    `activation_checkpoint_interval`, or else one segment per
+    `activation_checkpointing.number_checkpoints` of the blocks; neither set
+    turns checkpointing off.
+  }];
+  let options = [
+    Option<"interval", "interval", "int64_t", /*default=*/"0",
+           "Blocks per recomputed segment (0: from the config)">,
+  ];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
 def OptimizerPass : Pass<"zcc-graph-optimizer", "mlir::ModuleOp"> {
   let summary = "Builds the optimizer step, the gradient norm and the gradient reset";
   let description = [{

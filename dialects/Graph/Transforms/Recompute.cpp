@@ -1,0 +1,187 @@
+//===- Recompute.cpp - Activation checkpointing by recomputation ----------===//
+//
+// Groups the forward ops of @micro_step into segments of `interval`
+// consecutive blocks (a block is the repeated layer an op's ONNX node name
+// places it in: "/h.3/attn/..." is block 3 of "h"). A value computed inside
+// a segment and read by the backward pass is not kept from the forward pass:
+// the ops that compute it are cloned right before the segment's backward
+// starts, from the segment's inputs (the checkpoints) and the parameters.
+// The memory planner then sees the segment's activations die in the forward
+// pass, so at most one segment's activations are live at once in the
+// backward pass, at the cost of a second forward pass of every segment.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+#include <optional>
+
+namespace zcc::zgraph {
+#define GEN_PASS_DEF_RECOMPUTEPASS
+#include "dialects/Graph/Transforms/Passes.h.inc"
+} // namespace zcc::zgraph
+
+using namespace mlir;
+
+namespace zcc::zgraph {
+namespace {
+
+std::string nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string name = nodeName(inner); !name.empty())
+        return name;
+  return "";
+}
+
+/// The repeated block an ONNX node name places an op in: ("h", 3) for
+/// "/h.3/attn/c_attn/MatMul" or "layers.3/Gemm".
+std::optional<std::pair<std::string, int64_t>> blockOf(Operation *op) {
+  std::string name = nodeName(op->getLoc());
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t end = name.find('/', start);
+    if (end == std::string::npos)
+      end = name.size();
+    StringRef part = StringRef(name).substr(start, end - start);
+    auto [prefix, index] = part.rsplit('.');
+    int64_t value;
+    if (!index.empty() && !prefix.empty() && !index.getAsInteger(10, value) && value >= 0)
+      return std::make_pair(prefix.str(), value);
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+/// The interval from the config: pipeline.activation_checkpoint_interval,
+/// else one segment per activation_checkpointing.number_checkpoints of the
+/// blocks; 0 when checkpointing is off.
+int64_t configInterval(ModuleOp module, int64_t blocks) {
+  auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+  auto section = [&](StringRef name) {
+    return config ? config.getAs<DictionaryAttr>(name) : DictionaryAttr();
+  };
+  if (auto pipeline = section("pipeline"))
+    if (auto interval = pipeline.getAs<IntegerAttr>("activation_checkpoint_interval");
+        interval && interval.getInt() > 0)
+      return interval.getInt();
+  if (auto checkpointing = section("activation_checkpointing"))
+    if (auto number = checkpointing.getAs<IntegerAttr>("number_checkpoints");
+        number && number.getInt() > 0)
+      return (blocks + number.getInt() - 1) / number.getInt();
+  return 0;
+}
+
+struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
+  using RecomputePassBase::RecomputePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+    if (!step)
+      return;
+    Block &body = step.getBody().front();
+    // The backward pass starts at the first use of the loss-scale seed.
+    Value seed;
+    for (BlockArgument argument : body.getArguments())
+      if (auto name = step.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
+          name && name.getValue() == "zcc.loss_scale")
+        seed = argument;
+    if (!seed)
+      return;
+    Operation *backwardStart = nullptr;
+    for (Operation &op : body)
+      if (llvm::is_contained(op.getOperands(), seed)) {
+        backwardStart = &op;
+        break;
+      }
+    if (!backwardStart)
+      return;
+    llvm::DenseMap<Operation *, int64_t> position;
+    int64_t index = 0;
+    for (Operation &op : body)
+      position[&op] = index++;
+    int64_t backwardAt = position[backwardStart];
+
+    // Blocks of the forward ops, then segments of `interval` blocks.
+    std::map<std::pair<std::string, int64_t>, SmallVector<Operation *>> blocks;
+    for (Operation &op : body) {
+      if (position[&op] >= backwardAt)
+        break;
+      if (isa<ParamOp, ConstantOp, StateOp>(op) || op.getNumResults() == 0)
+        continue;
+      if (auto block = blockOf(&op))
+        blocks[*block].push_back(&op);
+    }
+    if (blocks.empty())
+      return;
+    int64_t every = interval > 0 ? int64_t(interval) : configInterval(module, blocks.size());
+    if (every <= 0)
+      return;
+    std::map<std::pair<std::string, int64_t>, SmallVector<Operation *>> segments;
+    for (auto &[block, ops] : blocks)
+      llvm::append_range(segments[{block.first, block.second / every}], ops);
+
+    OpBuilder builder(module.getContext());
+    for (auto &[segment, ops] : segments) {
+      llvm::DenseSet<Operation *> inSegment(ops.begin(), ops.end());
+      // Values of the segment the backward pass reads; values read by later
+      // forward ops outside the segment are its outputs and stay.
+      llvm::SetVector<Value> needed;
+      Operation *firstBackwardUse = nullptr;
+      for (Operation *op : ops)
+        for (Value result : op->getResults()) {
+          bool output = false;
+          SmallVector<Operation *> backwardUsers;
+          for (Operation *user : result.getUsers()) {
+            if (position.lookup(user) >= backwardAt)
+              backwardUsers.push_back(user);
+            else if (!inSegment.contains(user))
+              output = true;
+          }
+          if (output || backwardUsers.empty())
+            continue;
+          needed.insert(result);
+          for (Operation *user : backwardUsers)
+            if (!firstBackwardUse || position[user] < position[firstBackwardUse])
+              firstBackwardUse = user;
+        }
+      if (needed.empty())
+        continue;
+      // Everything inside the segment that the needed values depend on,
+      // cloned in forward order before the segment's backward begins.
+      llvm::DenseSet<Operation *> toClone;
+      SmallVector<Value> worklist(needed.begin(), needed.end());
+      while (!worklist.empty()) {
+        Operation *def = worklist.pop_back_val().getDefiningOp();
+        if (!def || !inSegment.contains(def) || !toClone.insert(def).second)
+          continue;
+        for (Value operand : def->getOperands())
+          worklist.push_back(operand);
+      }
+      IRMapping mapping;
+      builder.setInsertionPoint(firstBackwardUse);
+      for (Operation *op : ops)
+        if (toClone.contains(op))
+          builder.clone(*op, mapping);
+      for (Value value : needed) {
+        Value clone = mapping.lookup(value);
+        value.replaceUsesWithIf(clone, [&](OpOperand &use) {
+          return position.lookup(use.getOwner()) >= backwardAt;
+        });
+      }
+    }
+  }
+};
+
+} // namespace
+} // namespace zcc::zgraph
