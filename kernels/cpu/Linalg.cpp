@@ -3,9 +3,9 @@
 // Products of f32 and f64 go through OpenBLAS (sgemm and sgemv, dgemm and
 // dgemv): the reference must be fast enough to train small models, and a
 // hand-written GEMM would be neither fast nor any more trustworthy. f16 and
-// bf16 compute in f32: matmul widens tiles of its operands into stack
-// buffers for sgemm; attention, whose rows could need buffers as large as
-// the head sizes, runs plain loops in f32.
+// bf16 compute in f32: matmul widens tiles of its operands into static
+// per-thread buffers for sgemm; attention, whose rows could need buffers as
+// large as the head sizes, runs plain loops in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,17 +53,19 @@ void gemm(int64_t m, int64_t n, int64_t k, const double *a, const double *b,
 }
 
 /// The tile of C, and the slice of the contraction, that a 16-bit product
-/// widens at a time: 56 KiB of stack in all.
-constexpr int64_t kTileRows = 32, kTileColumns = 64, kTileDepth = 128;
+/// widens at a time. The f32 tiles live in static per-thread storage (2.25
+/// MiB per thread, never the heap): large enough that sgemm runs at speed
+/// and each operand element is widened only a few times.
+constexpr int64_t kTileRows = 256, kTileColumns = 1024, kTileDepth = 256;
 
 /// The same for f16 and bf16: tiles of A and B are widened to f32 for
 /// sgemm, and each tile of C is accumulated in f32 over the whole
 /// contraction, then rounded once.
 template <typename T>
 void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
-  float aTile[kTileRows * kTileDepth];
-  float bTile[kTileDepth * kTileColumns];
-  float cTile[kTileRows * kTileColumns];
+  static thread_local float aTile[kTileRows * kTileDepth];
+  static thread_local float bTile[kTileDepth * kTileColumns];
+  static thread_local float cTile[kTileRows * kTileColumns];
   for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
     int64_t rows = std::min(kTileRows, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kTileColumns) {
@@ -71,21 +73,30 @@ void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
       std::fill(cTile, cTile + rows * columns, 0.0f);
       for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
         int64_t depth = std::min(kTileDepth, k - p0);
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
+          const T *row = a + (i0 + i) * k + p0;
+          float *out = aTile + i * depth;
           for (int64_t p = 0; p < depth; ++p)
-            aTile[i * depth + p] = load(a[(i0 + i) * k + p0 + p]);
-        for (int64_t p = 0; p < depth; ++p)
+            out[p] = load(row[p]);
+        }
+        for (int64_t p = 0; p < depth; ++p) {
+          const T *row = b + (p0 + p) * n + j0;
+          float *out = bTile + p * columns;
           for (int64_t j = 0; j < columns; ++j)
-            bTile[p * columns + j] = load(b[(p0 + p) * n + j0 + j]);
+            out[j] = load(row[j]);
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
                     static_cast<int>(rows), static_cast<int>(columns),
                     static_cast<int>(depth), 1.0f, aTile,
                     static_cast<int>(depth), bTile, static_cast<int>(columns),
                     1.0f, cTile, static_cast<int>(columns));
       }
-      for (int64_t i = 0; i < rows; ++i)
+      for (int64_t i = 0; i < rows; ++i) {
+        T *row = c + (i0 + i) * n + j0;
+        const float *in = cTile + i * columns;
         for (int64_t j = 0; j < columns; ++j)
-          c[(i0 + i) * n + j0 + j] = store<T>(cTile[i * columns + j]);
+          row[j] = store<T>(in[j]);
+      }
     }
   }
 }

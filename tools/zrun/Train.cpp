@@ -462,7 +462,7 @@ Status train(Executor &executor, const TrainOptions &options) {
         return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
       };
       std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"loss_scale\": %.9g, "
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.17g, \"loss_scale\": %.17g, "
                    "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
                    "\"tokens_per_s\": %.6g}\n",
                    static_cast<long long>(step), number(loss).c_str(), lr, lossScale,

@@ -3,9 +3,10 @@
 
   gradcheck_models.py OP -o MODEL.onnx [--batch B] [--list]
 
-Each model feeds the op (as the ONNX importer maps it: see --list) operands
-that are all trainable float64 initializers, so `zrun --check-gradients`
-compares every operand's analytic gradient with central finite differences.
+Each model (--list names them) holds ONNX nodes that the importer maps to
+one zgraph op, and feeds that op operands that are all trainable float64
+initializers, so `zrun --check-gradients` compares every operand's analytic
+gradient with central finite differences.
 The first operand is `p + 1e-3 * x`, where x is the float64 graph input
 [B, ...] that zrun's training data fills (N(0, 1) from the synthetic source);
 the 1e-3 keeps each element within a few thousandths of the initializer, so
@@ -33,9 +34,9 @@ from onnx import TensorProto, helper, numpy_helper
 F64 = TensorProto.DOUBLE
 # The data's N(0, 1) samples enter every first operand scaled by this.
 DATA_SCALE = 1e-3
-# Onnx 1.12's checker and zcc's know opsets up to 17; the ops that need a
-# newer one (Gelu) are written unchecked, with the IR version ONNX pairs with
-# their opset.
+# The IR version ONNX pairs with each opset. onnx 1.12's checker knows opsets
+# up to 17: models of a newer one (18 for axes as inputs, 20 for Gelu) are
+# written unchecked.
 IR_FOR_OPSET = {13: 7, 14: 7, 15: 8, 16: 8, 17: 8, 18: 8, 20: 9}
 
 
@@ -108,9 +109,9 @@ class Model:
         return magnitude if positive else magnitude * self.rng.choice([-1.0, 1.0], shape)
 
     def distinct(self, *shape, axis=-1, gap=0.25):
-        """Values along axis a permutation of gap-spaced levels (no ties, none near 0)."""
+        """Values along axis a permutation of gap-spaced levels (no ties)."""
         n = shape[axis]
-        levels = (np.arange(n) - (n - 1) / 2 + 0.5) * gap  # 0.5*gap off the grid's 0
+        levels = (np.arange(n) - (n - 1) / 2) * gap
         out = np.empty(shape)
         moved = np.moveaxis(out, axis, -1)
         for index in np.ndindex(*moved.shape[:-1]):
@@ -483,8 +484,8 @@ def build_mse(m):
 
 
 def build_class_loss(op_type, reduction="mean", ignore_index=None, spatial=False, log_prob=False):
-    """op_type of scores against labels [B, 8] from 3 classes (so every class,
-    ignore_index's too, is among the 16 labels). Scores: [B*8, 3] reshaped
+    """op_type of scores against labels [B, 8] of 3 classes (16 labels: the
+    synthetic data holds ignore_index, as losses.test checks). Scores: [B*8, 3] reshaped
     from p [B, 8, 3]; spatial: [B, 3, 8] (classes on axis 1, as ONNX has
     them for sequences) transposed from p [B, 8, 3]. log_prob: the loss plus
     a weighted sum of SoftmaxCrossEntropyLoss's second output."""
