@@ -7,8 +7,11 @@
 # The model is a GPT-2-style decoder written by examples/models/make_models.py
 # (4 layers, width 256, 8 heads, vocabulary 1024, sequence 128); the config
 # is the ZeRO-3 guide's (examples/ds_zero3_offload.json), whose micro-batch
-# (4) sets the batch. Training plans come with autodiff: this job compiles
-# and runs the inference plan, as `--mode infer` asks.
+# (4) sets the batch. The job compiles and runs the inference plan (`--mode
+# infer`), then a training plan of a small GPT-2 with its loss (2 layers,
+# width 64): 60 optimizer steps of 8 micro-steps in fp16 with the config's
+# dynamic loss scaler (its first steps overflow from 2^32 and are skipped,
+# as DeepSpeed's are), AdamW and WarmupLR, on a seeded synthetic token source.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ZCC_BUILD_DIR:-$root/build}"
@@ -39,3 +42,10 @@ logits = np.load(sys.argv[1])
 print(f"logits {logits.shape} {logits.dtype}: mean {logits.mean():.5f}, std {logits.std():.5f}, "
       f"finite {bool(np.isfinite(logits).all())}")
 PY
+
+echo "== train: zcc gpt2-loss.onnx -c ds_zero3_offload.json --report -o train.plan; zrun train.plan --steps 60"
+/usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset tiny -o "$work/gpt2-loss.onnx"
+"$build/bin/zcc" "$work/gpt2-loss.onnx" -c "$root/examples/ds_zero3_offload.json" --report \
+  -o "$work/train.plan"
+"$build/bin/zrun" "$work/train.plan" --steps 60 --log-json "$work/train.jsonl"
+echo "wrote $work/train.jsonl (one JSON object per optimizer step)"

@@ -248,6 +248,8 @@ public:
       status = validateBindings(plan_.outputs(), "output");
     if (status.isOk())
       status = validatePrograms();
+    if (status.isOk())
+      status = validateTraining();
     return status;
   }
 
@@ -443,6 +445,132 @@ private:
           if (!isBuffer(id))
             return invalid(path_, item, missingBuffer("writes", id));
       }
+    }
+    return Status::ok();
+  }
+
+  /// "an output buffer": how messages name a buffer kind.
+  static std::string kindPhrase(plan::BufferKind kind) {
+    std::string name = plan::BufferKind_IsValid(kind)
+                           ? plan::BufferKind_Name(kind)
+                           : "UNKNOWN";
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    std::replace(name.begin(), name.end(), '_', ' ');
+    bool vowel = std::string("aeiou").find(name[0]) != std::string::npos;
+    return std::string(vowel ? "an " : "a ") + name + " buffer";
+  }
+
+  /// One buffer the training loop reads or writes: it exists, has `kind`,
+  /// and holds `elements` elements of `dtype` (of any float type when
+  /// DTYPE_UNSPECIFIED).
+  Status validateTrainingBuffer(const char *field, uint32_t id,
+                                plan::BufferKind kind, uint64_t elements,
+                                plan::DType dtype) {
+    std::string item = std::string("training ") + field;
+    if (!isBuffer(id))
+      return invalid(path_, item, missingBuffer("names", id));
+    const plan::Buffer &buffer = plan_.buffers(id);
+    if (buffer.kind() != kind)
+      return invalid(path_, item,
+                     "names " + describeBuffer(buffer) + ", which is " +
+                         kindPhrase(buffer.kind()) + ", not " +
+                         kindPhrase(kind));
+    uint64_t count = 1;
+    for (int64_t dim : buffer.shape())
+      count *= static_cast<uint64_t>(dim);
+    bool isFloat = buffer.dtype() == plan::F32 || buffer.dtype() == plan::F64 ||
+                   buffer.dtype() == plan::F16 || buffer.dtype() == plan::BF16;
+    bool dtypeOk =
+        dtype == plan::DTYPE_UNSPECIFIED ? isFloat : buffer.dtype() == dtype;
+    if (count != elements || !dtypeOk) {
+      std::string expected =
+          dtype == plan::DTYPE_UNSPECIFIED ? "a float" : dtypeText(dtype);
+      expected += elements == 1 ? " scalar" : " " + std::to_string(elements);
+      return invalid(path_, item,
+                     "names " + describeBuffer(buffer) + ", which holds " +
+                         dtypeText(buffer.dtype()) + " " +
+                         shapeText(buffer.shape()) + "; it must hold " +
+                         expected);
+    }
+    return Status::ok();
+  }
+
+  /// A training plan carries the loop's settings (Training), whose buffers
+  /// the runtime writes and reads by id, and the programs the loop runs; an
+  /// inference plan carries none.
+  Status validateTraining() {
+    bool training = plan_.mode() == "train";
+    if (!training) {
+      if (plan_.has_training())
+        return invalid(path_, "plan",
+                       "mode 'infer' carries training settings, which only a "
+                       "'train' plan may have");
+      return Status::ok();
+    }
+    if (!plan_.has_training())
+      return invalid(path_, "plan",
+                     "mode 'train' has no training settings (the optimizer, "
+                     "batch sizes and loop buffers)");
+    const plan::Training &settings = plan_.training();
+    const std::string &optimizer = settings.optimizer();
+    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "sgd")
+      return invalid(path_, "training",
+                     "optimizer " + quoted(optimizer) +
+                         " is not one this runtime has ('adamw', 'adam' or "
+                         "'sgd')");
+    struct Count {
+      const char *name;
+      int64_t value;
+    };
+    for (Count count :
+         {Count{"gradient_accumulation_steps",
+                settings.gradient_accumulation_steps()},
+          Count{"micro_batch_size", settings.micro_batch_size()},
+          Count{"data_parallel_size", settings.data_parallel_size()}})
+      if (count.value < 1)
+        return invalid(path_, "training",
+                       formatString("%s is %lld; it must be at least 1",
+                                    count.name,
+                                    static_cast<long long>(count.value)));
+    Status status = validateTrainingBuffer("optimizer_scalars",
+                                           settings.optimizer_scalars(),
+                                           plan::SCALARS, 8, plan::F64);
+    if (status.isOk())
+      status =
+          validateTrainingBuffer("loss_scale", settings.loss_scale(),
+                                 plan::SCALARS, 1, plan::DTYPE_UNSPECIFIED);
+    if (status.isOk())
+      status = validateTrainingBuffer("grad_norm_sq", settings.grad_norm_sq(),
+                                      plan::OUTPUT, 1, plan::F64);
+    if (status.isOk())
+      status = validateTrainingBuffer("loss", settings.loss(), plan::OUTPUT, 1,
+                                      plan::DTYPE_UNSPECIFIED);
+    for (int i = 0; status.isOk() && i < settings.data_inputs_size(); ++i) {
+      const plan::Binding &input = settings.data_inputs(i);
+      std::string item = formatString("training data input %d (%s)", i,
+                                      quoted(input.name()).c_str());
+      if (!isBuffer(input.buffer()))
+        return invalid(path_, item, missingBuffer("names", input.buffer()));
+      const plan::Buffer &buffer = plan_.buffers(input.buffer());
+      if (buffer.kind() != plan::INPUT)
+        return invalid(path_, item,
+                       "names " + describeBuffer(buffer) + ", which is " +
+                           kindPhrase(buffer.kind()) + ", not " +
+                           kindPhrase(plan::INPUT));
+    }
+    if (!status.isOk())
+      return status;
+    for (const char *name :
+         {"micro_step", "grad_norm", "optimizer_step", "zero_grads"}) {
+      bool found = false;
+      for (const plan::Program &program : plan_.programs())
+        found |= program.name() == name;
+      if (!found)
+        return invalid(path_, "plan",
+                       std::string("mode 'train' has no program '") + name +
+                           "' (a training plan runs micro_step, grad_norm, "
+                           "optimizer_step and zero_grads)");
     }
     return Status::ok();
   }

@@ -127,6 +127,85 @@ static std::string magicText(uint64_t magic) {
 
 static std::string u64(uint64_t value) { return std::to_string(value); }
 
+static std::string boolText(bool value) { return value ? "true" : "false"; }
+
+/// The Training message: the optimizer and its numbers, the schedule, the
+/// loss scaler, clipping, the batch sizes, and the buffers the runtime's
+/// loop writes and reads, by id.
+static std::string trainingText(const plan::Training &training) {
+  std::string out = "training:\n";
+  out += "  optimizer: " + quote(training.optimizer()) + ", lr " +
+         formatDouble(training.lr()) + ", beta1 " +
+         formatDouble(training.beta1()) + ", beta2 " +
+         formatDouble(training.beta2()) + ", eps " +
+         formatDouble(training.eps()) + ", weight_decay " +
+         formatDouble(training.weight_decay()) + ", momentum " +
+         formatDouble(training.momentum()) + ", dampening " +
+         formatDouble(training.dampening()) + ", nesterov " +
+         boolText(training.nesterov()) + "\n";
+
+  const plan::Scheduler &scheduler = training.scheduler();
+  out += "  scheduler: ";
+  if (scheduler.type().empty())
+    out += "none (constant lr)";
+  else
+    out += quote(scheduler.type());
+  if (!scheduler.warmup_type().empty())
+    out += ", warmup_type " + quote(scheduler.warmup_type());
+  // The params map iterates in hash order; sorting keeps dumps stable.
+  std::vector<const std::string *> names;
+  for (const auto &entry : scheduler.params())
+    names.push_back(&entry.first);
+  std::sort(names.begin(), names.end(),
+            [](const std::string *a, const std::string *b) { return *a < *b; });
+  if (!names.empty()) {
+    out += ", params";
+    for (const std::string *name : names)
+      out +=
+          " " + quote(*name) + "=" + formatDouble(scheduler.params().at(*name));
+  }
+  out += "\n";
+
+  const plan::LossScaler &scaler = training.loss_scaler();
+  out += "  loss_scaler: ";
+  if (!scaler.enabled())
+    out += "disabled";
+  else
+    out += std::string(scaler.dynamic() ? "dynamic" : "static") +
+           ", static_scale " + formatDouble(scaler.static_scale()) +
+           ", initial_scale_power " +
+           std::to_string(scaler.initial_scale_power()) + ", scale_window " +
+           std::to_string(scaler.scale_window()) + ", hysteresis " +
+           std::to_string(scaler.hysteresis()) + ", consecutive_hysteresis " +
+           boolText(scaler.consecutive_hysteresis()) + ", min_scale " +
+           formatDouble(scaler.min_scale());
+  out += "\n";
+
+  out += "  gradient_clipping: " + formatDouble(training.gradient_clipping()) +
+         "\n";
+  out += "  batch: train_batch_size " +
+         std::to_string(training.train_batch_size()) + ", micro_batch_size " +
+         std::to_string(training.micro_batch_size()) +
+         ", gradient_accumulation_steps " +
+         std::to_string(training.gradient_accumulation_steps()) +
+         ", data_parallel_size " +
+         std::to_string(training.data_parallel_size()) + "\n";
+  out += "  precision: " + quote(training.precision()) + "\n";
+  out +=
+      "  steps_per_print: " + std::to_string(training.steps_per_print()) + "\n";
+  out += "  token_range: " + std::to_string(training.token_range()) + "\n";
+  out += "  parameter_count: " + u64(training.parameter_count()) + "\n";
+  out += "  optimizer_scalars: %" + u64(training.optimizer_scalars()) + "\n";
+  out += "  loss_scale: %" + u64(training.loss_scale()) + "\n";
+  out += "  grad_norm_sq: %" + u64(training.grad_norm_sq()) + "\n";
+  out += "  loss: %" + u64(training.loss()) + "\n";
+  out += "  data_inputs: " + std::to_string(training.data_inputs_size()) + "\n";
+  for (const plan::Binding &binding : training.data_inputs())
+    out +=
+        "    " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+  return out;
+}
+
 std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
   std::string out;
   out += formatString("header: magic 0x%016llx %s, format_version %u, "
@@ -207,6 +286,9 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
   for (const plan::Binding &binding : plan.outputs())
     out +=
         "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+
+  if (plan.has_training())
+    out += trainingText(plan.training());
 
   for (const plan::Program &program : plan.programs()) {
     out += "program " + quote(program.name()) + ": " +

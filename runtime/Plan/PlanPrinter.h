@@ -1,9 +1,10 @@
 //===- PlanPrinter.h - A plan as readable text ------------------*- C++ -*-===//
 //
 // What `zplan dump` prints (and `zcc --emit plan-text` may reuse): every
-// header field, buffer, weight, binding and instruction, one per line, in plan
-// order, with attributes sorted by name, so the text is the same for the same
-// plan and lit tests can FileCheck the serializer through it.
+// header field, buffer, weight, binding, training setting and instruction, one
+// per line, in plan order, with attributes sorted by name, so the text is the
+// same for the same plan and lit tests can FileCheck the serializer through
+// it.
 //
 //===----------------------------------------------------------------------===//
 

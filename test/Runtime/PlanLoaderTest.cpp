@@ -11,6 +11,7 @@
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Plan/PlanPrinter.h"
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -477,6 +478,197 @@ TEST(PlanValidation, Programs) {
 }
 
 //===----------------------------------------------------------------------===//
+// Training plans, one rule at a time
+//===----------------------------------------------------------------------===//
+
+std::string trainingError(const std::function<void(plan::Plan &)> &breakIt) {
+  plan::Plan plan = test::trainingPlan();
+  breakIt(plan);
+  Status status = validatePlan(plan, "p.bin");
+  EXPECT_FALSE(status.isOk());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  return status.message();
+}
+
+TEST(TrainingValidation, TrainingPlanIsValid) {
+  Status status = validatePlan(test::trainingPlan(), "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+  StatusOr<LoadedPlan> loaded =
+      parsePlanFile(encodePlanFile(test::trainingPlan(), "t"), "p.bin");
+  EXPECT_TRUE(loaded.isOk()) << loaded.status().toString();
+}
+
+TEST(TrainingValidation, SettingsMatchTheMode) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) { p.clear_training(); }),
+            std::string("p.bin: plan: mode 'train' has no training settings "
+                        "(the optimizer, batch sizes and loop buffers)") +
+                kFix);
+  // An empty Training message is still present, and still wrong for infer.
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.mutable_training(); }),
+            std::string("p.bin: plan: mode 'infer' carries training settings, "
+                        "which only a 'train' plan may have") +
+                kFix);
+}
+
+TEST(TrainingValidation, Optimizer) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_optimizer("lamb");
+            }),
+            std::string("p.bin: training: optimizer 'lamb' is not one this "
+                        "runtime has ('adamw', 'adam' or 'sgd')") +
+                kFix);
+  for (const char *optimizer : {"adam", "sgd"}) {
+    plan::Plan plan = test::trainingPlan();
+    plan.mutable_training()->set_optimizer(optimizer);
+    EXPECT_TRUE(validatePlan(plan, "p.bin").isOk()) << optimizer;
+  }
+}
+
+TEST(TrainingValidation, CountsAreAtLeastOne) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_gradient_accumulation_steps(0);
+            }),
+            std::string("p.bin: training: gradient_accumulation_steps is 0; "
+                        "it must be at least 1") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_micro_batch_size(-2);
+            }),
+            std::string("p.bin: training: micro_batch_size is -2; it must be "
+                        "at least 1") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_data_parallel_size(0);
+            }),
+            std::string("p.bin: training: data_parallel_size is 0; it must be "
+                        "at least 1") +
+                kFix);
+}
+
+TEST(TrainingValidation, BufferIdsInRange) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_optimizer_scalars(13);
+            }),
+            std::string("p.bin: training optimizer_scalars: names buffer 13, "
+                        "but the plan has only 13 buffers") +
+                kFix);
+  EXPECT_EQ(
+      trainingError([](plan::Plan &p) { p.mutable_training()->set_loss(99); }),
+      std::string("p.bin: training loss: names buffer 99, but the plan has "
+                  "only 13 buffers") +
+          kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->mutable_data_inputs(1)->set_buffer(40);
+            }),
+            std::string("p.bin: training data input 1 ('y'): names buffer 40, "
+                        "but the plan has only 13 buffers") +
+                kFix);
+}
+
+TEST(TrainingValidation, BufferKinds) {
+  // The runtime writes the scalars before a program runs and reads the
+  // outputs after: a scalar in a parameter or an output in a gradient would
+  // overwrite or read the wrong bytes.
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_optimizer_scalars(0);
+            }),
+            std::string("p.bin: training optimizer_scalars: names buffer 0 "
+                        "('x'), which is an input buffer, not a scalars "
+                        "buffer") +
+                kFix);
+  EXPECT_EQ(trainingError(
+                [](plan::Plan &p) { p.mutable_training()->set_loss_scale(5); }),
+            std::string("p.bin: training loss_scale: names buffer 5 ('loss'), "
+                        "which is an output buffer, not a scalars buffer") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_grad_norm_sq(8);
+            }),
+            std::string("p.bin: training grad_norm_sq: names buffer 8 "
+                        "('w.grad'), which is a gradient buffer, not an output "
+                        "buffer") +
+                kFix);
+  EXPECT_EQ(
+      trainingError([](plan::Plan &p) { p.mutable_training()->set_loss(4); }),
+      std::string("p.bin: training loss: names buffer 4 ('xw'), which is an "
+                  "activation buffer, not an output buffer") +
+          kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->mutable_data_inputs(0)->set_buffer(2);
+            }),
+            std::string("p.bin: training data input 0 ('x'): names buffer 2 "
+                        "('zcc.loss_scale'), which is a scalars buffer, not an "
+                        "input buffer") +
+                kFix);
+}
+
+TEST(TrainingValidation, BufferTypes) {
+  // The optimizer kernels read eight f64 scalars and sum_squares writes one
+  // f64: anything smaller is read or written past its end.
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              plan::Buffer *scalars = p.mutable_buffers(10);
+              scalars->set_shape(0, 4);
+              scalars->set_bytes(32);
+            }),
+            std::string("p.bin: training optimizer_scalars: names buffer 10 "
+                        "('zcc.optimizer_scalars'), which holds f64 4; it "
+                        "must hold f64 8") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              plan::Buffer *norm = p.mutable_buffers(9);
+              norm->set_dtype(plan::F32);
+              norm->set_bytes(4);
+            }),
+            std::string("p.bin: training grad_norm_sq: names buffer 9 "
+                        "('zcc.grad_norm_sq'), which holds f32 scalar; it must "
+                        "hold f64 scalar") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              plan::Buffer *seed = p.mutable_buffers(2);
+              seed->set_dtype(plan::I64);
+              seed->set_bytes(8);
+            }),
+            std::string("p.bin: training loss_scale: names buffer 2 "
+                        "('zcc.loss_scale'), which holds i64 scalar; it must "
+                        "hold a float scalar") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              plan::Buffer *loss = p.mutable_buffers(5);
+              loss->add_shape(2);
+              loss->set_bytes(8);
+            }),
+            std::string("p.bin: training loss: names buffer 5 ('loss'), which "
+                        "holds f32 2; it must hold a float scalar") +
+                kFix);
+  // Any float type and any shape of one element will do for the loss and
+  // its scale (fp16 and bf16 plans).
+  plan::Plan plan = test::trainingPlan();
+  plan.mutable_buffers(2)->set_dtype(plan::BF16);
+  plan.mutable_buffers(2)->set_bytes(2);
+  plan.mutable_buffers(5)->add_shape(1);
+  EXPECT_TRUE(validatePlan(plan, "p.bin").isOk());
+}
+
+TEST(TrainingValidation, TheFourProgramsArePresent) {
+  for (const char *name :
+       {"micro_step", "grad_norm", "optimizer_step", "zero_grads"}) {
+    plan::Plan plan = test::trainingPlan();
+    auto *programs = plan.mutable_programs();
+    programs->erase(std::remove_if(programs->begin(), programs->end(),
+                                   [&](const plan::Program &program) {
+                                     return program.name() == name;
+                                   }),
+                    programs->end());
+    ASSERT_EQ(plan.programs_size(), 3);
+    EXPECT_EQ(validatePlan(plan, "p.bin").message(),
+              std::string("p.bin: plan: mode 'train' has no program '") + name +
+                  "' (a training plan runs micro_step, grad_norm, "
+                  "optimizer_step and zero_grads)" +
+                  kFix);
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // zplan dump's text
 //===----------------------------------------------------------------------===//
 
@@ -551,6 +743,93 @@ TEST(PlanPrinter, WholeFloatsKeepAPoint) {
       .set_f(2.0);
   std::string text = printPlan(plan::PlanFile(), plan);
   EXPECT_NE(text.find("{scale = 2.0}"), std::string::npos) << text;
+}
+
+TEST(PlanPrinter, PrintsTrainingSettings) {
+  plan::Plan plan = test::trainingPlan();
+  plan::Training &training = *plan.mutable_training();
+  training.set_gradient_clipping(1.0);
+  training.set_token_range(50257);
+  plan::Scheduler &scheduler = *training.mutable_scheduler();
+  scheduler.set_type("WarmupDecayLR");
+  scheduler.set_warmup_type("log");
+  (*scheduler.mutable_params())["warmup_num_steps"] = 10;
+  (*scheduler.mutable_params())["total_num_steps"] = 100;
+  (*scheduler.mutable_params())["warmup_max_lr"] = 0.001;
+  std::string text = printPlan(plan::PlanFile(), plan);
+  size_t begin = text.find("training:\n");
+  size_t end = text.find("program \"micro_step\"");
+  ASSERT_NE(begin, std::string::npos) << text;
+  ASSERT_NE(end, std::string::npos) << text;
+  EXPECT_LT(text.find("outputs: 2\n"), begin) << "after the bindings";
+  EXPECT_EQ(text.substr(begin, end - begin),
+            "training:\n"
+            "  optimizer: \"adamw\", lr 0.001, beta1 0.9, beta2 0.999, eps "
+            "1e-08, weight_decay 0.01, momentum 0.0, dampening 0.0, nesterov "
+            "false\n"
+            "  scheduler: \"WarmupDecayLR\", warmup_type \"log\", params "
+            "\"total_num_steps\"=100.0 \"warmup_max_lr\"=0.001 "
+            "\"warmup_num_steps\"=10.0\n"
+            "  loss_scaler: disabled\n"
+            "  gradient_clipping: 1.0\n"
+            "  batch: train_batch_size 2, micro_batch_size 1, "
+            "gradient_accumulation_steps 2, data_parallel_size 1\n"
+            "  precision: \"fp32\"\n"
+            "  steps_per_print: 10\n"
+            "  token_range: 50257\n"
+            "  parameter_count: 3\n"
+            "  optimizer_scalars: %10\n"
+            "  loss_scale: %2\n"
+            "  grad_norm_sq: %9\n"
+            "  loss: %5\n"
+            "  data_inputs: 2\n"
+            "    \"x\" -> %0\n"
+            "    \"y\" -> %1\n");
+}
+
+TEST(PlanPrinter, PrintsTheLossScalerAndSgd) {
+  plan::Plan plan = test::trainingPlan();
+  plan::Training &training = *plan.mutable_training();
+  training.set_optimizer("sgd");
+  training.set_momentum(0.9);
+  training.set_dampening(0.1);
+  training.set_nesterov(true);
+  training.set_precision("fp16");
+  plan::LossScaler &scaler = *training.mutable_loss_scaler();
+  scaler.set_enabled(true);
+  scaler.set_dynamic(true);
+  scaler.set_initial_scale_power(16);
+  scaler.set_scale_window(1000);
+  scaler.set_hysteresis(2);
+  scaler.set_min_scale(1.0);
+  std::string text = printPlan(plan::PlanFile(), plan);
+  EXPECT_NE(text.find("  optimizer: \"sgd\", lr 0.001, beta1 0.9, beta2 "
+                      "0.999, eps 1e-08, weight_decay 0.01, momentum 0.9, "
+                      "dampening 0.1, nesterov true\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  scheduler: none (constant lr)\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  loss_scaler: dynamic, static_scale 0.0, "
+                      "initial_scale_power 16, scale_window 1000, hysteresis "
+                      "2, consecutive_hysteresis false, min_scale 1.0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  precision: \"fp16\"\n"), std::string::npos) << text;
+  scaler.set_dynamic(false);
+  scaler.set_static_scale(128);
+  scaler.set_consecutive_hysteresis(true);
+  text = printPlan(plan::PlanFile(), plan);
+  EXPECT_NE(text.find("  loss_scaler: static, static_scale 128.0, "
+                      "initial_scale_power 16, scale_window 1000, hysteresis "
+                      "2, consecutive_hysteresis true, min_scale 1.0\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(PlanPrinter, InferencePlansPrintNoTrainingSection) {
+  std::string text = printPlan(plan::PlanFile(), basePlan());
+  EXPECT_EQ(text.find("training:"), std::string::npos) << text;
 }
 
 } // namespace

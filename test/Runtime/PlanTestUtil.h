@@ -190,6 +190,76 @@ inline plan::Plan matmulWeightPlan() {
   return builder.plan();
 }
 
+/// The smallest valid training plan: loss = mse(x * w, y) with w[3] trained
+/// by AdamW, the four programs of the step and the Training settings that
+/// name its loss, loss scale, optimizer scalars and gradient norm buffers.
+/// Buffers: %0 x, %1 y, %2 zcc.loss_scale, %3 w, %4 xw, %5 loss, %6 dxw,
+/// %7 dw, %8 w.grad, %9 zcc.grad_norm_sq, %10 zcc.optimizer_scalars,
+/// %11 w.exp_avg, %12 w.exp_avg_sq.
+inline plan::Plan trainingPlan() {
+  PlanBuilder builder("train");
+  uint32_t x = builder.addBuffer("x", plan::INPUT, plan::F32, {3});
+  uint32_t y = builder.addBuffer("y", plan::INPUT, plan::F32, {3});
+  uint32_t seed =
+      builder.addBuffer("zcc.loss_scale", plan::SCALARS, plan::F32, {});
+  uint32_t w = builder.addBuffer("w", plan::PARAMETER, plan::F32, {3});
+  uint32_t xw = builder.addBuffer("xw", plan::ACTIVATION, plan::F32, {3});
+  uint32_t loss = builder.addBuffer("loss", plan::OUTPUT, plan::F32, {});
+  uint32_t dxw = builder.addBuffer("dxw", plan::ACTIVATION, plan::F32, {3});
+  uint32_t dw = builder.addBuffer("dw", plan::ACTIVATION, plan::F32, {3});
+  uint32_t grad = builder.addBuffer("w.grad", plan::GRADIENT, plan::F32, {3});
+  uint32_t norm =
+      builder.addBuffer("zcc.grad_norm_sq", plan::OUTPUT, plan::F64, {});
+  uint32_t scalars =
+      builder.addBuffer("zcc.optimizer_scalars", plan::SCALARS, plan::F64, {8});
+  uint32_t expAvg =
+      builder.addBuffer("w.exp_avg", plan::OPTIMIZER_STATE, plan::F32, {3});
+  uint32_t expAvgSq =
+      builder.addBuffer("w.exp_avg_sq", plan::OPTIMIZER_STATE, plan::F32, {3});
+  builder.addWeight("w", w, "weights.bin", 0);
+  builder.addInput("x", x);
+  builder.addInput("y", y);
+  builder.addInput("zcc.loss_scale", seed);
+  builder.addInput("zcc.optimizer_scalars", scalars);
+  builder.addOutput("loss", loss);
+  builder.addOutput("zcc.grad_norm_sq", norm);
+  builder.addInstruction("mul", {x, w}, {xw}, "/Mul", "micro_step");
+  builder.addInstruction("mse_loss", {xw, y}, {loss}, "/Loss", "micro_step");
+  builder.addInstruction("mse_loss_grad", {xw, y, seed}, {dxw}, "/Loss",
+                         "micro_step");
+  builder.addInstruction("mul", {dxw, x}, {dw}, "/Mul", "micro_step");
+  builder.addInstruction("accumulate", {dw}, {grad}, "w", "micro_step");
+  builder.addInstruction("sum_squares", {grad}, {norm}, "", "grad_norm");
+  builder.addInstruction("adamw", {w, grad, expAvg, expAvgSq, scalars},
+                         {w, expAvg, expAvgSq}, "", "optimizer_step");
+  builder.addInstruction("fill", {}, {grad}, "", "optimizer_step");
+  builder.addInstruction("fill", {}, {grad}, "", "zero_grads");
+  plan::Training &training = *builder.plan().mutable_training();
+  training.set_optimizer("adamw");
+  training.set_lr(1e-3);
+  training.set_beta1(0.9);
+  training.set_beta2(0.999);
+  training.set_eps(1e-8);
+  training.set_weight_decay(0.01);
+  training.set_gradient_accumulation_steps(2);
+  training.set_micro_batch_size(1);
+  training.set_train_batch_size(2);
+  training.set_steps_per_print(10);
+  training.set_precision("fp32");
+  training.set_data_parallel_size(1);
+  training.set_optimizer_scalars(scalars);
+  training.set_loss_scale(seed);
+  training.set_grad_norm_sq(norm);
+  training.set_loss(loss);
+  for (uint32_t input : {x, y}) {
+    plan::Binding *binding = training.add_data_inputs();
+    binding->set_name(builder.plan().buffers(input).name());
+    binding->set_buffer(input);
+  }
+  training.set_parameter_count(3);
+  return builder.plan();
+}
+
 } // namespace zcc::test
 
 #endif // ZCC_TEST_RUNTIME_PLANTESTUTIL_H

@@ -215,8 +215,7 @@ TEST_F(ZrunTest, TrainingOptionsNeedATrainingPlan) {
 }
 
 TEST_F(ZrunTest, TrainingPlansNeedSteps) {
-  plan::Plan train = test::addConstantPlan();
-  train.set_mode("train");
+  plan::Plan train = test::trainingPlan();
   std::string path = test::writePlan(dir.file("train.bin"), train);
   expectError({path}, path + ": a training plan runs --steps N optimizer steps; "
                              "pass --steps");
