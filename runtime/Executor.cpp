@@ -31,8 +31,75 @@ TensorView Executor::viewOf(uint32_t bufferId) const {
   return view;
 }
 
+/// A collective instruction's kind and reduction, checked against the
+/// communicator.
+Status Executor::prepareCollective(const plan::Instruction &instruction,
+                                   PreparedInstruction &step) const {
+  const plan::Plan &plan = plan_.plan;
+  if (!communicator_)
+    return Status(StatusCode::kFailedPrecondition,
+                  "the plan has collectives but this run has no communicator (run it "
+                  "with zrun --nproc N)");
+  if (instruction.inputs_size() != 1 || instruction.outputs_size() != 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "a collective reads one buffer and writes one");
+  const plan::Buffer &in = plan.buffers(instruction.inputs(0));
+  const plan::Buffer &out = plan.buffers(instruction.outputs(0));
+  if (in.dtype() != out.dtype())
+    return Status(StatusCode::kInvalidArgument,
+                  "a collective's input and output must have one dtype");
+  auto attr = instruction.attributes().find("reduction");
+  std::string reduction = attr == instruction.attributes().end() ? "" : attr->second.s();
+  const std::string &kernel = instruction.kernel();
+  uint64_t size = static_cast<uint64_t>(communicator_->size());
+  if (kernel == "all_reduce") {
+    step.collective = Collective::kAllReduce;
+    if (in.bytes() != out.bytes())
+      return Status(StatusCode::kInvalidArgument,
+                    "all_reduce's input and output must have one size");
+  } else if (kernel == "reduce_scatter") {
+    step.collective = Collective::kReduceScatter;
+    if (in.bytes() != out.bytes() * size)
+      return Status(StatusCode::kInvalidArgument,
+                    "reduce_scatter's input must be the group size times its output");
+  } else {
+    step.collective = Collective::kAllGather;
+    if (out.bytes() != in.bytes() * size)
+      return Status(StatusCode::kInvalidArgument,
+                    "all_gather's output must be the group size times its input");
+  }
+  if (step.collective != Collective::kAllGather) {
+    if (reduction == "avg")
+      step.reduction = ReduceOp::kAverage;
+    else if (reduction == "sum")
+      step.reduction = ReduceOp::kSum;
+    else
+      return Status(StatusCode::kInvalidArgument,
+                    "unknown reduction '" + reduction + "' (the reductions are sum and avg)");
+  }
+  return Status::ok();
+}
+
+Status Executor::runCollective(const PreparedInstruction &step) {
+  const TensorView &in = step.args.inputs[0];
+  const TensorView &out = step.args.outputs[0];
+  uint64_t count = static_cast<uint64_t>(in.numElements());
+  switch (step.collective) {
+  case Collective::kAllReduce:
+    return communicator_->allReduce(in.data, out.data, count, in.dtype, step.reduction);
+  case Collective::kReduceScatter:
+    return communicator_->reduceScatter(in.data, out.data, count, in.dtype, step.reduction);
+  case Collective::kAllGather:
+    return communicator_->allGather(in.data, out.data, count, in.dtype);
+  case Collective::kNone:
+    break;
+  }
+  return Status(StatusCode::kInternal, "not a collective");
+}
+
 Status Executor::prepare(const ExecutorOptions &options) {
   const plan::Plan &plan = plan_.plan;
+  communicator_ = options.communicator;
   StatusOr<std::unique_ptr<Backend>> backend = createBackend(options.backend);
   if (!backend.isOk())
     return backend.takeStatus();
@@ -79,6 +146,16 @@ Status Executor::prepare(const ExecutorOptions &options) {
     for (int i = 0; i < program.instructions_size(); ++i) {
       const plan::Instruction &instruction = program.instructions(i);
       PreparedInstruction &step = prepared.instructions[i];
+      if (isCollectiveKernel(instruction.kernel())) {
+        ZCC_RETURN_IF_ERROR(prepareCollective(instruction, step),
+                            "while preparing %s of program '%s'",
+                            describeInstruction(i, instruction).c_str(), program.name().c_str());
+        for (uint32_t id : instruction.inputs())
+          step.args.inputs.push_back(viewOf(id));
+        for (uint32_t id : instruction.outputs())
+          step.args.outputs.push_back(viewOf(id));
+        continue;
+      }
       StatusOr<KernelHandle> kernel =
           backend_->resolveKernel(instruction.kernel());
       if (!kernel.isOk()) {
@@ -266,7 +343,9 @@ Status Executor::run(const std::string &programName) {
   // instantiate().
   for (size_t i = 0; i < program->instructions.size(); ++i) {
     const PreparedInstruction &step = program->instructions[i];
-    Status status = backend_->launch(step.kernel, step.args, step.stream);
+    Status status = step.collective != Collective::kNone
+                        ? runCollective(step)
+                        : backend_->launch(step.kernel, step.args, step.stream);
     if (!status.isOk())
       return kernelFailed(std::move(status), *program, i);
   }

@@ -12,6 +12,7 @@
 #define ZCC_RUNTIME_EXECUTOR_H
 
 #include "runtime/Backend.h"
+#include "runtime/Comm/Communicator.h"
 #include "runtime/Data/HostTensor.h"
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Weights.h"
@@ -26,6 +27,9 @@ struct ExecutorOptions {
   /// "cpu" (or "cuda", once it exists).
   std::string backend = "cpu";
   WeightOptions weights;
+  /// This rank's communicator over the data-parallel group, for the plan's
+  /// collectives; null for a one-rank plan.
+  Communicator *communicator = nullptr;
 };
 
 class Executor {
@@ -63,11 +67,18 @@ public:
   bool hasProgram(const std::string &programName) const;
 
 private:
+  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather };
   struct PreparedInstruction {
     KernelHandle kernel;
     KernelArgs args;
     uint32_t stream = 0;
+    /// A collective runs through the communicator instead of a kernel.
+    Collective collective = Collective::kNone;
+    ReduceOp reduction = ReduceOp::kSum;
   };
+  Status prepareCollective(const plan::Instruction &instruction,
+                           PreparedInstruction &step) const;
+  Status runCollective(const PreparedInstruction &step);
   struct PreparedProgram {
     const plan::Program *source = nullptr;
     std::vector<PreparedInstruction> instructions;
@@ -83,6 +94,7 @@ private:
 
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
+  Communicator *communicator_ = nullptr;
   uint8_t *arena_ = nullptr;
   std::vector<PreparedProgram> programs_;
   /// Whether each plan input has been written, so a run never reads an

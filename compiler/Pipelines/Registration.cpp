@@ -43,6 +43,7 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
 
 void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createGraphToDistPass());
+  pm.addPass(zdist::createZeroPass());
   pm.addPass(createDistToPlanPass());
   pm.addPass(zplan::createVerifyPlanPass());
 }

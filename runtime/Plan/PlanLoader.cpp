@@ -435,7 +435,8 @@ private:
         const plan::Instruction &instruction = program.instructions(i);
         std::string item =
             programItem + ", " + describeInstruction(i, instruction);
-        if (!cpu::findKernel(instruction.kernel()))
+        if (!cpu::findKernel(instruction.kernel()) &&
+            !isCollectiveKernel(instruction.kernel()))
           return invalid(path_, item,
                          unknownKernelProblem(instruction.kernel()));
         for (uint32_t id : instruction.inputs())
@@ -582,6 +583,10 @@ private:
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {
   return PlanValidator(plan, path).validate();
+}
+
+bool isCollectiveKernel(const std::string &kernel) {
+  return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather";
 }
 
 } // namespace zcc

@@ -74,6 +74,11 @@ template <typename Shape> std::string shapeText(const Shape &shape) {
   return shapeText(shape.data(), static_cast<int>(shape.size()));
 }
 
+/// Whether `kernel` names a collective ("all_reduce", "reduce_scatter",
+/// "all_gather"), which the executor runs through the rank's communicator
+/// over the group of the mesh axes in its "axes" attribute.
+bool isCollectiveKernel(const std::string &kernel);
+
 } // namespace zcc
 
 #endif // ZCC_RUNTIME_PLAN_PLANLOADER_H

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -41,8 +42,12 @@ static std::string quote(const std::string &text) {
 }
 
 /// The shortest text that reads back as the same double, always with a '.'
-/// or an exponent so it cannot be mistaken for an integer attribute.
+/// or an exponent so it cannot be mistaken for an integer attribute. Whole
+/// numbers print without an exponent ("1000.0", not "1e+03": step counts).
 static std::string formatDouble(double value) {
+  if (std::isfinite(value) && value == std::trunc(value) &&
+      std::fabs(value) < 1e16)
+    return formatString("%.1f", value);
   std::string text;
   for (int precision = 1; precision <= 17; ++precision) {
     text = formatString("%.*g", precision, value);

@@ -14,6 +14,7 @@
 #include "compiler/Conversion/Passes.h"
 #include "compiler/Pipelines/Registration.h"
 #include "compiler/Target/PlanWriter.h"
+#include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Plan/Transforms/Passes.h"
 #include "plan.pb.h"
 #include "runtime/Plan/PlanLoader.h"
@@ -277,6 +278,7 @@ int main(int argc, char **argv) {
 
   mlir::PassManager distPipeline(&context);
   distPipeline.addPass(zcc::createGraphToDistPass());
+  distPipeline.addPass(zcc::zdist::createZeroPass());
   if (failed(distPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Dist) {

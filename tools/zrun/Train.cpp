@@ -362,8 +362,9 @@ Status train(Executor &executor, const TrainOptions &options) {
     return feeder.takeStatus();
   const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
 
+  const bool leader = options.rank == 0;
   std::FILE *log = nullptr;
-  if (!options.logJson.empty()) {
+  if (leader && !options.logJson.empty()) {
     log = std::fopen(options.logJson.c_str(), "w");
     if (!log)
       return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
@@ -386,7 +387,9 @@ Status train(Executor &executor, const TrainOptions &options) {
   layout.dataParallelSize = training.data_parallel_size();
   layout.microBatchSize = rows;
   int64_t printEvery = options.printEvery > 0 ? options.printEvery : training.steps_per_print();
-  bool progress = ::isatty(STDERR_FILENO) != 0;
+  bool progress = leader && ::isatty(STDERR_FILENO) != 0;
+  if (!leader)
+    printEvery = 0;
 
   int64_t stepStart = 0, applied = 0;
   std::vector<uint8_t> scalarBuffer;
@@ -402,7 +405,7 @@ Status train(Executor &executor, const TrainOptions &options) {
                         "step %lld", static_cast<long long>(step));
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
-      int64_t first = layout.sampleIndex(stepStart, micro, /*dpRank=*/0, 0);
+      int64_t first = layout.sampleIndex(stepStart, micro, options.rank, 0);
       ZCC_RETURN_IF_ERROR(feeder->feed(executor, first), "step %lld",
                           static_cast<long long>(step));
       ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "step %lld",
@@ -453,9 +456,16 @@ Status train(Executor &executor, const TrainOptions &options) {
 
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - stepBegin).count();
-    double tokens = static_cast<double>(accumulation * rows * tokensPerRow);
+    double tokens = static_cast<double>(accumulation * rows * tokensPerRow *
+                                        std::max<int64_t>(1, training.data_parallel_size()));
     double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     double loss = lossSum / static_cast<double>(accumulation);
+    if (options.communicator) {
+      // The step's loss is the mean over the ranks as well.
+      ZCC_RETURN_IF_ERROR(
+          options.communicator->allReduce(&loss, &loss, 1, plan::F64, ReduceOp::kAverage),
+          "step %lld: averaging the loss over the ranks", static_cast<long long>(step));
+    }
     if (log) {
       // JSON has no inf or NaN: a non-finite value is null.
       auto number = [](double value) {
@@ -482,7 +492,8 @@ Status train(Executor &executor, const TrainOptions &options) {
     }
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("trained %lld steps (%lld applied) in %.2f s\n",
+  if (leader)
+    std::printf("trained %lld steps (%lld applied) in %.2f s\n",
               static_cast<long long>(options.steps), static_cast<long long>(applied), total);
   if (log && std::fflush(log) != 0)
     return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",

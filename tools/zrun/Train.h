@@ -40,6 +40,11 @@ struct TrainOptions {
   std::string logJson;
   /// Log lines every steps_per_print steps (0: the plan's).
   int64_t printEvery = 0;
+  /// This rank (its data-parallel coordinate) and its communicator (null on
+  /// one rank). Rank 0 prints and logs; the logged loss is the mean over the
+  /// ranks.
+  int rank = 0;
+  Communicator *communicator = nullptr;
 };
 
 struct GradCheckOptions {

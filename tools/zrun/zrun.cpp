@@ -15,6 +15,7 @@
 #include "runtime/Data/Npy.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
+#include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Train.h"
 
 #include <cerrno>
@@ -24,6 +25,7 @@
 #include <map>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <vector>
 
 using namespace zcc;
@@ -427,20 +429,72 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   Status status = weightOptions(options, executorOptions.weights);
   if (!status.isOk())
     return status;
-  StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::instantiate(std::move(loaded), executorOptions);
-  if (!executor.isOk())
-    return executor.takeStatus();
   TrainOptions train = options.train;
   train.dataSeed = options.seed;
-  status = options.checkGradients ? checkGradients(**executor, train, options.gradCheck)
-                                  : zcc::train(**executor, train);
-  if (!status.isOk())
-    return status.addContext(path);
+  int world = static_cast<int>(loaded.worldSize());
+  if (world > 1 && options.checkGradients)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": --check-gradients checks a one-rank plan; recompile with "
+                         "--world-size 1");
+
+  // One rank: this thread. More: the ranks of the job as threads, each with
+  // its own executor (its own arena) and its communicator of one group.
+  std::unique_ptr<LocalCommunicatorGroup> group;
+  if (world > 1) {
+    StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
+    if (!created.isOk())
+      return created.takeStatus();
+    group = std::move(*created);
+  }
+  std::vector<Status> results(world, Status::ok());
+  std::vector<uint64_t> allocated(world, 0);
+  std::string backendName;
+  auto runRank = [&](int rank, LoadedPlan plan) {
+    ExecutorOptions rankOptions = executorOptions;
+    rankOptions.communicator = group ? group->communicator(rank) : nullptr;
+    StatusOr<std::unique_ptr<Executor>> executor =
+        Executor::instantiate(std::move(plan), rankOptions);
+    Status status = executor.isOk() ? Status::ok() : executor.takeStatus();
+    if (status.isOk()) {
+      TrainOptions rankTrain = train;
+      rankTrain.rank = rank;
+      rankTrain.communicator = rankOptions.communicator;
+      status = options.checkGradients ? checkGradients(**executor, rankTrain, options.gradCheck)
+                                      : zcc::train(**executor, rankTrain);
+      allocated[rank] = (*executor)->backend().allocatedBytes();
+      if (rank == 0)
+        backendName = (*executor)->backend().name();
+    }
+    if (!status.isOk() && group)
+      group->communicator(rank)->abort(status.message());
+    results[rank] = std::move(status);
+  };
+  if (world == 1) {
+    runRank(0, std::move(loaded));
+  } else {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < world; ++rank)
+      threads.emplace_back(runRank, rank, loaded);
+    for (std::thread &thread : threads)
+      thread.join();
+  }
+  // The first rank that failed for its own reason, not because another
+  // rank aborted the job.
+  for (int pass = 0; pass < 2; ++pass)
+    for (int rank = 0; rank < world; ++rank) {
+      Status &result = results[rank];
+      if (result.isOk() || (pass == 0 && result.message().find("aborted by rank") != std::string::npos))
+        continue;
+      Status failed = std::move(result);
+      if (world > 1)
+        failed.addContext(formatString("rank %d", rank));
+      return failed.addContext(path);
+    }
   if (options.memoryReport)
-    std::printf("device memory: %llu bytes allocated on %s\n",
-                static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
-                (*executor)->backend().name());
+    for (int rank = 0; rank < world; ++rank)
+      std::printf("device memory: %llu bytes allocated on %s%s\n",
+                  static_cast<unsigned long long>(allocated[rank]), backendName.c_str(),
+                  world > 1 ? formatString(" (rank %d)", rank).c_str() : "");
   return Status::ok();
 }
 
@@ -461,11 +515,11 @@ Status runZrun(const Options &options) {
                                static_cast<long long>(options.nproc),
                                static_cast<long long>(worldSize),
                                static_cast<long long>(options.nproc)));
-  if (worldSize != 1)
+  if (worldSize != 1 && plan.mode() != "train")
     return Status(StatusCode::kUnimplemented,
                   formatString("%s: plan was compiled for world size %lld; "
-                               "running more than one rank is not supported "
-                               "yet (recompile with --world-size 1)",
+                               "running an inference plan on more than one rank "
+                               "is not supported yet (recompile with --world-size 1)",
                                path.c_str(),
                                static_cast<long long>(worldSize)));
   if (plan.backend() == plan::BACKEND_CUDA && options.backend != "cuda")

@@ -150,6 +150,18 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
   return false;
 }
 
+/// The attributes of a collective instruction: the mesh axes its group
+/// spans (comma-separated) and how it reduces.
+DictionaryAttr collectiveParams(OpBuilder &builder, ArrayAttr axes, StringRef reduction) {
+  std::string names;
+  for (Attribute axis : axes)
+    names += (names.empty() ? "" : ",") + cast<StringAttr>(axis).str();
+  SmallVector<NamedAttribute> params{builder.getNamedAttr("axes", builder.getStringAttr(names))};
+  if (!reduction.empty())
+    params.push_back(builder.getNamedAttr("reduction", builder.getStringAttr(reduction)));
+  return builder.getDictionaryAttr(params);
+}
+
 /// The kernel that runs a zgraph op: the op's name, but `assign` is a cast.
 std::string kernelName(Operation *op) {
   if (isa<zgraph::AssignOp>(op))
@@ -299,12 +311,17 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         }
         if (isa<func::ReturnOp>(op))
           continue;
-        if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
+        DictionaryAttr params = op.getAttrDictionary();
+        if (auto allReduce = dyn_cast<zdist::AllReduceOp>(op)) {
+          // A collective over the group of the named mesh axes.
+          params = collectiveParams(builder, allReduce.getMeshAxes(),
+                                    zdist::stringifyReductionKind(allReduce.getReduction()));
+        } else if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
         }
         int64_t index = clock++;
-        Instruction instruction{&op, kernelName(&op), {}, {}, op.getAttrDictionary()};
+        Instruction instruction{&op, kernelName(&op), {}, {}, params};
         SmallVector<Value> reads, writes;
         if (!inPlaceOperands(&op, reads, writes))
           reads.append(op.operand_begin(), op.operand_end());

@@ -28,11 +28,11 @@ struct GraphToDistPass : impl::GraphToDistPassBase<GraphToDistPass> {
     int64_t world = configInt(config, "world_size", 1);
     int64_t stages = configInt(config, "pipeline_parallel_size", 1);
     int64_t dataParallel = configInt(config, "data_parallel_size", world);
-    if (world != 1) {
-      module.emitError() << "plans for " << world
-                         << " ranks are not supported yet: sharding, collectives and "
-                            "pipeline stages are not built in this version; compile "
-                            "with --world-size 1";
+    if (stages != 1) {
+      module.emitError() << "pipeline parallelism (" << stages
+                         << " stages) is not supported yet: stage partitioning and schedules "
+                            "come later; disable the pipeline section, or compile with "
+                            "--world-size " << dataParallel;
       return signalPassFailure();
     }
     OpBuilder builder(module.getBodyRegion());

@@ -22,4 +22,19 @@ def VerifyDistPass : Pass<"zcc-dist-verify", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zdist::ZDistDialect"];
 }
 
+def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
+  let summary = "ZeRO partitioning of the training step over the data-parallel axis";
+  let description = [{
+    Reads `zero_optimization.stage` from `zcc.config` and the "dp" axis of
+    the mesh. On one data-parallel rank, or for an inference plan, it changes
+    nothing. Stage 0 (plain data parallelism): at the start of `@grad_norm`
+    each gradient accumulator is averaged over the group (`zdist.all_reduce
+    ... reduction = avg`) and written back (`zgraph.assign`), so every rank
+    computes the same norm and takes the same optimizer step. Stages 1 to 3
+    on more than one rank are not built yet and are an error that says so.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // ZCC_DIALECT_DIST_PASSES_TD
