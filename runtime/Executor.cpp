@@ -3,6 +3,7 @@
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace zcc {
 
@@ -62,13 +63,19 @@ Status Executor::prepareCollective(const plan::Instruction &instruction,
     if (in.bytes() != out.bytes() * size)
       return Status(StatusCode::kInvalidArgument,
                     "reduce_scatter's input must be the group size times its output");
+  } else if (kernel == "shard") {
+    step.collective = Collective::kShard;
+    if (in.bytes() != out.bytes() * size)
+      return Status(StatusCode::kInvalidArgument,
+                    "shard's input must be the group size times its output");
   } else {
     step.collective = Collective::kAllGather;
     if (out.bytes() != in.bytes() * size)
       return Status(StatusCode::kInvalidArgument,
                     "all_gather's output must be the group size times its input");
   }
-  if (step.collective != Collective::kAllGather) {
+  if (step.collective == Collective::kAllReduce ||
+      step.collective == Collective::kReduceScatter) {
     if (reduction == "avg")
       step.reduction = ReduceOp::kAverage;
     else if (reduction == "sum")
@@ -91,6 +98,13 @@ Status Executor::runCollective(const PreparedInstruction &step) {
     return communicator_->reduceScatter(in.data, out.data, count, in.dtype, step.reduction);
   case Collective::kAllGather:
     return communicator_->allGather(in.data, out.data, count, in.dtype);
+  case Collective::kShard: {
+    uint64_t bytes = static_cast<uint64_t>(out.numElements()) * cpu::dtypeBytes(out.dtype);
+    const uint8_t *rows = static_cast<const uint8_t *>(in.data) +
+                          bytes * static_cast<uint64_t>(communicator_->rank());
+    std::memcpy(out.data, rows, bytes);
+    return Status::ok();
+  }
   case Collective::kNone:
     break;
   }

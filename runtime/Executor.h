@@ -67,7 +67,7 @@ public:
   bool hasProgram(const std::string &programName) const;
 
 private:
-  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather };
+  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard };
   struct PreparedInstruction {
     KernelHandle kernel;
     KernelArgs args;

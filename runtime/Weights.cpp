@@ -188,10 +188,14 @@ Status drawRandomWeight(const plan::RandomInit &init, plan::DType dtype,
 
 static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
                                const plan::Buffer &buffer, uint64_t seed,
-                               std::vector<uint8_t> &staging, Backend &backend,
-                               uint8_t *destination) {
+                               int shardIndex, std::vector<uint8_t> &staging,
+                               Backend &backend, uint8_t *destination) {
   size_t elementBytes = cpu::dtypeBytes(buffer.dtype());
-  uint64_t total = buffer.bytes() / elementBytes;
+  // A partitioned weight draws the whole weight's sequence and keeps this
+  // rank's part, so every world size starts from the same values.
+  uint64_t part = buffer.bytes() / elementBytes;
+  uint64_t first = weight.shards() > 1 ? part * static_cast<uint64_t>(shardIndex) : 0;
+  uint64_t total = first + part;
   uint64_t perSlice = std::max<uint64_t>(1, kStagingBytes / elementBytes);
   NormalSource normal(seed, index);
   for (uint64_t done = 0; done < total;) {
@@ -201,10 +205,14 @@ static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
                               count, staging.data());
     if (!status.isOk())
       return status.addContext("cannot draw " + describeWeight(weight));
-    ZCC_RETURN_IF_ERROR(backend.copyToDevice(destination + done * elementBytes,
-                                             staging.data(), staging.size()),
-                        "while copying %s to the device",
-                        describeWeight(weight).c_str());
+    // Keep the drawn elements that fall in [first, total).
+    uint64_t keepFrom = std::max(done, first);
+    if (keepFrom < done + count)
+      ZCC_RETURN_IF_ERROR(
+          backend.copyToDevice(destination + (keepFrom - first) * elementBytes,
+                               staging.data() + (keepFrom - done) * elementBytes,
+                               (done + count - keepFrom) * elementBytes),
+          "while copying %s to the device", describeWeight(weight).c_str());
     done += count;
   }
   return Status::ok();
@@ -247,13 +255,14 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                       dtypeText(buffer.dtype()) +
                       "; converting weights between dtypes is not supported "
                       "yet (run with --weights random)");
-  if (weight.length() != buffer.bytes())
+  uint64_t shards = std::max<uint32_t>(1, weight.shards());
+  if (weight.length() != buffer.bytes() * shards)
     return Status(
         StatusCode::kInvalidArgument,
         item + formatString(" reads %llu bytes but its buffer has "
                             "%llu; recompile the plan",
                             static_cast<unsigned long long>(weight.length()),
-                            static_cast<unsigned long long>(buffer.bytes())));
+                            static_cast<unsigned long long>(buffer.bytes() * shards)));
   std::string path = weightFilePath(plan, weight, options);
   StatusOr<uint64_t> size = fileSize(path);
   if (!size.isOk()) {
@@ -277,8 +286,11 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                             static_cast<unsigned long long>(weight.offset()),
                             static_cast<unsigned long long>(end), path.c_str(),
                             static_cast<unsigned long long>(*size)));
-  return copyFileRange(path, weight.offset(), weight.length(), item, staging,
-                       backend, destination);
+  // A partitioned weight: this rank's block of rows.
+  uint64_t part = weight.length() / shards;
+  uint64_t first = shards > 1 ? part * static_cast<uint64_t>(options.shardIndex) : 0;
+  return copyFileRange(path, weight.offset() + first, part, item, staging, backend,
+                       destination);
 }
 
 //===----------------------------------------------------------------------===//
@@ -497,17 +509,34 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
     switch (options.source) {
     case WeightSource::kRandom:
       status = loadRandomWeight(weight, static_cast<uint32_t>(i), buffer,
-                                options.seed, staging, backend, destination);
+                                options.seed, options.shardIndex, staging, backend,
+                                destination);
       break;
     case WeightSource::kPlanFiles:
       status = loadFileWeight(plan, weight, buffer, options, staging, backend,
                               destination);
       break;
     case WeightSource::kOnnxFile:
+      if (weight.shards() > 1) {
+        status = Status(StatusCode::kUnimplemented,
+                        describeWeight(weight) + " is partitioned over " +
+                            std::to_string(weight.shards()) +
+                            " ranks (ZeRO-3); loading partitioned weights by name is not "
+                            "supported yet (use the plan's weight files or --weights random)");
+        break;
+      }
       status = loadOnnxWeight(weight, buffer, options.file, initializers,
                               staging, backend, destination);
       break;
     case WeightSource::kSafetensorsFile:
+      if (weight.shards() > 1) {
+        status = Status(StatusCode::kUnimplemented,
+                        describeWeight(weight) + " is partitioned over " +
+                            std::to_string(weight.shards()) +
+                            " ranks (ZeRO-3); loading partitioned weights by name is not "
+                            "supported yet (use the plan's weight files or --weights random)");
+        break;
+      }
       status = loadSafetensorsWeight(weight, buffer, options.file, tensors,
                                      staging, backend, destination);
       break;

@@ -40,6 +40,9 @@ struct WeightOptions {
   std::string file;
   /// For kRandom.
   uint64_t seed = 0;
+  /// Which part of a partitioned weight (Weight.shards > 1) this rank
+  /// loads: its data-parallel coordinate.
+  int shardIndex = 0;
 };
 
 /// Where `weight`'s file is: its absolute path as is, otherwise relative to

@@ -278,6 +278,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
       if (auto length = weight.getAs<IntegerAttr>("length"))
         w->set_length(length.getInt());
       w->set_file_dtype(out->dtype());
+      if (auto shards = buffer->getAttrOfType<IntegerAttr>("shards"))
+        w->set_shards(shards.getInt());
       if (auto init = buffer->getAttrOfType<DictionaryAttr>("random_init")) {
         StringRef kindName = init.getAs<StringAttr>("kind").getValue();
         w->mutable_random_init()->set_kind(kindName == "ones"    ? plan::RandomInit::ONES

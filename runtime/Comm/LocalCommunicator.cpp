@@ -411,8 +411,6 @@ Status LocalCommunicator::runCollective(const CallLabel &label,
   // must go on to phase 2. A rank that finds the job aborted before it
   // arrives never arrives, so then no rank goes on.
   while (!everyoneReached(phase)) {
-    if (job_.aborted)
-      return abortedStatus(label);
     if (Clock::now() >= deadline)
       return timeoutStatus(label, ranksBehind(phase));
     job_.changed.wait_until(lock, deadline);

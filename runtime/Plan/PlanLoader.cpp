@@ -389,7 +389,7 @@ private:
       // Converting weights between dtypes comes later; where none is needed
       // the file range must be exactly the buffer.
       if (weight.file_dtype() == buffer.dtype() &&
-          weight.length() != buffer.bytes())
+          weight.length() != buffer.bytes() * std::max<uint32_t>(1, weight.shards()))
         return invalid(
             path_, item,
             formatString("reads %llu bytes of '%s' into %s, which has %llu",
@@ -586,7 +586,8 @@ Status validatePlan(const plan::Plan &plan, const std::string &path) {
 }
 
 bool isCollectiveKernel(const std::string &kernel) {
-  return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather";
+  return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather" ||
+         kernel == "shard";
 }
 
 } // namespace zcc

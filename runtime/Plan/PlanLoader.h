@@ -75,8 +75,9 @@ template <typename Shape> std::string shapeText(const Shape &shape) {
 }
 
 /// Whether `kernel` names a collective ("all_reduce", "reduce_scatter",
-/// "all_gather"), which the executor runs through the rank's communicator
-/// over the group of the mesh axes in its "axes" attribute.
+/// "all_gather") or "shard" (this rank's block of rows of a value every
+/// rank holds), which the executor runs with the rank's communicator over
+/// the group of the mesh axes in its "axes" attribute.
 bool isCollectiveKernel(const std::string &kernel);
 
 } // namespace zcc

@@ -360,6 +360,9 @@ Status train(Executor &executor, const TrainOptions &options) {
   StatusOr<Feeder> feeder = Feeder::create(executor, options);
   if (!feeder.isOk())
     return feeder.takeStatus();
+  // Derived state (ZeRO's master shards) from the loaded weights.
+  if (executor.hasProgram("init"))
+    ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
   const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
 
   const bool leader = options.rank == 0;

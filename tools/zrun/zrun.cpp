@@ -452,6 +452,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   auto runRank = [&](int rank, LoadedPlan plan) {
     ExecutorOptions rankOptions = executorOptions;
     rankOptions.communicator = group ? group->communicator(rank) : nullptr;
+    rankOptions.weights.shardIndex = rank;
     StatusOr<std::unique_ptr<Executor>> executor =
         Executor::instantiate(std::move(plan), rankOptions);
     Status status = executor.isOk() ? Status::ok() : executor.takeStatus();

@@ -180,10 +180,12 @@ int64_t tokenRange(ArrayRef<std::pair<func::FuncOp, std::string>> functions) {
       if (auto reshape = dyn_cast<zgraph::ReshapeOp>(user))
         visit(reshape.getResult());
       else if (auto gather = dyn_cast<zgraph::GatherOp>(user); gather && use.getOperandNumber() == 1)
-        range = std::max(range, gather.getData().getType().getDimSize(
-                                    gather.getAxis() < 0 ? gather.getAxis() +
-                                                               gather.getData().getType().getRank()
-                                                         : gather.getAxis()));
+      {
+        int64_t axis = static_cast<int64_t>(gather.getAxis());
+        if (axis < 0)
+          axis += gather.getData().getType().getRank();
+        range = std::max(range, gather.getData().getType().getDimSize(axis));
+      }
       else if (isa<zgraph::CrossEntropyOp, zgraph::NllLossOp>(user) && use.getOperandNumber() == 1)
         range = std::max(range,
                          cast<RankedTensorType>(user->getOperand(0).getType()).getDimSize(1));
@@ -316,6 +318,30 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           // A collective over the group of the named mesh axes.
           params = collectiveParams(builder, allReduce.getMeshAxes(),
                                     zdist::stringifyReductionKind(allReduce.getReduction()));
+        } else if (auto reduceScatter = dyn_cast<zdist::ReduceScatterOp>(op)) {
+          if (reduceScatter.getScatterAxis() != 0) {
+            op.emitError("only reduce_scatter along dimension 0 lowers to the plan");
+            return signalPassFailure();
+          }
+          params = collectiveParams(builder, reduceScatter.getMeshAxes(),
+                                    zdist::stringifyReductionKind(reduceScatter.getReduction()));
+        } else if (auto allGather = dyn_cast<zdist::AllGatherOp>(op)) {
+          if (allGather.getGatherAxis() != 0) {
+            op.emitError("only all_gather along dimension 0 lowers to the plan");
+            return signalPassFailure();
+          }
+          params = collectiveParams(builder, allGather.getMeshAxes(), "");
+        } else if (auto shard = dyn_cast<zdist::ShardOp>(op)) {
+          // This rank's block of rows of a value every rank holds.
+          ArrayRef<ArrayAttr> split = shard.getSharding().getSplitAxes();
+          bool rows = !split.empty() && llvm::all_of(split.drop_front(), [](ArrayAttr axes) {
+            return axes.empty();
+          });
+          if (!rows) {
+            op.emitError("only shardings of dimension 0 lower to the plan");
+            return signalPassFailure();
+          }
+          params = collectiveParams(builder, split.front(), "");
         } else if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
@@ -396,6 +422,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         if (auto source = param->getAttrOfType<DictionaryAttr>("source"))
           buffer->setAttr("weight", source);
         buffer->setAttr("random_init", randomInit(builder, param));
+        if (auto shards = param->getAttrOfType<IntegerAttr>("zdist.shards"))
+          buffer->setAttr("shards", shards);
       }
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());

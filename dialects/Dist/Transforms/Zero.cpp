@@ -1,11 +1,23 @@
 //===- Zero.cpp - ZeRO partitioning of a training step --------------------===//
 //
 // Places the training step on the data-parallel axis of the mesh according
-// to the config's ZeRO stage. Stage 0 (plain data parallelism): every rank
-// holds every parameter, gradient and optimizer state; at the accumulation
-// boundary (the start of @grad_norm) each gradient accumulator is replaced by
-// the average over the data-parallel group (`zdist.all_reduce`), so every
-// rank computes the same norm and takes the same optimizer step.
+// to the config's ZeRO stage, deciding at compile time what DeepSpeed decides
+// with hooks at run time:
+//   stage 0  every rank holds everything; at the accumulation boundary (the
+//            start of @grad_norm) each gradient is averaged over the group;
+//   stage 1  optimizer state partitioned: each rank keeps its rows of Adam's
+//            moments and an fp32 master copy of its rows, updates them, and
+//            all-gathers the updated rows into the whole parameter;
+//   stage 2  gradients partitioned too: every micro-step reduce-scatters its
+//            gradient into the rank's shard accumulator;
+//   stage 3  parameters partitioned too: the parameter is stored as a shard,
+//            all-gathered before its forward uses and again before its
+//            backward uses (so the whole parameter is not kept between them),
+//            and updated in place.
+// A parameter is partitioned by rows, so collectives move contiguous bytes;
+// one whose first dimension the data-parallel size does not divide (or, in
+// stage 3, one at or below stage3_param_persistence_threshold elements) stays
+// whole on every rank and is treated as in stage 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +26,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace zcc::zdist {
 #define GEN_PASS_DEF_ZEROPASS
@@ -28,6 +42,255 @@ namespace {
 int64_t configInt(DictionaryAttr dict, StringRef name, int64_t defaultValue) {
   auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
   return value ? value.getInt() : defaultValue;
+}
+
+/// The rewrite of one training step for one stage.
+class ZeroPartitioner {
+public:
+  ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
+                  int64_t persistenceThreshold)
+      : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
+        persistenceThreshold(persistenceThreshold),
+        meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
+        axes(builder.getStrArrayAttr({"dp"})) {}
+
+  LogicalResult run();
+
+private:
+  /// Whether parameter `name` of type `type` is partitioned: from stage 1,
+  /// a parameter whose first dimension the data-parallel size divides (the
+  /// shard is a block of rows, so collectives move contiguous bytes); in
+  /// stage 3 not one of at most stage3_param_persistence_threshold
+  /// elements, which stays whole as in DeepSpeed.
+  bool partitioned(RankedTensorType type) const {
+    if (stage == 0 || type.getRank() == 0 || type.getDimSize(0) % dataParallel != 0)
+      return false;
+    return !(stage == 3 && type.getNumElements() <= persistenceThreshold);
+  }
+
+  RankedTensorType shardType(RankedTensorType type) const {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= dataParallel;
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  ShardingAttr rowSharding(RankedTensorType type) {
+    SmallVector<ArrayAttr> split(type.getRank(), builder.getArrayAttr({}));
+    split[0] = axes;
+    return ShardingAttr::get(builder.getContext(), meshRef, split);
+  }
+
+  Value allGather(Location loc, Value shard, RankedTensorType full) {
+    return builder.create<AllGatherOp>(loc, full, shard, meshRef, axes,
+                                       builder.getI64IntegerAttr(0));
+  }
+
+  Value reduceScatter(Location loc, Value full) {
+    auto type = cast<RankedTensorType>(full.getType());
+    return builder.create<ReduceScatterOp>(
+        loc, shardType(type), full, meshRef, axes, builder.getI64IntegerAttr(0),
+        ReductionKindAttr::get(builder.getContext(), ReductionKind::Avg));
+  }
+
+  Value allReduce(Location loc, Value value, ReductionKind kind) {
+    return builder.create<AllReduceOp>(loc, value.getType(), value, meshRef, axes,
+                                       ReductionKindAttr::get(builder.getContext(), kind));
+  }
+
+  void partitionMicroStep(func::FuncOp step);
+  void partitionGradNorm(func::FuncOp gradNorm);
+  void partitionOptimizerStep(func::FuncOp update);
+  void addInit(func::FuncOp update);
+
+  ModuleOp module;
+  OpBuilder builder;
+  int64_t dataParallel, stage, persistenceThreshold;
+  FlatSymbolRefAttr meshRef;
+  ArrayAttr axes;
+  /// The full type of every partitioned parameter, by name.
+  llvm::StringMap<RankedTensorType> sharded;
+};
+
+LogicalResult ZeroPartitioner::run() {
+  auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
+  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (stage >= 1 && (!step || !update))
+    return module.emitError() << "ZeRO stage " << stage
+                              << " needs @micro_step, @grad_norm and @optimizer_step";
+  gradNorm.walk([&](zgraph::StateOp state) {
+    if (state.getKind() == "grad" && partitioned(state.getType()))
+      sharded[state.getName()] = state.getType();
+  });
+  // States of partitioned parameters hold only this rank's rows: the
+  // optimizer's from stage 1, the gradients' from stage 2.
+  module.walk([&](zgraph::StateOp state) {
+    auto it = sharded.find(state.getName());
+    if (it == sharded.end() || state.getKind() == "copy")
+      return;
+    if (state.getKind() != "grad" || stage >= 2)
+      state.getResult().setType(shardType(it->second));
+  });
+  if (stage >= 2)
+    partitionMicroStep(step);
+  partitionGradNorm(gradNorm);
+  if (stage == 0)
+    return success();
+  partitionOptimizerStep(update);
+  if (stage == 1 || stage == 2)
+    addInit(update);
+  return success();
+}
+
+/// Stage 2: each micro-step's gradient is reduce-scattered into the shard
+/// accumulator. Stage 3 also: the parameter itself is a shard, gathered
+/// whole before its forward uses and again before its backward uses.
+void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
+  for (auto accumulate : llvm::to_vector(step.getOps<zgraph::AccumulateOp>())) {
+    auto state = accumulate.getTarget().getDefiningOp<zgraph::StateOp>();
+    if (!state || !sharded.count(state.getName()))
+      continue;
+    builder.setInsertionPoint(accumulate);
+    Value shard = reduceScatter(accumulate.getLoc(), accumulate.getValue());
+    accumulate.getValueMutable().assign(shard);
+  }
+  if (stage != 3)
+    return;
+  Block &body = step.getBody().front();
+  // The backward pass starts at the first use of the loss-scale seed.
+  Operation *backwardStart = nullptr;
+  for (Operation &op : body) {
+    for (Value operand : op.getOperands())
+      if (auto argument = dyn_cast<BlockArgument>(operand))
+        if (auto name = step.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
+            name && name.getValue() == "zcc.loss_scale")
+          backwardStart = &op;
+    if (backwardStart)
+      break;
+  }
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t index = 0;
+  for (Operation &op : body)
+    position[&op] = index++;
+  int64_t backwardAt = backwardStart ? position[backwardStart] : index;
+  for (auto param : llvm::to_vector(step.getOps<zgraph::ParamOp>())) {
+    auto it = sharded.find(param.getName());
+    if (it == sharded.end())
+      continue;
+    RankedTensorType full = it->second;
+    SmallVector<OpOperand *> forwardUses, backwardUses;
+    for (OpOperand &use : param->getUses())
+      (position.lookup(use.getOwner()) < backwardAt ? forwardUses : backwardUses).push_back(&use);
+    param.getResult().setType(shardType(full));
+    param->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
+    auto gatherBefore = [&](ArrayRef<OpOperand *> uses) {
+      if (uses.empty())
+        return;
+      Operation *first = uses.front()->getOwner();
+      for (OpOperand *use : uses)
+        if (position.lookup(use->getOwner()) < position.lookup(first))
+          first = use->getOwner();
+      builder.setInsertionPoint(first);
+      Value whole = allGather(param.getLoc(), param, full);
+      for (OpOperand *use : uses)
+        use->set(whole);
+    };
+    gatherBefore(forwardUses);
+    gatherBefore(backwardUses);
+  }
+}
+
+/// The gradient norm: whole gradients are averaged over the group first;
+/// shard gradients (stage 2, 3) are already averaged, their sum of squares
+/// is summed over the group.
+void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
+  Block &body = gradNorm.getBody().front();
+  SmallVector<Value> whole, shards;
+  for (auto state : llvm::to_vector(body.getOps<zgraph::StateOp>())) {
+    if (state.getKind() != "grad")
+      continue;
+    if (stage >= 2 && sharded.count(state.getName())) {
+      shards.push_back(state);
+      continue;
+    }
+    builder.setInsertionPointAfter(state);
+    Value reduced = allReduce(state.getLoc(), state, ReductionKind::Avg);
+    state.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
+    builder.create<zgraph::AssignOp>(state.getLoc(), state, reduced);
+    whole.push_back(reduced);
+  }
+  if (shards.empty())
+    return;
+  auto sum = cast<zgraph::SumSquaresOp>(*body.getOps<zgraph::SumSquaresOp>().begin());
+  Location loc = sum.getLoc();
+  builder.setInsertionPoint(sum);
+  Value shardSum = builder.create<zgraph::SumSquaresOp>(loc, sum.getType(), shards);
+  Value total = allReduce(loc, shardSum, ReductionKind::Sum);
+  if (!whole.empty()) {
+    Value wholeSum = builder.create<zgraph::SumSquaresOp>(loc, sum.getType(), whole);
+    total = builder.create<zgraph::AddOp>(loc, sum.getType(), total, wholeSum);
+  }
+  sum.getResult().replaceAllUsesWith(total);
+  sum.erase();
+}
+
+/// Each rank updates its rows: stage 1 and 2 through an fp32 master shard
+/// whose update is all-gathered back into the whole parameter; stage 3
+/// updates the parameter shard itself.
+void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
+  for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
+    Value param, grad;
+    if (auto adamw = dyn_cast<zgraph::AdamWOp>(op)) {
+      param = adamw.getParam();
+      grad = adamw.getGrad();
+    } else if (auto sgd = dyn_cast<zgraph::SgdOp>(op)) {
+      param = sgd.getParam();
+      grad = sgd.getGrad();
+    } else {
+      continue;
+    }
+    auto paramOp = param.getDefiningOp<zgraph::ParamOp>();
+    if (!paramOp || !sharded.count(paramOp.getName()))
+      continue;
+    RankedTensorType full = sharded[paramOp.getName()];
+    Location loc = op.getLoc();
+    builder.setInsertionPoint(&op);
+    if (stage == 1)
+      op.setOperand(1, builder.create<ShardOp>(loc, shardType(full), grad, rowSharding(full)));
+    if (stage == 3) {
+      paramOp.getResult().setType(shardType(full));
+      paramOp->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
+      continue;
+    }
+    auto master = builder.create<zgraph::StateOp>(loc, shardType(full), paramOp.getNameAttr(),
+                                                  builder.getStringAttr("master"));
+    op.setOperand(0, master);
+    builder.setInsertionPointAfter(&op);
+    Value whole = allGather(loc, master, full);
+    builder.create<zgraph::AssignOp>(loc, paramOp, whole);
+  }
+}
+
+/// @init: each rank's master shard starts as its rows of the parameter.
+void ZeroPartitioner::addInit(func::FuncOp update) {
+  Location loc = update.getLoc();
+  builder.setInsertionPoint(update);
+  auto init = builder.create<func::FuncOp>(loc, "init", builder.getFunctionType({}, {}));
+  builder.setInsertionPointToStart(init.addEntryBlock());
+  llvm::StringSet<> done;
+  update.walk([&](zgraph::ParamOp param) {
+    auto it = sharded.find(param.getName());
+    if (it == sharded.end() || !done.insert(param.getName()).second)
+      return;
+    auto whole = cast<zgraph::ParamOp>(builder.clone(*param));
+    Value rows = builder.create<ShardOp>(loc, shardType(it->second), whole,
+                                         rowSharding(it->second));
+    auto master = builder.create<zgraph::StateOp>(loc, shardType(it->second),
+                                                  param.getNameAttr(),
+                                                  builder.getStringAttr("master"));
+    builder.create<zgraph::AssignOp>(loc, master, rows);
+  });
+  builder.create<func::ReturnOp>(loc);
 }
 
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
@@ -51,30 +314,14 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
     auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
     int64_t stage = configInt(zero, "stage", 0);
-    if (stage != 0) {
-      module.emitError() << "ZeRO stage " << stage << " on " << dataParallel
-                         << " data-parallel ranks is not supported yet (partitioned "
-                            "parameters, gradients and optimizer state come later); set "
-                            "zero_optimization.stage to 0, or compile with --world-size 1";
+    int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
+    if (stage < 0 || stage > 3) {
+      module.emitError() << "zero_optimization.stage must be 0 to 3, got " << stage;
       return signalPassFailure();
     }
-
-    // Stage 0: average every gradient over the group before it is read.
-    OpBuilder builder(module.getContext());
-    Block &body = gradNorm.getBody().front();
-    builder.setInsertionPointToStart(&body);
-    auto axes = builder.getStrArrayAttr({"dp"});
-    auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
-    for (auto state : llvm::to_vector(body.getOps<zgraph::StateOp>())) {
-      if (state.getKind() != "grad")
-        continue;
-      builder.setInsertionPointAfter(state);
-      auto reduced = builder.create<AllReduceOp>(
-          state.getLoc(), state.getType(), state, meshRef, axes,
-          ReductionKindAttr::get(builder.getContext(), ReductionKind::Avg));
-      state.getResult().replaceAllUsesExcept(reduced, reduced);
-      builder.create<zgraph::AssignOp>(state.getLoc(), state, reduced);
-    }
+    ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold);
+    if (failed(partitioner.run()))
+      return signalPassFailure();
   }
 };
 

@@ -432,7 +432,33 @@ LogicalResult IsNanOp::verify() {
 // Gradients
 //===----------------------------------------------------------------------===//
 
+LogicalResult SoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getResult().getType().getRank());
+}
+
+LogicalResult LogSoftmaxGradOp::verify() {
+  return verifyAxis(*this, getAxis(), getResult().getType().getRank());
+}
+
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  return verifyStaticShapes(*this);
+}
+
+LogicalResult MseLossGradOp::verify() {
+  if (getPrediction().getType().getShape() != getTarget().getType().getShape())
+    return emitOpError() << "prediction " << getPrediction().getType() << " and target "
+                         << getTarget().getType() << " must have the same shape";
+  return verifyStaticShapes(*this);
+}
+
 LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  if (!(getEpsilon().convertToDouble() > 0))
+    return emitOpError("epsilon must be positive");
   if (getInput().getType() != getGrad().getType() ||
       getInputGrad().getType() != getInput().getType())
     return emitOpError("input, grad and input_grad must have one type");
@@ -520,7 +546,7 @@ LogicalResult SliceGradOp::verify() {
 namespace {
 bool isStateKind(StringRef kind) {
   return kind == "grad" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "momentum" ||
-         kind == "copy";
+         kind == "copy" || kind == "master";
 }
 
 /// In-place updates write into a parameter or a state, never a computed value.
@@ -537,7 +563,7 @@ LogicalResult StateOp::verify() {
     return emitOpError("requires a non-empty parameter name");
   if (!isStateKind(getKind()))
     return emitOpError() << "kind must be \"grad\", \"exp_avg\", \"exp_avg_sq\", "
-                            "\"momentum\" or \"copy\", got \""
+                            "\"momentum\", \"master\" or \"copy\", got \""
                          << getKind() << "\"";
   return verifyStaticShapes(*this);
 }

@@ -402,6 +402,7 @@ class ZGraph_ActivationGradOp<string mnemonic, string what>
   let assemblyFormat = [{
     $output `,` $grad `axis` `=` $axis attr-dict `:` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def ZGraph_SoftmaxGradOp : ZGraph_ActivationGradOp<"softmax_grad", "softmax"> {
@@ -428,6 +429,7 @@ def ZGraph_GeluGradOp : ZGraph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]
                        DefaultValuedStrAttr<StrAttr, "none">:$approximate);
   let results = (outs ZGraph_FloatTensor:$result);
   let assemblyFormat = "$input `,` $grad attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def ZGraph_LayerNormGradOp : ZGraph_Op<"layer_norm_grad", [Pure]> {
@@ -500,6 +502,7 @@ def ZGraph_MseLossGradOp : ZGraph_Op<"mse_loss_grad", [Pure]> {
     $prediction `,` $target `,` $grad attr-dict `:` `(` type($prediction) `,` type($target) `,`
     type($grad) `)` `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def ZGraph_GatherGradOp : ZGraph_Op<"gather_grad", [Pure]> {
@@ -538,7 +541,8 @@ def ZGraph_StateOp : ZGraph_Op<"state", [MemoryEffects<[MemRead]>]> {
   let description = [{
     The current value of state `kind` of parameter `name`: "grad" (the
     gradient accumulator), "exp_avg" / "exp_avg_sq" (Adam's moments) or
-    "momentum" (SGD's buffer). Like parameters, states are identified by
+    "momentum" (SGD's buffer), "master" (an fp32 master copy of the rows of a
+    parameter a ZeRO rank updates) or "copy". Like parameters, states are identified by
     name across the functions of a training step, so each is one buffer of
     the plan; `accumulate`, `fill` and the optimizer ops update them in place.
 

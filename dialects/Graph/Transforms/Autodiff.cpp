@@ -428,7 +428,9 @@ LogicalResult GradientBuilder::differentiate(Operation *op, const llvm::DenseSet
       })
       .Case([&](ConcatOp concat) {
         int64_t rank = tensorType(dy).getRank();
-        int64_t axis = concat.getAxis() < 0 ? concat.getAxis() + rank : concat.getAxis();
+        int64_t axis = static_cast<int64_t>(concat.getAxis());
+        if (axis < 0)
+          axis += rank;
         int64_t offset = 0;
         for (Value input : concat.getInputs()) {
           RankedTensorType type = tensorType(input);
@@ -510,19 +512,15 @@ FailureOr<unsigned> findLoss(func::FuncOp main, StringRef lossName) {
     if (name == wanted)
       return unsigned(i);
   if (lossName.empty()) {
-    // Otherwise the one scalar float output.
-    std::optional<unsigned> scalar;
+    // Otherwise the one scalar float output, if there is exactly one.
+    SmallVector<unsigned> scalars;
     for (unsigned i = 0; i < main.getNumResults(); ++i) {
       auto type = dyn_cast<RankedTensorType>(main.getResultTypes()[i]);
-      if (type && type.getNumElements() == 1 && isa<FloatType>(type.getElementType())) {
-        if (scalar)
-          scalar.reset();
-        else
-          scalar = i;
-      }
+      if (type && type.getNumElements() == 1 && isa<FloatType>(type.getElementType()))
+        scalars.push_back(i);
     }
-    if (scalar)
-      return *scalar;
+    if (scalars.size() == 1)
+      return scalars.front();
   }
   std::string list;
   for (auto [i, name] : llvm::enumerate(names))

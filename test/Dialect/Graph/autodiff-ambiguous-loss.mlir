@@ -1,10 +1,6 @@
 // RUN: zcc-opt %s --zcc-graph-autodiff -verify-diagnostics
-// XFAIL: *
-// Known bug (Autodiff.cpp, findLoss): the "only scalar float output" search
-// resets its candidate on the second scalar but sets it again on the third,
-// so with three unnamed scalar outputs the third (here the max) silently
-// becomes the loss. It must be refused as with two. Remove the XFAIL once
-// fixed.
+// With several scalar float outputs and none named "loss", autodiff cannot
+// tell which is the loss and refuses (two or three alike).
 
 // Three scalar outputs, none named "loss": ambiguous.
 // expected-error @+1 {{the model has no loss output (its outputs: 'sum', 'mean', 'max')}}

@@ -1,10 +1,7 @@
 // RUN: zcc-opt %s --zcc-graph-autodiff | FileCheck %s
-// XFAIL: *
-// Known bug (Autodiff.cpp, ConcatOp rule): `concat.getAxis()` is a uint64_t
-// (I64Attr), so `concat.getAxis() < 0` is never true and a negative axis is
-// not normalised; `starts[axis]` then writes out of bounds and zcc-opt
-// crashes. The importer normalises ONNX axes, so only hand-written or
-// rewritten IR reaches it. Remove the XFAIL once the axis is normalised.
+// A negative concat axis (I64Attr, read as unsigned) is normalised before
+// the gradient slices are built. The importer normalises ONNX axes, so only
+// hand-written or rewritten IR has one.
 
 // A concat along the last axis written as -1: w's gradient is the window of
 // columns 3..5 of the output's gradient.
