@@ -102,7 +102,8 @@ bool isReducibleDType(plan::DType dtype) {
 }
 
 /// Calls `body(T())` with T the storage type of a reducible dtype.
-template <typename Body> void dispatchReducible(plan::DType dtype, Body &&body) {
+template <typename Body>
+void dispatchReducible(plan::DType dtype, Body &&body) {
   switch (dtype) {
   case plan::F32:
     body(float());
@@ -295,8 +296,7 @@ std::string LocalCommunicator::describe(const CallLabel &label) const {
 
 Status LocalCommunicator::invalid(const CallLabel &label,
                                   const std::string &problem) const {
-  return Status(StatusCode::kInvalidArgument,
-                describe(label) + ": " + problem);
+  return Status(StatusCode::kInvalidArgument, describe(label) + ": " + problem);
 }
 
 Status LocalCommunicator::checkElements(const CallLabel &label,
@@ -333,9 +333,8 @@ Status LocalCommunicator::checkBuffer(const CallLabel &label, const char *what,
                                       uint64_t count) const {
   if (buffer || count == 0)
     return Status::ok();
-  return invalid(label,
-                 formatString("%s is null but holds %llu elements", what,
-                              static_cast<unsigned long long>(count)));
+  return invalid(label, formatString("%s is null but holds %llu elements", what,
+                                     static_cast<unsigned long long>(count)));
 }
 
 Status LocalCommunicator::checkPeer(const CallLabel &label, const char *what,
@@ -411,6 +410,8 @@ Status LocalCommunicator::runCollective(const CallLabel &label,
   // must go on to phase 2. A rank that finds the job aborted before it
   // arrives never arrives, so then no rank goes on.
   while (!everyoneReached(phase)) {
+    if (job_.aborted)
+      return abortedStatus(label);
     if (Clock::now() >= deadline)
       return timeoutStatus(label, ranksBehind(phase));
     job_.changed.wait_until(lock, deadline);
@@ -474,13 +475,12 @@ Status LocalCommunicator::checkSameCall(const CallLabel &label) const {
   for (size_t i = 1; i < group_.calls.size(); ++i) {
     if (sameCall(first, group_.calls[i]))
       continue;
-    return invalid(label,
-                   formatString("the ranks made different calls: rank %d "
-                                "called %s, rank %d called %s",
-                                group_.globalRanks[0],
-                                describeCall(first).c_str(),
-                                group_.globalRanks[i],
-                                describeCall(group_.calls[i]).c_str()));
+    return invalid(
+        label, formatString("the ranks made different calls: rank %d "
+                            "called %s, rank %d called %s",
+                            group_.globalRanks[0], describeCall(first).c_str(),
+                            group_.globalRanks[i],
+                            describeCall(group_.calls[i]).c_str()));
   }
   return Status::ok();
 }
@@ -545,8 +545,8 @@ void LocalCommunicator::execute(const PublishedCall &call) {
   switch (call.collective) {
   case Collective::kAllReduce:
   case Collective::kReduceScatter:
-    dispatchReducible(call.dtype,
-                      [&](auto zero) { executeReduction<decltype(zero)>(call); });
+    dispatchReducible(
+        call.dtype, [&](auto zero) { executeReduction<decltype(zero)>(call); });
     return;
   case Collective::kAllGather:
     // Each rank fills its own output; a rank's in-place input is its own
@@ -678,8 +678,8 @@ Status LocalCommunicator::send(const void *input, uint64_t count,
     }
     if (Clock::now() >= deadline) {
       mailbox.state = Mailbox::State::kEmpty;
-      return timeoutStatus(label, formatString("rank %d",
-                                               group_.globalRanks[peer]));
+      return timeoutStatus(label,
+                           formatString("rank %d", group_.globalRanks[peer]));
     }
     job_.changed.wait_until(lock, deadline);
   }
@@ -706,8 +706,8 @@ Status LocalCommunicator::recv(void *output, uint64_t count, plan::DType dtype,
     if (mailbox.state == Mailbox::State::kPosted)
       break;
     if (Clock::now() >= deadline)
-      return timeoutStatus(label, formatString("rank %d",
-                                               group_.globalRanks[peer]));
+      return timeoutStatus(label,
+                           formatString("rank %d", group_.globalRanks[peer]));
     job_.changed.wait_until(lock, deadline);
   }
   if (mailbox.count != count || mailbox.dtype != dtype) {

@@ -6,9 +6,10 @@
 // gives a different answer). Also: in-place calls, bit-identical repeated
 // runs, sub-groups, send/recv ordering, and the failures that must end a job
 // instead of hanging it: a rank that never arrives (timeout), abort(),
-// mismatched calls, and bad arguments. Tests that wait for a failure run
-// under a watchdog that aborts the job after 20 s, so a communicator that
-// fails to give up fails the test instead of hanging it. Built a second time
+// mismatched calls, and bad arguments. Groups time out after 30 s and tests
+// that wait for a failure run under a watchdog that aborts the job after
+// 20 s, so a communicator that fails to give up, by its timeout or by an
+// abort, fails the test instead of hanging it. Built a second time
 // with ZCC_COUNT_ALLOCATIONS, where collectives that succeed must allocate
 // nothing.
 //
@@ -23,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -70,8 +72,11 @@ template <> struct DTypeOf<int8_t> {
 
 template <typename T> constexpr bool kIsFloat = !std::is_integral_v<T>;
 
+/// Tests use a 30 s timeout rather than the default 300 s: a communicator
+/// whose abort fails still ends every test within it, failing instead of
+/// hanging.
 std::unique_ptr<LocalCommunicatorGroup>
-makeGroup(int size, std::chrono::milliseconds timeout = 300s) {
+makeGroup(int size, std::chrono::milliseconds timeout = 30s) {
   LocalCommunicatorOptions options;
   options.timeout = timeout;
   auto group = LocalCommunicatorGroup::create(size, options);
@@ -256,9 +261,9 @@ TYPED_TEST(CommReduceTest, AllReduceMatchesSerialReference) {
   for (ReduceOp op : reduceOpsFor<T>())
     for (int ranks = 1; ranks <= 4; ++ranks)
       for (uint64_t count : kCounts) {
-        SCOPED_TRACE(::testing::Message() << reduceOpName(op) << " on "
-                                          << ranks << " ranks, " << count
-                                          << " elements");
+        SCOPED_TRACE(::testing::Message()
+                     << reduceOpName(op) << " on " << ranks << " ranks, "
+                     << count << " elements");
         auto inputs = randomInputs<T>(ranks, count, 100 * ranks + count);
         std::vector<T> expected = serialReduce(inputs, op);
         std::vector<std::vector<T>> outputs(ranks, std::vector<T>(count));
@@ -278,9 +283,9 @@ TYPED_TEST(CommReduceTest, AllReduceInPlace) {
   for (ReduceOp op : reduceOpsFor<T>())
     for (int ranks = 1; ranks <= 4; ++ranks)
       for (uint64_t count : kCounts) {
-        SCOPED_TRACE(::testing::Message() << reduceOpName(op) << " on "
-                                          << ranks << " ranks, " << count
-                                          << " elements");
+        SCOPED_TRACE(::testing::Message()
+                     << reduceOpName(op) << " on " << ranks << " ranks, "
+                     << count << " elements");
         auto inputs = randomInputs<T>(ranks, count, 7 * ranks + count);
         std::vector<T> expected = serialReduce(inputs, op);
         std::vector<std::vector<T>> buffers = inputs;
@@ -301,9 +306,9 @@ TYPED_TEST(CommReduceTest, ReduceScatterGivesEachRankItsChunk) {
     for (int ranks = 1; ranks <= 4; ++ranks)
       for (uint64_t chunk : {0, 1, 3, 300}) {
         uint64_t count = chunk * ranks;
-        SCOPED_TRACE(::testing::Message() << reduceOpName(op) << " on "
-                                          << ranks << " ranks, " << count
-                                          << " elements");
+        SCOPED_TRACE(::testing::Message()
+                     << reduceOpName(op) << " on " << ranks << " ranks, "
+                     << count << " elements");
         auto inputs = randomInputs<T>(ranks, count, 31 * ranks + count);
         std::vector<T> expected = serialReduce(inputs, op);
         std::vector<std::vector<T>> outputs(ranks, std::vector<T>(chunk));
@@ -312,9 +317,8 @@ TYPED_TEST(CommReduceTest, ReduceScatterGivesEachRankItsChunk) {
         auto group = makeGroup(ranks);
         runRanks(*group, [&](Communicator &comm) {
           int rank = comm.rank();
-          expectOk(comm.reduceScatter(inputs[rank].data(),
-                                      outputs[rank].data(), count,
-                                      DTypeOf<T>::value, op));
+          expectOk(comm.reduceScatter(inputs[rank].data(), outputs[rank].data(),
+                                      count, DTypeOf<T>::value, op));
           T *buffer = inPlace[rank].data();
           expectOk(comm.reduceScatter(buffer, buffer + rank * chunk, count,
                                       DTypeOf<T>::value, op));
@@ -342,8 +346,8 @@ std::vector<T> allReduceOne(const std::vector<T> &values, ReduceOp op) {
   auto group = makeGroup(ranks);
   runRanks(*group, [&](Communicator &comm) {
     int rank = comm.rank();
-    expectOk(comm.allReduce(&values[rank], &results[rank], 1,
-                            DTypeOf<T>::value, op));
+    expectOk(comm.allReduce(&values[rank], &results[rank], 1, DTypeOf<T>::value,
+                            op));
   });
   return results;
 }
@@ -362,8 +366,8 @@ TEST(Comm, F32SumsInRankOrder) {
 }
 
 TEST(Comm, F32AverageDividesTheSum) {
-  for (float result : allReduceOne<float>({1.0f, 1.0f, 2.0f},
-                                          ReduceOp::kAverage))
+  for (float result :
+       allReduceOne<float>({1.0f, 1.0f, 2.0f}, ReduceOp::kAverage))
     EXPECT_EQ(bitsOf(result), bitsOf(4.0f / 3.0f));
 }
 
@@ -430,8 +434,8 @@ TEST(Comm, RepeatedRunsAreBitIdentical) {
     std::vector<std::vector<float>> outputs(ranks, std::vector<float>(count));
     runRanks(group, [&](Communicator &comm) {
       int rank = comm.rank();
-      expectOk(comm.allReduce(inputs[rank].data(), outputs[rank].data(),
-                              count, plan::F32, ReduceOp::kSum));
+      expectOk(comm.allReduce(inputs[rank].data(), outputs[rank].data(), count,
+                              plan::F32, ReduceOp::kSum));
     });
     for (int rank = 0; rank < ranks; ++rank)
       EXPECT_TRUE(sameBits(outputs[rank], expected))
@@ -441,6 +445,35 @@ TEST(Comm, RepeatedRunsAreBitIdentical) {
   // order gives other bits for some elements.
   std::vector<std::vector<float>> reversed(inputs.rbegin(), inputs.rend());
   EXPECT_FALSE(sameBits(serialReduce(reversed, ReduceOp::kSum), expected));
+}
+
+TEST(Comm, BuffersAreFreeOnceACallReturns) {
+  // The step loop reuses a buffer as soon as a collective returns: by then
+  // no other rank may still read this rank's input or write its output.
+  // Each rank copies its result away and scribbles over both buffers at
+  // once; a rank that returned early would corrupt the others' sums or miss
+  // part of its own result.
+  const int ranks = 4;
+  const uint64_t count = 1 << 18;
+  auto inputs = randomInputs<float>(ranks, count, 3);
+  std::vector<float> expected = serialReduce(inputs, ReduceOp::kSum);
+  auto group = makeGroup(ranks);
+  for (int run = 0; run < 3; ++run) {
+    std::vector<std::vector<float>> buffers = inputs;
+    std::vector<std::vector<float>> outputs(ranks, std::vector<float>(count));
+    std::vector<std::vector<float>> results(ranks);
+    runRanks(*group, [&](Communicator &comm) {
+      int rank = comm.rank();
+      expectOk(comm.allReduce(buffers[rank].data(), outputs[rank].data(), count,
+                              plan::F32, ReduceOp::kSum));
+      results[rank] = outputs[rank];
+      std::fill(buffers[rank].begin(), buffers[rank].end(), NAN);
+      std::fill(outputs[rank].begin(), outputs[rank].end(), NAN);
+    });
+    for (int rank = 0; rank < ranks; ++rank)
+      EXPECT_TRUE(sameBits(results[rank], expected))
+          << "run " << run << ", rank " << rank;
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -456,11 +489,9 @@ template <typename T> void checkAllGather() {
       std::vector<T> expected;
       for (const auto &input : inputs)
         expected.insert(expected.end(), input.begin(), input.end());
-      std::vector<std::vector<T>> outputs(ranks,
-                                          std::vector<T>(ranks * count));
+      std::vector<std::vector<T>> outputs(ranks, std::vector<T>(ranks * count));
       // In place: each rank's input already sits in its own slot.
-      std::vector<std::vector<T>> inPlace(ranks,
-                                          std::vector<T>(ranks * count));
+      std::vector<std::vector<T>> inPlace(ranks, std::vector<T>(ranks * count));
       for (int rank = 0; rank < ranks; ++rank)
         std::copy(inputs[rank].begin(), inputs[rank].end(),
                   inPlace[rank].begin() + rank * count);
@@ -507,8 +538,8 @@ TEST(Comm, BroadcastFromEveryRoot) {
           expectOk(comm.broadcast(inputs[rank].data(), outputs[rank].data(),
                                   count, plan::F64, root));
           const double *input = rank == root ? inPlace[rank].data() : nullptr;
-          expectOk(comm.broadcast(input, inPlace[rank].data(), count,
-                                  plan::F64, root));
+          expectOk(comm.broadcast(input, inPlace[rank].data(), count, plan::F64,
+                                  root));
         });
         for (int rank = 0; rank < ranks; ++rank) {
           EXPECT_TRUE(sameBits(outputs[rank], inputs[root])) << "rank " << rank;
@@ -654,8 +685,8 @@ TEST(Comm, SendRecvMatchInOrderPerPair) {
     if (comm.rank() == 2) {
       for (int i = 0; i < 3; ++i) {
         received[i].resize(fromZero[i].size());
-        expectOk(comm.recv(received[i].data(), received[i].size(), plan::I32,
-                           0));
+        expectOk(
+            comm.recv(received[i].data(), received[i].size(), plan::I32, 0));
       }
       for (int i = 0; i < 2; ++i) {
         received[3 + i].resize(fromOne[i].size());
@@ -788,8 +819,8 @@ TEST(Comm, CollectiveTimesOutNamingTheMissingRank) {
   EXPECT_GE(timedOut, 1);
   EXPECT_TRUE(group->isAborted());
 
-  Status late = group->communicator(3)->allReduce(
-      &values[3], &values[3], 1, plan::F32, ReduceOp::kSum);
+  Status late = group->communicator(3)->allReduce(&values[3], &values[3], 1,
+                                                  plan::F32, ReduceOp::kSum);
   EXPECT_EQ(late.code(), StatusCode::kUnavailable);
   EXPECT_TRUE(startsWith(late.message(), "all_reduce on rank 3: aborted by "))
       << late.message();
@@ -801,13 +832,13 @@ TEST(Comm, TimeoutListsEveryMissingRank) {
   Watchdog watchdog(*group->communicator(0));
   Status status = group->communicator(1)->barrier();
   EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded);
-  EXPECT_EQ(status.message(),
-            "barrier on rank 1 timed out after 0.1 s waiting for ranks 0, 2, 3");
+  EXPECT_EQ(
+      status.message(),
+      "barrier on rank 1 timed out after 0.1 s waiting for ranks 0, 2, 3");
 }
 
 TEST(Comm, AbortFailsTheOtherRanksPromptly) {
-  // The default timeout is 300 s: only the abort can end these waits in
-  // time.
+  // Only the abort can end these waits within the 10 s allowed.
   const int ranks = 3;
   auto group = makeGroup(ranks);
   Watchdog watchdog(*group->communicator(0));
@@ -872,9 +903,9 @@ TEST(Comm, MismatchedCollectivesFailEveryRank) {
   Watchdog secondWatchdog(*second->communicator(0));
   runRanks(*second, [&](Communicator &comm) {
     int rank = comm.rank();
-    statuses[rank] = rank ? comm.barrier()
-                          : comm.broadcast(data.data(), data.data(), 8,
-                                           plan::F32, 0);
+    statuses[rank] =
+        rank ? comm.barrier()
+             : comm.broadcast(data.data(), data.data(), 8, plan::F32, 0);
   });
   EXPECT_EQ(statuses[1].message(),
             "barrier on rank 1: the ranks made different calls: rank 0 called "
@@ -898,9 +929,9 @@ TEST(Comm, BadArgumentsAreErrors) {
   expectInvalid(comm.allReduce(data.data(), data.data(), 4,
                                static_cast<plan::DType>(99), ReduceOp::kSum),
                 "all_reduce on rank 1: unknown dtype 99");
-  expectInvalid(comm.allGather(data.data(), data.data(), 4,
-                               plan::DTYPE_UNSPECIFIED),
-                "all_gather on rank 1: unknown dtype 0");
+  expectInvalid(
+      comm.allGather(data.data(), data.data(), 4, plan::DTYPE_UNSPECIFIED),
+      "all_gather on rank 1: unknown dtype 0");
   expectInvalid(
       comm.allReduce(data.data(), data.data(), 4, plan::I8, ReduceOp::kSum),
       "all_reduce on rank 1: cannot reduce i8 elements (f32, f64, f16, bf16, "
@@ -934,13 +965,14 @@ TEST(Comm, BadArgumentsAreErrors) {
   std::vector<float> chunks(3);
   runRanks(*group, [&](Communicator &rankComm) {
     int rank = rankComm.rank();
-    expectOk(rankComm.reduceScatter(values.data(), &chunks[rank], 3,
-                                    plan::F32, ReduceOp::kSum));
+    expectOk(rankComm.reduceScatter(values.data(), &chunks[rank], 3, plan::F32,
+                                    ReduceOp::kSum));
   });
   EXPECT_EQ(chunks, (std::vector<float>{3.0f, 6.0f, 9.0f}));
 }
 
 TEST(Comm, GroupCreationChecksItsArguments) {
+  EXPECT_EQ(LocalCommunicatorOptions().timeout, 300s);
   auto none = LocalCommunicatorGroup::create(0);
   ASSERT_FALSE(none.isOk());
   EXPECT_EQ(none.status().message(),

@@ -185,9 +185,9 @@ TEST_F(ZrunTest, WorldSizeMustMatch) {
   twoRanks.mutable_mesh()->add_axis_sizes(2);
   std::string path = test::writePlan(dir.file("dp2.bin"), twoRanks);
   expectError({path, "--input", "x=" + input},
-              path + ": plan was compiled for world size 2; running more than "
-                     "one rank is not supported yet (recompile with "
-                     "--world-size 1)");
+              path + ": plan was compiled for world size 2; running an "
+                     "inference plan on more than one rank is not supported "
+                     "yet (recompile with --world-size 1)");
 }
 
 TEST_F(ZrunTest, BackendMustMatch) {
