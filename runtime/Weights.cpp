@@ -483,6 +483,16 @@ static Status loadSafetensorsWeight(const plan::Weight &weight,
                        backend, destination);
 }
 
+/// A file read by name holds whole tensors, not one rank's shard of them.
+static Status partitionedByNameUnsupported(const plan::Weight &weight) {
+  return Status(StatusCode::kUnimplemented,
+                describeWeight(weight) + " is partitioned over " +
+                    std::to_string(weight.shards()) +
+                    " ranks (ZeRO-3); loading partitioned weights by name is "
+                    "not supported yet (use the plan's weight files or "
+                    "--weights random)");
+}
+
 Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
                    Backend &backend, uint8_t *arena) {
   const plan::Plan &plan = loaded.plan;
@@ -500,11 +510,15 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
       return found.takeStatus();
     tensors = std::move(*found);
   }
+  bool byName = options.source == WeightSource::kOnnxFile ||
+                options.source == WeightSource::kSafetensorsFile;
   std::vector<uint8_t> staging;
   for (int i = 0; i < plan.weights_size(); ++i) {
     const plan::Weight &weight = plan.weights(i);
     const plan::Buffer &buffer = plan.buffers(weight.buffer());
     uint8_t *destination = arena + buffer.offset();
+    if (byName && weight.shards() > 1)
+      return partitionedByNameUnsupported(weight);
     Status status = Status::ok();
     switch (options.source) {
     case WeightSource::kRandom:
@@ -517,26 +531,10 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
                               destination);
       break;
     case WeightSource::kOnnxFile:
-      if (weight.shards() > 1) {
-        status = Status(StatusCode::kUnimplemented,
-                        describeWeight(weight) + " is partitioned over " +
-                            std::to_string(weight.shards()) +
-                            " ranks (ZeRO-3); loading partitioned weights by name is not "
-                            "supported yet (use the plan's weight files or --weights random)");
-        break;
-      }
       status = loadOnnxWeight(weight, buffer, options.file, initializers,
                               staging, backend, destination);
       break;
     case WeightSource::kSafetensorsFile:
-      if (weight.shards() > 1) {
-        status = Status(StatusCode::kUnimplemented,
-                        describeWeight(weight) + " is partitioned over " +
-                            std::to_string(weight.shards()) +
-                            " ranks (ZeRO-3); loading partitioned weights by name is not "
-                            "supported yet (use the plan's weight files or --weights random)");
-        break;
-      }
       status = loadSafetensorsWeight(weight, buffer, options.file, tensors,
                                      staging, backend, destination);
       break;

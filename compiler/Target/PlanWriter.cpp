@@ -215,6 +215,20 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
       haveLoss = true;
     }
   }
+  // Each micro-step feeds one micro-batch: the rows of every data input.
+  for (const plan::Binding &input : training->data_inputs()) {
+    const plan::Buffer &buffer = result.buffers(input.buffer());
+    if (buffer.shape_size() == 0 || buffer.shape(0) != training->micro_batch_size())
+      return emitError(module.getLoc())
+                 << "input '" << input.name() << "' has "
+                 << (buffer.shape_size() == 0 ? std::string("no batch dimension")
+                                              : "batch " + std::to_string(buffer.shape(0)))
+                 << " but train_micro_batch_size_per_gpu is "
+                 << training->micro_batch_size()
+                 << "; export the model with that batch (or a dynamic one), or set "
+                    "train_micro_batch_size_per_gpu (and the batch triple) to match",
+             failure();
+  }
   if (!haveScalars || !haveSeed || !haveNorm || !haveLoss)
     return module.emitError("a training plan needs the loss, the loss scale, the optimizer "
                             "scalars and the gradient norm bindings"),

@@ -16,50 +16,6 @@ int64_t TensorView::numElements() const {
   return count;
 }
 
-size_t dtypeBytes(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-  case plan::I32:
-    return 4;
-  case plan::F16:
-  case plan::BF16:
-    return 2;
-  case plan::F64:
-  case plan::I64:
-    return 8;
-  case plan::I8:
-  case plan::BOOL:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-const char *dtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-    return "f32";
-  case plan::F16:
-    return "f16";
-  case plan::BF16:
-    return "bf16";
-  case plan::F64:
-    return "f64";
-  case plan::I64:
-    return "i64";
-  case plan::I32:
-    return "i32";
-  case plan::I8:
-    return "i8";
-  case plan::BOOL:
-    return "bool";
-  case plan::DTYPE_UNSPECIFIED:
-    return "unspecified";
-  default:
-    return "unknown";
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // KernelArgs
 //===----------------------------------------------------------------------===//

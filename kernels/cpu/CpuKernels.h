@@ -14,6 +14,7 @@
 
 #include "plan.pb.h"
 #include "runtime/Support/Status.h"
+#include "schema/DTypes.h"
 
 #include <cstdint>
 #include <string>
@@ -31,9 +32,8 @@ struct TensorView {
   template <typename T> T *as() const { return static_cast<T *>(data); }
 };
 
-/// Bytes of one element of `dtype` (0 for DTYPE_UNSPECIFIED).
-size_t dtypeBytes(plan::DType dtype);
-const char *dtypeName(plan::DType dtype);
+using plan::dtypeBytes;
+using plan::dtypeName;
 
 using AttributeMap = google::protobuf::Map<std::string, plan::Attribute>;
 
@@ -45,7 +45,8 @@ struct KernelArgs {
   bool hasAttr(const std::string &name) const;
   int64_t intAttr(const std::string &name, int64_t defaultValue) const;
   double floatAttr(const std::string &name, double defaultValue) const;
-  std::string stringAttr(const std::string &name, const std::string &defaultValue) const;
+  std::string stringAttr(const std::string &name,
+                         const std::string &defaultValue) const;
   std::vector<int64_t> intsAttr(const std::string &name) const;
   /// Unit attributes (e.g. attention's `causal`) are bools that are present.
   bool boolAttr(const std::string &name, bool defaultValue) const;

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/RowStats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,16 +27,6 @@ namespace zcc::cpu::kernels {
 using namespace detail;
 
 namespace {
-
-/// Checks that `view` has the element type and the shape of `like`.
-Status expectLike(const char *kernel, const char *operand,
-                  const TensorView &view, const char *likeName,
-                  const TensorView &like) {
-  if (Status s = expectSameDType(kernel, operand, view, likeName, like);
-      !s.isOk())
-    return s;
-  return expectSameShape(kernel, operand, view, likeName, like);
-}
 
 /// Zero is all zero bits in every element type.
 void zeroFill(const TensorView &view) {
@@ -56,21 +47,6 @@ double dot(const A *a, const B *b, int64_t n) {
 //===----------------------------------------------------------------------===//
 // softmax_grad, log_softmax_grad
 //===----------------------------------------------------------------------===//
-
-/// A tensor seen as [outer, length, inner] around one axis.
-struct AxisLayout {
-  int64_t outer = 0, length = 0, inner = 1;
-};
-
-AxisLayout axisLayout(const SmallShape &shape, int axis) {
-  AxisLayout layout;
-  layout.length = shape[axis];
-  for (int d = axis + 1; d < shape.rank(); ++d)
-    layout.inner *= shape[d];
-  int64_t block = layout.length * layout.inner;
-  layout.outer = block == 0 ? 0 : shape.numElements() / block;
-  return layout;
-}
 
 template <typename T>
 void softmaxGradLoop(const TensorView &output, const TensorView &grad,
@@ -116,14 +92,10 @@ Status softmaxGradImpl(const KernelArgs &args, const char *kernel,
   if (Status s = expectLike(kernel, "result", result, "output", output);
       !s.isOk())
     return s;
-  SmallShape shape(output.shape);
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+  AxisLayout layout;
+  if (Status s = readAxisLayout(args, kernel, SmallShape(output.shape), layout);
       !s.isOk())
     return s;
-  AxisLayout layout = axisLayout(shape, static_cast<int>(axis));
   return dispatchFloat(kernel, "output", output, [&](auto tag) {
     softmaxGradLoop<decltype(tag)>(output, grad, result, layout, logForm);
   });
@@ -132,28 +104,6 @@ Status softmaxGradImpl(const KernelArgs &args, const char *kernel,
 //===----------------------------------------------------------------------===//
 // layer_norm_grad
 //===----------------------------------------------------------------------===//
-
-/// The statistics layer_norm normalised a row with, computed as it does:
-/// in double, the mean before the variance.
-struct RowStats {
-  double mean = 0, inverseStd = 0;
-};
-
-template <typename T>
-RowStats rowStats(const T *row, int64_t columns, double epsilon) {
-  double sum = 0;
-  for (int64_t c = 0; c < columns; ++c)
-    sum += load(row[c]);
-  RowStats stats;
-  stats.mean = sum / columns;
-  double squares = 0;
-  for (int64_t c = 0; c < columns; ++c) {
-    double centered = load(row[c]) - stats.mean;
-    squares += centered * centered;
-  }
-  stats.inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
-  return stats;
-}
 
 /// Columns of scale_grad and bias_grad summed per pass over the rows: their
 /// double accumulators live on the stack, and the row statistics are
@@ -226,13 +176,9 @@ void layerNormGradLoop(const TensorView &input, const TensorView &scale,
 /// gradient are kept in stack arrays of this many doubles.
 constexpr int64_t kMaxHeadSize = 1024;
 
-struct AttentionDims {
-  int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
-};
-
 template <typename T>
-void attentionGradLoop(const KernelArgs &args, AttentionDims dims, double scale,
-                       bool causal) {
+void attentionGradLoop(const KernelArgs &args, const AttentionDims &dims,
+                       double scale) {
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &grad = args.inputs[3];
   for (const TensorView &out : args.outputs)
@@ -250,9 +196,7 @@ void attentionGradLoop(const KernelArgs &args, AttentionDims dims, double scale,
     T *dkh = args.outputs[1].as<T>() + h * tk * headSize;
     T *dvh = args.outputs[2].as<T>() + h * tk * valueSize;
     for (int64_t i = 0; i < tq; ++i) {
-      // Keys are aligned at the end, as in the forward: key j is visible to
-      // query i iff j <= i + tk - tq.
-      int64_t visible = causal ? std::min(tk, i + tk - tq + 1) : tk;
+      int64_t visible = dims.visibleKeys(i);
       const T *qi = qh + i * headSize;
       const T *gi = gh + i * valueSize;
       auto score = [&](int64_t j) {
@@ -310,46 +254,6 @@ void attentionGradLoop(const KernelArgs &args, AttentionDims dims, double scale,
 //===----------------------------------------------------------------------===//
 // cross_entropy_grad, nll_loss_grad
 //===----------------------------------------------------------------------===//
-
-enum class Reduction { Mean, Sum, None };
-
-Status readReduction(const KernelArgs &args, const char *kernel,
-                     Reduction &reduction) {
-  const char *name = nullptr;
-  if (Status s = optionalString(args, kernel, "reduction", "mean", name);
-      !s.isOk())
-    return s;
-  if (std::strcmp(name, "mean") == 0)
-    reduction = Reduction::Mean;
-  else if (std::strcmp(name, "sum") == 0)
-    reduction = Reduction::Sum;
-  else if (std::strcmp(name, "none") == 0)
-    reduction = Reduction::None;
-  else
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "reduction must be \"mean\", \"sum\" or \"none\", got "
-                       "\"%s\"",
-                       name);
-  return Status::ok();
-}
-
-template <typename Label>
-Status checkLabels(const char *kernel, const Label *labels, int64_t count,
-                   int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t label = labels[i];
-    if (hasIgnore && label == ignoreIndex)
-      continue;
-    if (label < 0 || label >= classes)
-      return kernelError(StatusCode::kOutOfRange, kernel,
-                         "label %lld (at position %lld of 'labels') is out "
-                         "of range for %lld classes",
-                         static_cast<long long>(label),
-                         static_cast<long long>(i),
-                         static_cast<long long>(classes));
-  }
-  return Status::ok();
-}
 
 struct ClassLossLayout {
   int64_t batch = 0, classes = 0, inner = 0;
@@ -439,25 +343,14 @@ Status classLossGrad(const KernelArgs &args, const char *kernel,
   if (Status s = expectLike(kernel, "result", result, "input", input);
       !s.isOk())
     return s;
-  SmallShape shape(input.shape);
-  if (shape.rank() < 2)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "'input' must be [N, C] or [N, C, d1, ...], got %s",
-                       shapeString(input.shape).c_str());
   SmallShape labelShape;
-  labelShape.push_back(shape[0]);
-  for (int d = 2; d < shape.rank(); ++d)
-    labelShape.push_back(shape[d]);
-  if (Status s = expectShape(kernel, "labels", labels, labelShape); !s.isOk())
+  if (Status s = checkClassLossShapes(kernel, input, labels, labelShape);
+      !s.isOk())
     return s;
 
   ClassLossLayout layout;
-  if (Status s = readReduction(args, kernel, layout.reduction); !s.isOk())
-    return s;
-  // As the forward: without ignore_index every label counts.
-  layout.hasIgnore = findAttr(args, "ignore_index") != nullptr;
-  if (Status s =
-          optionalInt(args, kernel, "ignore_index", 0, layout.ignoreIndex);
+  if (Status s = readClassLossAttributes(args, kernel, layout.reduction,
+                                         layout.hasIgnore, layout.ignoreIndex);
       !s.isOk())
     return s;
   if (Status s = expectShape(
@@ -466,20 +359,15 @@ Status classLossGrad(const KernelArgs &args, const char *kernel,
       !s.isOk())
     return s;
 
-  layout.batch = shape[0];
-  layout.classes = shape[1];
+  layout.batch = input.shape[0];
+  layout.classes = input.shape[1];
   layout.inner =
       labelShape.numElements() / (layout.batch == 0 ? 1 : layout.batch);
-  int64_t count = labels.numElements();
   // All labels are checked before anything is written.
-  Status valid =
-      labels.dtype == plan::I64
-          ? checkLabels(kernel, labels.as<const int64_t>(), count,
-                        layout.classes, layout.hasIgnore, layout.ignoreIndex)
-          : checkLabels(kernel, labels.as<const int32_t>(), count,
-                        layout.classes, layout.hasIgnore, layout.ignoreIndex);
-  if (!valid.isOk())
-    return valid;
+  if (Status s = checkLabels(kernel, labels, layout.classes, layout.hasIgnore,
+                             layout.ignoreIndex);
+      !s.isOk())
+    return s;
   return dispatchFloat(kernel, "input", input, [&](auto tag) {
     using T = decltype(tag);
     if (labels.dtype == plan::I64)
@@ -494,20 +382,6 @@ Status classLossGrad(const KernelArgs &args, const char *kernel,
 //===----------------------------------------------------------------------===//
 // gather_grad, slice_grad
 //===----------------------------------------------------------------------===//
-
-template <typename Index>
-Status checkIndices(const char *kernel, const Index *indices, int64_t count,
-                    int64_t extent) {
-  for (int64_t i = 0; i < count; ++i)
-    if (indices[i] < -extent || indices[i] >= extent)
-      return kernelError(StatusCode::kOutOfRange, kernel,
-                         "index %lld (at position %lld of 'indices') is out "
-                         "of range for an axis of size %lld",
-                         static_cast<long long>(indices[i]),
-                         static_cast<long long>(i),
-                         static_cast<long long>(extent));
-  return Status::ok();
-}
 
 /// Adds slice i of `grad` (outer block o) into slice indices[i] of the
 /// result, in index order: repeated indices sum in a fixed order.
@@ -609,22 +483,13 @@ Status layerNormGrad(const KernelArgs &args) {
       !s.isOk())
     return s;
   SmallShape shape(input.shape);
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+  // scale and both parameter gradients have the normalised (trailing) shape.
+  double epsilon = 0;
+  SmallShape normalized;
+  if (Status s =
+          readLayerNormAttributes(args, kernel, shape, epsilon, normalized);
       !s.isOk())
     return s;
-  double epsilon = 0;
-  if (Status s = requiredFloat(args, kernel, "epsilon", epsilon); !s.isOk())
-    return s;
-  if (!(epsilon > 0))
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "epsilon must be positive, got %g", epsilon);
-  // scale and both parameter gradients have the normalised (trailing) shape.
-  SmallShape normalized;
-  for (int d = static_cast<int>(axis); d < shape.rank(); ++d)
-    normalized.push_back(shape[d]);
   if (Status s = expectShape(kernel, "scale", scale, normalized); !s.isOk())
     return s;
   for (auto [name, view] :
@@ -663,39 +528,11 @@ Status attentionGrad(const KernelArgs &args) {
         {"grad", &grad}})
     if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
       return s;
-  size_t rank = q.shape.size();
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "query %s, key %s and value %s must have the same "
-                       "rank, at least 2",
-                       shapeString(q.shape).c_str(),
-                       shapeString(k.shape).c_str(),
-                       shapeString(v.shape).c_str());
-  for (size_t d = 0; d + 2 < rank; ++d)
-    if (k.shape[d] != q.shape[d] || v.shape[d] != q.shape[d])
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "query %s, key %s and value %s must have the same "
-                         "leading dimensions",
-                         shapeString(q.shape).c_str(),
-                         shapeString(k.shape).c_str(),
-                         shapeString(v.shape).c_str());
   AttentionDims dims;
-  dims.queries = q.shape[rank - 2];
-  dims.headSize = q.shape[rank - 1];
-  dims.keys = k.shape[rank - 2];
-  dims.valueSize = v.shape[rank - 1];
-  if (k.shape[rank - 1] != dims.headSize)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "query and key head sizes differ: %lld vs %lld",
-                       static_cast<long long>(dims.headSize),
-                       static_cast<long long>(k.shape[rank - 1]));
-  if (v.shape[rank - 2] != dims.keys)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "key and value sequence lengths differ: %lld vs %lld",
-                       static_cast<long long>(dims.keys),
-                       static_cast<long long>(v.shape[rank - 2]));
-  SmallShape gradShape(q.shape);
-  gradShape[static_cast<int>(rank) - 1] = dims.valueSize;
+  SmallShape gradShape;
+  if (Status s = checkAttentionShapes(kernel, q, k, v, dims, gradShape);
+      !s.isOk())
+    return s;
   if (Status s = expectShape(kernel, "grad", grad, gradShape); !s.isOk())
     return s;
   for (auto [name, view, like, likeName] :
@@ -706,17 +543,8 @@ Status attentionGrad(const KernelArgs &args) {
     if (Status s = expectLike(kernel, name, *view, likeName, *like); !s.isOk())
       return s;
   double scale = 0;
-  if (Status s = requiredFloat(args, kernel, "scale", scale); !s.isOk())
+  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
     return s;
-  bool causal = false;
-  if (Status s = optionalBool(args, kernel, "causal", false, causal); !s.isOk())
-    return s;
-  if (causal && dims.queries > dims.keys)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "a causal attention needs at least as many keys as "
-                       "queries, got %lld queries and %lld keys",
-                       static_cast<long long>(dims.queries),
-                       static_cast<long long>(dims.keys));
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})
@@ -725,11 +553,8 @@ Status attentionGrad(const KernelArgs &args) {
                          "%s %lld exceeds the %lld this kernel handles", what,
                          static_cast<long long>(value),
                          static_cast<long long>(kMaxHeadSize));
-  dims.heads = 1;
-  for (size_t d = 0; d + 2 < rank; ++d)
-    dims.heads *= q.shape[d];
   return dispatchFloat(kernel, "query", q, [&](auto tag) {
-    attentionGradLoop<decltype(tag)>(args, dims, scale, causal);
+    attentionGradLoop<decltype(tag)>(args, dims, scale);
   });
 }
 
@@ -796,48 +621,21 @@ Status gatherGrad(const KernelArgs &args) {
     return s;
   // The result has the gathered data's shape; grad has the gather's:
   // data.shape[:axis] + indices.shape + data.shape[axis+1:].
-  SmallShape shape(result.shape);
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+  GatherLayout layout;
+  SmallShape expected;
+  if (Status s = readGatherLayout(args, kernel, result.shape, indices,
+                                  "gradient", layout, expected);
       !s.isOk())
     return s;
-  int a = static_cast<int>(axis);
-  SmallShape expected;
-  bool fits = true;
-  for (int d = 0; d < a; ++d)
-    fits &= expected.push_back(shape[d]);
-  for (int64_t dim : indices.shape)
-    fits &= expected.push_back(dim);
-  for (int d = a + 1; d < shape.rank(); ++d)
-    fits &= expected.push_back(shape[d]);
-  if (!fits)
-    return kernelError(StatusCode::kUnimplemented, kernel,
-                       "the gradient of gathering %s at %s along axis %d has "
-                       "more than %d dimensions",
-                       shapeString(result.shape).c_str(),
-                       shapeString(indices.shape).c_str(), a, kMaxRank);
   if (Status s = expectShape(kernel, "grad", grad, expected); !s.isOk())
     return s;
 
-  int64_t outer = 1, extent = shape[a], sliceSize = 1;
-  for (int d = 0; d < a; ++d)
-    outer *= shape[d];
-  for (int d = a + 1; d < shape.rank(); ++d)
-    sliceSize *= shape[d];
+  int64_t outer = layout.outer, extent = layout.extent,
+          sliceSize = layout.sliceSize;
   int64_t count = indices.numElements();
   // All indices are checked before anything is written.
-  if (indices.dtype == plan::I64) {
-    if (Status s =
-            checkIndices(kernel, indices.as<const int64_t>(), count, extent);
-        !s.isOk())
-      return s;
-  } else if (Status s = checkIndices(kernel, indices.as<const int32_t>(), count,
-                                     extent);
-             !s.isOk()) {
+  if (Status s = checkIndices(kernel, indices, extent); !s.isOk())
     return s;
-  }
   zeroFill(result);
   return dispatchFloat(kernel, "result", result, [&](auto tag) {
     using T = decltype(tag);
@@ -859,45 +657,17 @@ Status sliceGrad(const KernelArgs &args) {
   if (Status s = expectSameDType(kernel, "result", result, "grad", grad);
       !s.isOk())
     return s;
-  SmallShape starts, limits, steps;
-  if (Status s = requiredInts(args, kernel, "starts", starts); !s.isOk())
-    return s;
-  if (Status s = requiredInts(args, kernel, "limits", limits); !s.isOk())
-    return s;
-  if (Status s = requiredInts(args, kernel, "strides", steps); !s.isOk())
-    return s;
   // The result has the sliced input's shape.
-  SmallShape shape(result.shape);
-  if (starts.rank() != shape.rank() || limits.rank() != shape.rank() ||
-      steps.rank() != shape.rank())
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "starts %s, limits %s and strides %s need one entry "
-                       "per dimension of 'result' %s",
-                       shapeString(starts).c_str(), shapeString(limits).c_str(),
-                       shapeString(steps).c_str(), shapeString(shape).c_str());
-  SmallShape strides = contiguousStrides(shape), window, dstStrides;
-  int64_t base = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (steps[d] <= 0)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "strides must be positive, got %s",
-                         shapeString(steps).c_str());
-    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "dimension %d: need 0 <= start <= limit <= %lld, got "
-                         "[%lld, %lld)",
-                         d, static_cast<long long>(shape[d]),
-                         static_cast<long long>(starts[d]),
-                         static_cast<long long>(limits[d]));
-    window.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
-    dstStrides.push_back(strides[d] * steps[d]);
-    base += starts[d] * strides[d];
-  }
-  if (Status s = expectShape(kernel, "grad", grad, window); !s.isOk())
+  SliceWindow window;
+  if (Status s = readSliceWindow(args, kernel, "result",
+                                 SmallShape(result.shape), window);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "grad", grad, window.shape); !s.isOk())
     return s;
   zeroFill(result);
-  stridedScatter(result.data, grad.data, dtypeBytes(grad.dtype), window,
-                 dstStrides, base);
+  stridedScatter(result.data, grad.data, dtypeBytes(grad.dtype), window.shape,
+                 window.strides, window.base);
   return Status::ok();
 }
 

@@ -291,6 +291,15 @@ Status unsupportedDType(const char *kernel, const char *operand,
                      operand, dtypeName(view.dtype), supported);
 }
 
+Status expectLike(const char *kernel, const char *operand,
+                  const TensorView &view, const char *likeName,
+                  const TensorView &like) {
+  if (Status s = expectSameDType(kernel, operand, view, likeName, like);
+      !s.isOk())
+    return s;
+  return expectSameShape(kernel, operand, view, likeName, like);
+}
+
 Status normalizeAxis(const char *kernel, const char *attr, int64_t axis,
                      int64_t rank, int64_t &result) {
   if (axis < -rank || axis >= rank)
@@ -418,6 +427,13 @@ Status optionalString(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+Status requiredAxis(const KernelArgs &args, const char *kernel, int64_t rank,
+                    int64_t &axis) {
+  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+    return s;
+  return normalizeAxis(kernel, "axis", axis, rank, axis);
+}
+
 Status requiredInts(const KernelArgs &args, const char *kernel,
                     const char *name, SmallShape &values) {
   const plan::Attribute *attr = findAttr(args, name);
@@ -437,6 +453,265 @@ Status requiredInts(const KernelArgs &args, const char *kernel,
                          "supported",
                          name, attr->ints().values_size(), kMaxRank);
   return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Checks a forward kernel shares with its gradient
+//===----------------------------------------------------------------------===//
+
+Status readSliceWindow(const KernelArgs &args, const char *kernel,
+                       const char *operand, const SmallShape &shape,
+                       SliceWindow &window) {
+  SmallShape starts, limits, steps;
+  if (Status s = requiredInts(args, kernel, "starts", starts); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "limits", limits); !s.isOk())
+    return s;
+  if (Status s = requiredInts(args, kernel, "strides", steps); !s.isOk())
+    return s;
+  if (starts.rank() != shape.rank() || limits.rank() != shape.rank() ||
+      steps.rank() != shape.rank())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "starts %s, limits %s and strides %s need one entry "
+                       "per dimension of '%s' %s",
+                       shapeString(starts).c_str(), shapeString(limits).c_str(),
+                       shapeString(steps).c_str(), operand,
+                       shapeString(shape).c_str());
+  SmallShape strides = contiguousStrides(shape);
+  window = SliceWindow();
+  for (int d = 0; d < shape.rank(); ++d) {
+    if (steps[d] <= 0)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "strides must be positive, got %s",
+                         shapeString(steps).c_str());
+    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "dimension %d: need 0 <= start <= limit <= %lld, got "
+                         "[%lld, %lld)",
+                         d, static_cast<long long>(shape[d]),
+                         static_cast<long long>(starts[d]),
+                         static_cast<long long>(limits[d]));
+    window.shape.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
+    window.strides.push_back(strides[d] * steps[d]);
+    window.base += starts[d] * strides[d];
+  }
+  return Status::ok();
+}
+
+Status readAxisLayout(const KernelArgs &args, const char *kernel,
+                      const SmallShape &shape, AxisLayout &layout) {
+  int64_t axis = 0;
+  if (Status s = requiredAxis(args, kernel, shape.rank(), axis); !s.isOk())
+    return s;
+  layout = AxisLayout();
+  layout.length = shape[static_cast<int>(axis)];
+  for (int d = static_cast<int>(axis) + 1; d < shape.rank(); ++d)
+    layout.inner *= shape[d];
+  int64_t block = layout.length * layout.inner;
+  layout.outer = block == 0 ? 0 : shape.numElements() / block;
+  return Status::ok();
+}
+
+Status readGatherLayout(const KernelArgs &args, const char *kernel,
+                        const std::vector<int64_t> &dataShape,
+                        const TensorView &indices, const char *what,
+                        GatherLayout &layout, SmallShape &gathered) {
+  SmallShape shape(dataShape);
+  int64_t axis = 0;
+  if (Status s = requiredAxis(args, kernel, shape.rank(), axis); !s.isOk())
+    return s;
+  int a = static_cast<int>(axis);
+  gathered = SmallShape();
+  bool fits = true;
+  for (int d = 0; d < a; ++d)
+    fits &= gathered.push_back(shape[d]);
+  for (int64_t dim : indices.shape)
+    fits &= gathered.push_back(dim);
+  for (int d = a + 1; d < shape.rank(); ++d)
+    fits &= gathered.push_back(shape[d]);
+  if (!fits)
+    return kernelError(StatusCode::kUnimplemented, kernel,
+                       "the %s of gathering %s at %s along axis %d has "
+                       "more than %d dimensions",
+                       what, shapeString(dataShape).c_str(),
+                       shapeString(indices.shape).c_str(), a, kMaxRank);
+  layout = GatherLayout();
+  layout.axis = a;
+  layout.extent = shape[a];
+  for (int d = 0; d < a; ++d)
+    layout.outer *= shape[d];
+  for (int d = a + 1; d < shape.rank(); ++d)
+    layout.sliceSize *= shape[d];
+  return Status::ok();
+}
+
+namespace {
+
+template <typename Index>
+Status checkIndexValues(const char *kernel, const Index *indices, int64_t count,
+                        int64_t extent) {
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[i] < -extent || indices[i] >= extent)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "index %lld (at position %lld of 'indices') is out "
+                         "of range for an axis of size %lld",
+                         static_cast<long long>(indices[i]),
+                         static_cast<long long>(i),
+                         static_cast<long long>(extent));
+  return Status::ok();
+}
+
+} // namespace
+
+Status checkIndices(const char *kernel, const TensorView &indices,
+                    int64_t extent) {
+  int64_t count = indices.numElements();
+  if (indices.dtype == plan::I64)
+    return checkIndexValues(kernel, indices.as<const int64_t>(), count, extent);
+  return checkIndexValues(kernel, indices.as<const int32_t>(), count, extent);
+}
+
+Status readLayerNormAttributes(const KernelArgs &args, const char *kernel,
+                               const SmallShape &shape, double &epsilon,
+                               SmallShape &normalized) {
+  int64_t axis = 0;
+  if (Status s = requiredAxis(args, kernel, shape.rank(), axis); !s.isOk())
+    return s;
+  if (Status s = requiredFloat(args, kernel, "epsilon", epsilon); !s.isOk())
+    return s;
+  if (!(epsilon > 0))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "epsilon must be positive, got %g", epsilon);
+  normalized = SmallShape();
+  for (int d = static_cast<int>(axis); d < shape.rank(); ++d)
+    normalized.push_back(shape[d]);
+  return Status::ok();
+}
+
+Status checkAttentionShapes(const char *kernel, const TensorView &query,
+                            const TensorView &key, const TensorView &value,
+                            AttentionDims &dims, SmallShape &resultShape) {
+  const std::vector<int64_t> &q = query.shape, &k = key.shape, &v = value.shape;
+  size_t rank = q.size();
+  if (rank < 2 || k.size() != rank || v.size() != rank)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "query %s, key %s and value %s must have the same "
+                       "rank, at least 2",
+                       shapeString(q).c_str(), shapeString(k).c_str(),
+                       shapeString(v).c_str());
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (k[d] != q[d] || v[d] != q[d])
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "query %s, key %s and value %s must have the same "
+                         "leading dimensions",
+                         shapeString(q).c_str(), shapeString(k).c_str(),
+                         shapeString(v).c_str());
+  dims.queries = q[rank - 2];
+  dims.headSize = q[rank - 1];
+  dims.keys = k[rank - 2];
+  dims.valueSize = v[rank - 1];
+  if (k[rank - 1] != dims.headSize)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "query and key head sizes differ: %lld vs %lld",
+                       static_cast<long long>(dims.headSize),
+                       static_cast<long long>(k[rank - 1]));
+  if (v[rank - 2] != dims.keys)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "key and value sequence lengths differ: %lld vs %lld",
+                       static_cast<long long>(dims.keys),
+                       static_cast<long long>(v[rank - 2]));
+  dims.heads = 1;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    dims.heads *= q[d];
+  resultShape = SmallShape(q);
+  resultShape[static_cast<int>(rank) - 1] = dims.valueSize;
+  return Status::ok();
+}
+
+Status readAttentionAttributes(const KernelArgs &args, const char *kernel,
+                               AttentionDims &dims, double &scale) {
+  if (Status s = requiredFloat(args, kernel, "scale", scale); !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "causal", false, dims.causal);
+      !s.isOk())
+    return s;
+  if (dims.causal && dims.queries > dims.keys)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "a causal attention needs at least as many keys as "
+                       "queries, got %lld queries and %lld keys",
+                       static_cast<long long>(dims.queries),
+                       static_cast<long long>(dims.keys));
+  return Status::ok();
+}
+
+Status checkClassLossShapes(const char *kernel, const TensorView &input,
+                            const TensorView &labels, SmallShape &labelShape) {
+  SmallShape shape(input.shape);
+  if (shape.rank() < 2)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'input' must be [N, C] or [N, C, d1, ...], got %s",
+                       shapeString(input.shape).c_str());
+  labelShape = SmallShape();
+  labelShape.push_back(shape[0]);
+  for (int d = 2; d < shape.rank(); ++d)
+    labelShape.push_back(shape[d]);
+  return expectShape(kernel, "labels", labels, labelShape);
+}
+
+Status readClassLossAttributes(const KernelArgs &args, const char *kernel,
+                               Reduction &reduction, bool &hasIgnore,
+                               int64_t &ignoreIndex) {
+  const char *name = nullptr;
+  if (Status s = optionalString(args, kernel, "reduction", "mean", name);
+      !s.isOk())
+    return s;
+  if (std::strcmp(name, "mean") == 0)
+    reduction = Reduction::Mean;
+  else if (std::strcmp(name, "sum") == 0)
+    reduction = Reduction::Sum;
+  else if (std::strcmp(name, "none") == 0)
+    reduction = Reduction::None;
+  else
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "reduction must be \"mean\", \"sum\" or \"none\", got "
+                       "\"%s\"",
+                       name);
+  // Without ignore_index every label counts (ONNX); torch's -100 default is
+  // the importer's business.
+  hasIgnore = findAttr(args, "ignore_index") != nullptr;
+  return optionalInt(args, kernel, "ignore_index", 0, ignoreIndex);
+}
+
+namespace {
+
+template <typename Label>
+Status checkLabelValues(const char *kernel, const Label *labels, int64_t count,
+                        int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t label = labels[i];
+    if (hasIgnore && label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes)
+      return kernelError(StatusCode::kOutOfRange, kernel,
+                         "label %lld (at position %lld of 'labels') is out "
+                         "of range for %lld classes",
+                         static_cast<long long>(label),
+                         static_cast<long long>(i),
+                         static_cast<long long>(classes));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status checkLabels(const char *kernel, const TensorView &labels,
+                   int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
+  int64_t count = labels.numElements();
+  if (labels.dtype == plan::I64)
+    return checkLabelValues(kernel, labels.as<const int64_t>(), count, classes,
+                            hasIgnore, ignoreIndex);
+  return checkLabelValues(kernel, labels.as<const int32_t>(), count, classes,
+                          hasIgnore, ignoreIndex);
 }
 
 //===----------------------------------------------------------------------===//

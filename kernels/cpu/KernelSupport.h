@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/CpuKernels.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -200,6 +201,10 @@ Status expectShape(const char *kernel, const char *operand,
 Status expectSameShape(const char *kernel, const char *operand,
                        const TensorView &view, const char *otherOperand,
                        const TensorView &other);
+/// Checks that `view` has the element type and the shape of `like`.
+Status expectLike(const char *kernel, const char *operand,
+                  const TensorView &view, const char *likeName,
+                  const TensorView &like);
 Status unsupportedDType(const char *kernel, const char *operand,
                         const TensorView &view, const char *supported);
 
@@ -227,11 +232,114 @@ Status optionalBool(const KernelArgs &args, const char *kernel,
 Status optionalString(const KernelArgs &args, const char *kernel,
                       const char *name, const char *defaultValue,
                       const char *&value);
+/// Reads the int `axis` and normalises it into [0, rank).
+Status requiredAxis(const KernelArgs &args, const char *kernel, int64_t rank,
+                    int64_t &axis);
 /// Reads an int list into `values` (at most kMaxRank entries).
 Status requiredInts(const KernelArgs &args, const char *kernel,
                     const char *name, SmallShape &values);
 /// The attribute `name`, or null when absent.
 const plan::Attribute *findAttr(const KernelArgs &args, const char *name);
+
+//===----------------------------------------------------------------------===//
+// Checks a forward kernel shares with its gradient
+//===----------------------------------------------------------------------===//
+
+/// The part of a contiguous tensor that slice's `starts`, `limits` and
+/// `strides` select: the window's shape, its strides and the offset of its
+/// first element, both in elements of the tensor.
+struct SliceWindow {
+  SmallShape shape, strides;
+  int64_t base = 0;
+};
+
+/// Reads and checks the slice attributes against `shape`, the shape of the
+/// sliced tensor (named `operand` in messages).
+Status readSliceWindow(const KernelArgs &args, const char *kernel,
+                       const char *operand, const SmallShape &shape,
+                       SliceWindow &window);
+
+/// A tensor seen as [outer, length, inner] around one axis.
+struct AxisLayout {
+  int64_t outer = 0, length = 0, inner = 1;
+};
+
+/// Reads the `axis` attribute for a tensor of `shape` (softmax and its
+/// gradient) and the layout around that axis.
+Status readAxisLayout(const KernelArgs &args, const char *kernel,
+                      const SmallShape &shape, AxisLayout &layout);
+
+/// gather's view of its data around `axis`: `outer` blocks of `extent`
+/// slices of `sliceSize` elements each.
+struct GatherLayout {
+  int axis = 0;
+  int64_t outer = 1, extent = 0, sliceSize = 1;
+};
+
+/// Reads gather's `axis` for data of `dataShape` and checks that its result
+/// shape, dataShape[:axis] + indices.shape + dataShape[axis+1:], fits in
+/// kMaxRank dimensions (`what` names that result in messages: "result" or
+/// "gradient"); `gathered` gets that shape.
+Status readGatherLayout(const KernelArgs &args, const char *kernel,
+                        const std::vector<int64_t> &dataShape,
+                        const TensorView &indices, const char *what,
+                        GatherLayout &layout, SmallShape &gathered);
+
+/// Checks every element of the i64 or i32 `indices` against [-extent,
+/// extent).
+Status checkIndices(const char *kernel, const TensorView &indices,
+                    int64_t extent);
+
+/// Reads layer_norm's `axis` and `epsilon` for an input of `shape`;
+/// `normalized` gets the normalised (trailing) shape, that of the scale.
+Status readLayerNormAttributes(const KernelArgs &args, const char *kernel,
+                               const SmallShape &shape, double &epsilon,
+                               SmallShape &normalized);
+
+/// The sizes of an attention: `heads` independent [queries, headSize] query
+/// rows against [keys, headSize] keys and [keys, valueSize] values.
+struct AttentionDims {
+  int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+  bool causal = false;
+
+  /// Keys are aligned at the end: key j is visible to query i iff
+  /// j <= i + keys - queries.
+  int64_t visibleKeys(int64_t i) const {
+    return causal ? std::min(keys, i + keys - queries + 1) : keys;
+  }
+};
+
+/// Checks that query, key and value agree ([..., queries, headSize],
+/// [..., keys, headSize], [..., keys, valueSize]) and reads their sizes;
+/// `resultShape` gets the attention's result shape, [..., queries,
+/// valueSize].
+Status checkAttentionShapes(const char *kernel, const TensorView &query,
+                            const TensorView &key, const TensorView &value,
+                            AttentionDims &dims, SmallShape &resultShape);
+
+/// Reads attention's `scale` and `causal` (into `dims`); a causal attention
+/// needs at least as many keys as queries.
+Status readAttentionAttributes(const KernelArgs &args, const char *kernel,
+                               AttentionDims &dims, double &scale);
+
+/// How a class loss reduces over the label positions.
+enum class Reduction { Mean, Sum, None };
+
+/// Checks that `input` is [N, C] or [N, C, d1, ...] and `labels` [N] or
+/// [N, d1, ...]; `labelShape` gets the latter.
+Status checkClassLossShapes(const char *kernel, const TensorView &input,
+                            const TensorView &labels, SmallShape &labelShape);
+
+/// Reads a class loss's `reduction` ("mean" when absent) and
+/// `ignore_index` (`hasIgnore` says whether it is there).
+Status readClassLossAttributes(const KernelArgs &args, const char *kernel,
+                               Reduction &reduction, bool &hasIgnore,
+                               int64_t &ignoreIndex);
+
+/// Checks every label of the i64 or i32 `labels` but `ignoreIndex` (where
+/// `hasIgnore`) against [0, classes).
+Status checkLabels(const char *kernel, const TensorView &labels,
+                   int64_t classes, bool hasIgnore, int64_t ignoreIndex);
 
 //===----------------------------------------------------------------------===//
 // Element conversions

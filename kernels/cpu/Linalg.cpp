@@ -134,19 +134,6 @@ void matmulLoop(const T *a, const T *b, T *c, const SmallShape &lhsBatch,
 /// needs no heap buffer (kernels never allocate).
 constexpr int64_t kKeyBlock = 1024;
 
-/// The sizes of an attention: `heads` independent [tq, headDim] queries
-/// against [tk, headDim] keys and [tk, valueDim] values.
-struct AttentionDims {
-  int64_t heads, tq, tk, headDim, valueDim;
-  bool causal;
-
-  /// Keys are aligned at the end: key j is visible to query i iff
-  /// j <= i + tk - tq.
-  int64_t visibleKeys(int64_t i) const {
-    return causal ? std::min(tk, i + tk - tq + 1) : tk;
-  }
-};
-
 void gemv(CBLAS_TRANSPOSE trans, int rows, int columns, float alpha,
           const float *a, int lda, const float *x, float beta, float *y) {
   cblas_sgemv(CblasRowMajor, trans, rows, columns, alpha, a, lda, x, 1, beta, y,
@@ -166,8 +153,8 @@ void gemv(CBLAS_TRANSPOSE trans, int rows, int columns, double alpha,
 template <typename C>
 void attentionBlas(const AttentionDims &dims, const C *q, const C *k,
                    const C *v, C *out, double scale) {
-  int64_t tq = dims.tq, tk = dims.tk, headDim = dims.headDim,
-          valueDim = dims.valueDim;
+  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize,
+          valueDim = dims.valueSize;
   int ldk = static_cast<int>(std::max<int64_t>(headDim, 1));
   int ldv = static_cast<int>(valueDim);
   // Zeroed once so BLAS never sees stack garbage, even where beta = 0 would
@@ -225,8 +212,8 @@ constexpr int64_t kValueBlock = 256;
 template <typename T>
 void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
                         const T *v, T *out, double scale) {
-  int64_t tq = dims.tq, tk = dims.tk, headDim = dims.headDim,
-          valueDim = dims.valueDim;
+  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize,
+          valueDim = dims.valueSize;
   float scores[kKeyBlock] = {};
   float accumulator[kValueBlock] = {};
   for (int64_t h = 0; h < dims.heads; ++h) {
@@ -364,61 +351,24 @@ Status attention(const KernelArgs &args) {
         {"result", &out}})
     if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
       return s;
-  size_t rank = q.shape.size();
-  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "query %s, key %s and value %s must have the same "
-                       "rank, at least 2",
-                       shapeString(q.shape).c_str(),
-                       shapeString(k.shape).c_str(),
-                       shapeString(v.shape).c_str());
-  for (size_t d = 0; d + 2 < rank; ++d)
-    if (k.shape[d] != q.shape[d] || v.shape[d] != q.shape[d])
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "query %s, key %s and value %s must have the same "
-                         "leading dimensions",
-                         shapeString(q.shape).c_str(),
-                         shapeString(k.shape).c_str(),
-                         shapeString(v.shape).c_str());
-  int64_t tq = q.shape[rank - 2], headDim = q.shape[rank - 1];
-  int64_t tk = k.shape[rank - 2], valueDim = v.shape[rank - 1];
-  if (k.shape[rank - 1] != headDim)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "query and key head sizes differ: %lld vs %lld",
-                       static_cast<long long>(headDim),
-                       static_cast<long long>(k.shape[rank - 1]));
-  if (v.shape[rank - 2] != tk)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "key and value sequence lengths differ: %lld vs %lld",
-                       static_cast<long long>(tk),
-                       static_cast<long long>(v.shape[rank - 2]));
-  SmallShape expected(q.shape);
-  expected[static_cast<int>(rank) - 1] = valueDim;
+  AttentionDims dims;
+  SmallShape expected;
+  if (Status s = checkAttentionShapes(kernel, q, k, v, dims, expected);
+      !s.isOk())
+    return s;
   if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
     return s;
   double scale = 0;
-  if (Status s = requiredFloat(args, kernel, "scale", scale); !s.isOk())
+  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
     return s;
-  bool causal = false;
-  if (Status s = optionalBool(args, kernel, "causal", false, causal); !s.isOk())
-    return s;
-  if (causal && tq > tk)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "a causal attention needs at least as many keys as "
-                       "queries, got %lld queries and %lld keys",
-                       static_cast<long long>(tq), static_cast<long long>(tk));
   for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"head size", headDim},
-        {"value head size", valueDim}})
+       {std::pair<const char *, int64_t>{"head size", dims.headSize},
+        {"value head size", dims.valueSize}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
-  int64_t heads = 1;
-  for (size_t d = 0; d + 2 < rank; ++d)
-    heads *= q.shape[d];
-  if (tq == 0 || valueDim == 0 || heads == 0)
+  if (dims.queries == 0 || dims.valueSize == 0 || dims.heads == 0)
     return Status::ok();
-  AttentionDims dims{heads, tq, tk, headDim, valueDim, causal};
   return dispatchFloat(kernel, "query", q, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)

@@ -18,26 +18,6 @@ using namespace detail;
 
 namespace {
 
-enum class Reduction { Mean, Sum, None };
-
-template <typename Label>
-Status checkLabels(const char *kernel, const Label *labels, int64_t count,
-                   int64_t classes, bool hasIgnore, int64_t ignoreIndex) {
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t label = labels[i];
-    if (hasIgnore && label == ignoreIndex)
-      continue;
-    if (label < 0 || label >= classes)
-      return kernelError(StatusCode::kOutOfRange, kernel,
-                         "label %lld (at position %lld of 'labels') is out "
-                         "of range for %lld classes",
-                         static_cast<long long>(label),
-                         static_cast<long long>(i),
-                         static_cast<long long>(classes));
-  }
-  return Status::ok();
-}
-
 /// The loss of every label position: [N, C, inner] scores against [N,
 /// inner] labels, reduced as asked. `logSoftmax` says whether the scores are
 /// logits (cross_entropy) or already log-probabilities (nll_loss).
@@ -95,40 +75,15 @@ Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
     return unsupportedDType(kernel, "labels", labels, "i64 and i32");
   if (Status s = expectDType(kernel, "loss", out, in.dtype); !s.isOk())
     return s;
-  SmallShape shape(in.shape);
-  if (shape.rank() < 2)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "'input' must be [N, C] or [N, C, d1, ...], got %s",
-                       shapeString(in.shape).c_str());
   SmallShape labelShape;
-  labelShape.push_back(shape[0]);
-  for (int d = 2; d < shape.rank(); ++d)
-    labelShape.push_back(shape[d]);
-  if (Status s = expectShape(kernel, "labels", labels, labelShape); !s.isOk())
-    return s;
-
-  const char *reductionName = nullptr;
-  if (Status s =
-          optionalString(args, kernel, "reduction", "mean", reductionName);
+  if (Status s = checkClassLossShapes(kernel, in, labels, labelShape);
       !s.isOk())
     return s;
   Reduction reduction;
-  if (std::strcmp(reductionName, "mean") == 0)
-    reduction = Reduction::Mean;
-  else if (std::strcmp(reductionName, "sum") == 0)
-    reduction = Reduction::Sum;
-  else if (std::strcmp(reductionName, "none") == 0)
-    reduction = Reduction::None;
-  else
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "reduction must be \"mean\", \"sum\" or \"none\", got "
-                       "\"%s\"",
-                       reductionName);
-  // Without ignore_index every label counts (ONNX); torch's -100 default is
-  // the importer's business.
-  bool hasIgnore = findAttr(args, "ignore_index") != nullptr;
+  bool hasIgnore = false;
   int64_t ignoreIndex = 0;
-  if (Status s = optionalInt(args, kernel, "ignore_index", 0, ignoreIndex);
+  if (Status s = readClassLossAttributes(args, kernel, reduction, hasIgnore,
+                                         ignoreIndex);
       !s.isOk())
     return s;
   if (Status s =
@@ -137,21 +92,12 @@ Status classLoss(const KernelArgs &args, const char *kernel, bool logSoftmax) {
       !s.isOk())
     return s;
 
-  int64_t batch = shape[0], classes = shape[1];
+  int64_t batch = in.shape[0], classes = in.shape[1];
   int64_t inner = labelShape.numElements() / (batch == 0 ? 1 : batch);
-  int64_t count = labels.numElements();
   // All labels are checked before anything is written.
-  if (labels.dtype == plan::I64) {
-    if (Status s = checkLabels(kernel, labels.as<const int64_t>(), count,
-                               classes, hasIgnore, ignoreIndex);
-        !s.isOk())
-      return s;
-  } else {
-    if (Status s = checkLabels(kernel, labels.as<const int32_t>(), count,
-                               classes, hasIgnore, ignoreIndex);
-        !s.isOk())
-      return s;
-  }
+  if (Status s = checkLabels(kernel, labels, classes, hasIgnore, ignoreIndex);
+      !s.isOk())
+    return s;
   return dispatchFloat(kernel, "input", in, [&](auto tag) {
     using T = decltype(tag);
     if (labels.dtype == plan::I64)

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
+#include "kernels/cpu/RowStats.h"
 
 #include <cmath>
 
@@ -55,22 +56,13 @@ Status softmaxImpl(const KernelArgs &args, const char *kernel, bool logForm) {
   SmallShape shape(in.shape);
   if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
     return s;
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
+  AxisLayout layout;
+  if (Status s = readAxisLayout(args, kernel, shape, layout); !s.isOk())
     return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
-      !s.isOk())
-    return s;
-
-  int64_t length = shape[static_cast<int>(axis)];
-  int64_t inner = 1;
-  for (int d = static_cast<int>(axis) + 1; d < shape.rank(); ++d)
-    inner *= shape[d];
-  int64_t outer =
-      length * inner == 0 ? 0 : shape.numElements() / (length * inner);
   return dispatchFloat(kernel, "input", in, [&](auto tag) {
     using T = decltype(tag);
-    softmaxLoop(in.as<const T>(), out.as<T>(), outer, length, inner, logForm);
+    softmaxLoop(in.as<const T>(), out.as<T>(), layout.outer, layout.length,
+                layout.inner, logForm);
   });
 }
 
@@ -80,19 +72,11 @@ void layerNormLoop(const T *x, const T *gamma, const T *beta, T *y,
   using C = Compute<T>;
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = x + r * columns;
-    double sum = 0;
-    for (int64_t c = 0; c < columns; ++c)
-      sum += load(row[c]);
-    double mean = sum / columns;
-    double squares = 0;
-    for (int64_t c = 0; c < columns; ++c) {
-      double centered = load(row[c]) - mean;
-      squares += centered * centered;
-    }
-    double inverseStd = 1.0 / std::sqrt(squares / columns + epsilon);
+    RowStats stats = rowStats(row, columns, epsilon);
     for (int64_t c = 0; c < columns; ++c)
       y[r * columns + c] = store<T>(static_cast<C>(
-          (load(row[c]) - mean) * inverseStd * load(gamma[c]) + load(beta[c])));
+          (load(row[c]) - stats.mean) * stats.inverseStd * load(gamma[c]) +
+          load(beta[c])));
   }
 }
 
@@ -125,22 +109,13 @@ Status layerNorm(const KernelArgs &args) {
   SmallShape shape(in.shape);
   if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
     return s;
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+  // scale and bias have the normalised (trailing) shape.
+  double epsilon = 0;
+  SmallShape normalized;
+  if (Status s =
+          readLayerNormAttributes(args, kernel, shape, epsilon, normalized);
       !s.isOk())
     return s;
-  double epsilon = 0;
-  if (Status s = requiredFloat(args, kernel, "epsilon", epsilon); !s.isOk())
-    return s;
-  if (!(epsilon > 0))
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "epsilon must be positive, got %g", epsilon);
-  // scale and bias have the normalised (trailing) shape.
-  SmallShape normalized;
-  for (int d = static_cast<int>(axis); d < shape.rank(); ++d)
-    normalized.push_back(shape[d]);
   if (Status s = expectShape(kernel, "scale", scale, normalized); !s.isOk())
     return s;
   if (Status s = expectShape(kernel, "bias", bias, normalized); !s.isOk())

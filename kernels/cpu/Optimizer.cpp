@@ -27,16 +27,6 @@ using namespace detail;
 
 namespace {
 
-/// Checks that `view` has the element type and the shape of `like`.
-Status expectLike(const char *kernel, const char *operand,
-                  const TensorView &view, const char *likeName,
-                  const TensorView &like) {
-  if (Status s = expectSameDType(kernel, operand, view, likeName, like);
-      !s.isOk())
-    return s;
-  return expectSameShape(kernel, operand, view, likeName, like);
-}
-
 struct OptimizerScalars {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, step = 0,
          gradScale = 0, momentum = 0;

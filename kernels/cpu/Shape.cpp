@@ -35,20 +35,6 @@ Status checkMove(const KernelArgs &args, const char *kernel) {
 }
 
 template <typename Index>
-Status checkIndices(const char *kernel, const Index *indices, int64_t count,
-                    int64_t extent) {
-  for (int64_t i = 0; i < count; ++i)
-    if (indices[i] < -extent || indices[i] >= extent)
-      return kernelError(StatusCode::kOutOfRange, kernel,
-                         "index %lld (at position %lld of 'indices') is out "
-                         "of range for an axis of size %lld",
-                         static_cast<long long>(indices[i]),
-                         static_cast<long long>(i),
-                         static_cast<long long>(extent));
-  return Status::ok();
-}
-
-template <typename Index>
 void gatherLoop(const TensorView &data, const Index *indices, int64_t count,
                 int64_t outer, int64_t extent, size_t sliceBytes, char *out) {
   const char *source = data.as<const char>();
@@ -138,10 +124,7 @@ Status concat(const KernelArgs &args) {
   const TensorView &first = args.inputs[0], &out = args.outputs[0];
   SmallShape expected(first.shape);
   int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, expected.rank(), axis);
-      !s.isOk())
+  if (Status s = requiredAxis(args, kernel, expected.rank(), axis); !s.isOk())
     return s;
   int a = static_cast<int>(axis);
   expected[a] = 0;
@@ -193,43 +176,15 @@ Status slice(const KernelArgs &args) {
   if (Status s = checkMove(args, kernel); !s.isOk())
     return s;
   const TensorView &in = args.inputs[0], &out = args.outputs[0];
-  SmallShape starts, limits, steps;
-  if (Status s = requiredInts(args, kernel, "starts", starts); !s.isOk())
+  SliceWindow window;
+  if (Status s =
+          readSliceWindow(args, kernel, "input", SmallShape(in.shape), window);
+      !s.isOk())
     return s;
-  if (Status s = requiredInts(args, kernel, "limits", limits); !s.isOk())
+  if (Status s = expectShape(kernel, "result", out, window.shape); !s.isOk())
     return s;
-  if (Status s = requiredInts(args, kernel, "strides", steps); !s.isOk())
-    return s;
-  SmallShape shape(in.shape);
-  if (starts.rank() != shape.rank() || limits.rank() != shape.rank() ||
-      steps.rank() != shape.rank())
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "starts %s, limits %s and strides %s need one entry "
-                       "per dimension of 'input' %s",
-                       shapeString(starts).c_str(), shapeString(limits).c_str(),
-                       shapeString(steps).c_str(), shapeString(shape).c_str());
-  SmallShape inStrides = contiguousStrides(shape), expected, srcStrides;
-  int64_t base = 0;
-  for (int d = 0; d < shape.rank(); ++d) {
-    if (steps[d] <= 0)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "strides must be positive, got %s",
-                         shapeString(steps).c_str());
-    if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "dimension %d: need 0 <= start <= limit <= %lld, got "
-                         "[%lld, %lld)",
-                         d, static_cast<long long>(shape[d]),
-                         static_cast<long long>(starts[d]),
-                         static_cast<long long>(limits[d]));
-    expected.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
-    srcStrides.push_back(inStrides[d] * steps[d]);
-    base += starts[d] * inStrides[d];
-  }
-  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
-    return s;
-  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), expected, srcStrides,
-              base);
+  stridedCopy(out.data, in.data, dtypeBytes(in.dtype), window.shape,
+              window.strides, window.base);
   return Status::ok();
 }
 
@@ -245,51 +200,27 @@ Status gather(const KernelArgs &args) {
   if (Status s = expectSameDType(kernel, "result", out, "data", data);
       !s.isOk())
     return s;
-  SmallShape shape(data.shape);
-  int64_t axis = 0;
-  if (Status s = requiredInt(args, kernel, "axis", axis); !s.isOk())
-    return s;
-  if (Status s = normalizeAxis(kernel, "axis", axis, shape.rank(), axis);
+  GatherLayout layout;
+  SmallShape expected;
+  if (Status s = readGatherLayout(args, kernel, data.shape, indices, "result",
+                                  layout, expected);
       !s.isOk())
     return s;
-  int a = static_cast<int>(axis);
-  // data.shape[:axis] + indices.shape + data.shape[axis+1:]
-  SmallShape expected;
-  bool fits = true;
-  for (int d = 0; d < a; ++d)
-    fits &= expected.push_back(shape[d]);
-  for (int64_t dim : indices.shape)
-    fits &= expected.push_back(dim);
-  for (int d = a + 1; d < shape.rank(); ++d)
-    fits &= expected.push_back(shape[d]);
-  if (!fits)
-    return kernelError(StatusCode::kUnimplemented, kernel,
-                       "the result of gathering %s at %s along axis %d has "
-                       "more than %d dimensions",
-                       shapeString(data.shape).c_str(),
-                       shapeString(indices.shape).c_str(), a, kMaxRank);
   if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
     return s;
 
-  int64_t outer = 1, extent = shape[a];
-  size_t sliceBytes = dtypeBytes(data.dtype);
-  for (int d = 0; d < a; ++d)
-    outer *= shape[d];
-  for (int d = a + 1; d < shape.rank(); ++d)
-    sliceBytes *= static_cast<size_t>(shape[d]);
+  size_t sliceBytes =
+      dtypeBytes(data.dtype) * static_cast<size_t>(layout.sliceSize);
   int64_t count = indices.numElements();
   // All indices are checked before anything is written.
-  if (indices.dtype == plan::I64) {
-    const int64_t *index = indices.as<const int64_t>();
-    if (Status s = checkIndices(kernel, index, count, extent); !s.isOk())
-      return s;
-    gatherLoop(data, index, count, outer, extent, sliceBytes, out.as<char>());
-  } else {
-    const int32_t *index = indices.as<const int32_t>();
-    if (Status s = checkIndices(kernel, index, count, extent); !s.isOk())
-      return s;
-    gatherLoop(data, index, count, outer, extent, sliceBytes, out.as<char>());
-  }
+  if (Status s = checkIndices(kernel, indices, layout.extent); !s.isOk())
+    return s;
+  if (indices.dtype == plan::I64)
+    gatherLoop(data, indices.as<const int64_t>(), count, layout.outer,
+               layout.extent, sliceBytes, out.as<char>());
+  else
+    gatherLoop(data, indices.as<const int32_t>(), count, layout.outer,
+               layout.extent, sliceBytes, out.as<char>());
   return Status::ok();
 }
 

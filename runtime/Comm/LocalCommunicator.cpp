@@ -3,6 +3,7 @@
 #include "runtime/Comm/LocalCommunicator.h"
 
 #include "kernels/cpu/Float16.h"
+#include "schema/DTypes.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -47,49 +48,6 @@ const char *collectiveName(Collective collective) {
     return "barrier";
   }
   return "unknown";
-}
-
-/// Bytes of one element; 0 for a dtype this communicator does not know.
-size_t elementBytes(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-  case plan::I32:
-    return 4;
-  case plan::F64:
-  case plan::I64:
-    return 8;
-  case plan::F16:
-  case plan::BF16:
-    return 2;
-  case plan::I8:
-  case plan::BOOL:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-const char *dtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-    return "f32";
-  case plan::F16:
-    return "f16";
-  case plan::BF16:
-    return "bf16";
-  case plan::F64:
-    return "f64";
-  case plan::I64:
-    return "i64";
-  case plan::I32:
-    return "i32";
-  case plan::I8:
-    return "i8";
-  case plan::BOOL:
-    return "bool";
-  default:
-    return "unknown";
-  }
 }
 
 bool isFloatDType(plan::DType dtype) {
@@ -165,6 +123,18 @@ struct PublishedCall {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
 };
+
+/// A call that moves `count` elements of `dtype` from `input` to `output`.
+PublishedCall dataCall(Collective collective, const void *input, void *output,
+                       uint64_t count, plan::DType dtype) {
+  PublishedCall call;
+  call.collective = collective;
+  call.input = input;
+  call.output = output;
+  call.count = count;
+  call.dtype = dtype;
+  return call;
+}
 
 /// The message from one rank to another: posted by the sender, claimed by
 /// the receiver while it copies, done once copied; the sender then empties
@@ -302,13 +272,13 @@ Status LocalCommunicator::invalid(const CallLabel &label,
 Status LocalCommunicator::checkElements(const CallLabel &label,
                                         plan::DType dtype, uint64_t count,
                                         uint64_t multiple) const {
-  size_t bytes = elementBytes(dtype);
+  size_t bytes = plan::dtypeBytes(dtype);
   if (bytes == 0)
     return invalid(label, formatString("unknown dtype %d", int(dtype)));
   if (count > std::numeric_limits<uint64_t>::max() / bytes / multiple)
     return invalid(label, formatString("%llu %s elements do not fit in memory",
                                        static_cast<unsigned long long>(count),
-                                       dtypeName(dtype)));
+                                       plan::dtypeName(dtype)));
   return Status::ok();
 }
 
@@ -319,12 +289,12 @@ Status LocalCommunicator::checkReduction(const CallLabel &label,
   if (!isReducibleDType(dtype))
     return invalid(label, formatString("cannot reduce %s elements (f32, f64, "
                                        "f16, bf16, i64 and i32 can be)",
-                                       dtypeName(dtype)));
+                                       plan::dtypeName(dtype)));
   if (op == ReduceOp::kAverage && !isFloatDType(dtype))
     return invalid(label,
                    formatString("an average needs a float dtype (f32, f64, "
                                 "f16 or bf16), not %s",
-                                dtypeName(dtype)));
+                                plan::dtypeName(dtype)));
   return Status::ok();
 }
 
@@ -451,7 +421,7 @@ std::string describeCall(const PublishedCall &call) {
     text += formatString(" from group rank %d", call.root);
   return text + formatString(" of %llu %s",
                              static_cast<unsigned long long>(call.count),
-                             dtypeName(call.dtype));
+                             plan::dtypeName(call.dtype));
 }
 
 bool sameCall(const PublishedCall &a, const PublishedCall &b) {
@@ -541,7 +511,7 @@ void LocalCommunicator::executeReduction(const PublishedCall &call) {
 
 void LocalCommunicator::execute(const PublishedCall &call) {
   const PublishedCall *calls = group_.calls.data();
-  size_t bytes = static_cast<size_t>(call.count * elementBytes(call.dtype));
+  size_t bytes = static_cast<size_t>(call.count * plan::dtypeBytes(call.dtype));
   switch (call.collective) {
   case Collective::kAllReduce:
   case Collective::kReduceScatter:
@@ -574,12 +544,8 @@ Status LocalCommunicator::allReduce(const void *input, void *output,
   RETURN_IF_INVALID(checkReduction(label, dtype, op));
   RETURN_IF_INVALID(checkBuffer(label, "input", input, count));
   RETURN_IF_INVALID(checkBuffer(label, "output", output, count));
-  PublishedCall call;
-  call.collective = Collective::kAllReduce;
-  call.input = input;
-  call.output = output;
-  call.count = count;
-  call.dtype = dtype;
+  PublishedCall call =
+      dataCall(Collective::kAllReduce, input, output, count, dtype);
   call.op = op;
   return runCollective(label, call);
 }
@@ -597,12 +563,8 @@ Status LocalCommunicator::reduceScatter(const void *input, void *output,
                                        size()));
   RETURN_IF_INVALID(checkBuffer(label, "input", input, count));
   RETURN_IF_INVALID(checkBuffer(label, "output", output, count / size()));
-  PublishedCall call;
-  call.collective = Collective::kReduceScatter;
-  call.input = input;
-  call.output = output;
-  call.count = count;
-  call.dtype = dtype;
+  PublishedCall call =
+      dataCall(Collective::kReduceScatter, input, output, count, dtype);
   call.op = op;
   return runCollective(label, call);
 }
@@ -613,12 +575,8 @@ Status LocalCommunicator::allGather(const void *input, void *output,
   RETURN_IF_INVALID(checkElements(label, dtype, count, size()));
   RETURN_IF_INVALID(checkBuffer(label, "input", input, count));
   RETURN_IF_INVALID(checkBuffer(label, "output", output, count));
-  PublishedCall call;
-  call.collective = Collective::kAllGather;
-  call.input = input;
-  call.output = output;
-  call.count = count;
-  call.dtype = dtype;
+  PublishedCall call =
+      dataCall(Collective::kAllGather, input, output, count, dtype);
   return runCollective(label, call);
 }
 
@@ -631,12 +589,8 @@ Status LocalCommunicator::broadcast(const void *input, void *output,
   if (root == rank_)
     RETURN_IF_INVALID(checkBuffer(label, "input", input, count));
   RETURN_IF_INVALID(checkBuffer(label, "output", output, count));
-  PublishedCall call;
-  call.collective = Collective::kBroadcast;
-  call.input = input;
-  call.output = output;
-  call.count = count;
-  call.dtype = dtype;
+  PublishedCall call =
+      dataCall(Collective::kBroadcast, input, output, count, dtype);
   call.root = root;
   return runCollective(label, call);
 }
@@ -715,9 +669,9 @@ Status LocalCommunicator::recv(void *output, uint64_t count, plan::DType dtype,
         label, formatString("expects %llu %s elements but rank %d sends %llu "
                             "%s elements",
                             static_cast<unsigned long long>(count),
-                            dtypeName(dtype), group_.globalRanks[peer],
+                            plan::dtypeName(dtype), group_.globalRanks[peer],
                             static_cast<unsigned long long>(mailbox.count),
-                            dtypeName(mailbox.dtype)));
+                            plan::dtypeName(mailbox.dtype)));
     abortLocked(status.message());
     return status;
   }
@@ -725,7 +679,8 @@ Status LocalCommunicator::recv(void *output, uint64_t count, plan::DType dtype,
   const void *data = mailbox.data;
   lock.unlock();
   if (count)
-    std::memcpy(output, data, static_cast<size_t>(count * elementBytes(dtype)));
+    std::memcpy(output, data,
+                static_cast<size_t>(count * plan::dtypeBytes(dtype)));
   lock.lock();
   mailbox.state = Mailbox::State::kDone;
   job_.changed.notify_all();

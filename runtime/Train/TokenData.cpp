@@ -4,6 +4,7 @@
 
 #include "runtime/Data/Npy.h"
 #include "runtime/Support/File.h"
+#include "schema/DTypes.h"
 
 #include <cerrno>
 #include <cmath>
@@ -18,10 +19,6 @@ namespace zcc {
 static bool endsWith(const std::string &text, const std::string &suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-static std::string dtypeName(plan::DType dtype) {
-  return plan::DType_Name(dtype);
 }
 
 StatusOr<TokenFileDType> parseTokenFileDType(const std::string &name) {
@@ -86,7 +83,7 @@ StatusOr<TokenDataset> TokenDataset::open(const std::string &path,
     default:
       return makeStatus(StatusCode::kInvalidArgument,
                         "token data '%s' holds %s, not integer token ids",
-                        path.c_str(), dtypeName(tensor.dtype).c_str());
+                        path.c_str(), plan::DType_Name(tensor.dtype).c_str());
     }
     if (tensor.shape.size() != 1)
       return makeStatus(StatusCode::kInvalidArgument,
@@ -181,25 +178,6 @@ static bool isTokenDType(plan::DType dtype) {
   return dtype == plan::I64 || dtype == plan::I32;
 }
 
-static size_t dtypeBytes(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F64:
-  case plan::I64:
-    return 8;
-  case plan::F32:
-  case plan::I32:
-    return 4;
-  case plan::F16:
-  case plan::BF16:
-    return 2;
-  case plan::I8:
-  case plan::BOOL:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
 namespace {
 /// The token inputs of a micro-batch: where the ids and the labels go.
 struct TokenInputs {
@@ -259,10 +237,10 @@ static Status prepareInputs(int64_t firstSample, int64_t rows,
       return makeStatus(StatusCode::kUnimplemented,
                         "%s cannot fill data input %zu of dtype %s",
                         floatsAllowed ? "synthetic data" : "token data", k,
-                        dtypeName(input->dtype).c_str());
+                        plan::DType_Name(input->dtype).c_str());
     }
-    size_t bytes =
-        static_cast<size_t>(input->numElements()) * dtypeBytes(input->dtype);
+    size_t bytes = static_cast<size_t>(input->numElements()) *
+                   plan::dtypeBytes(input->dtype);
     if (input->data.size() != bytes)
       input->data.resize(bytes);
   }

@@ -16,9 +16,7 @@
 
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/Float16.h"
-#ifdef ZCC_COUNT_ALLOCATIONS
-#include "test/Runtime/CountingAllocator.h"
-#endif
+#include "test/Runtime/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -37,6 +35,7 @@
 namespace zcc::cpu {
 namespace {
 
+using namespace test;
 using plan::DType;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -44,247 +43,8 @@ constexpr float kInfF = std::numeric_limits<float>::infinity();
 constexpr DType kHalfWidthTypes[] = {plan::F16, plan::BF16};
 
 //===----------------------------------------------------------------------===//
-// Tensors in any element type
+// 16-bit floats, ulp by ulp
 //===----------------------------------------------------------------------===//
-
-int64_t countOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// A tensor that owns its bytes.
-struct Tensor {
-  DType dtype = plan::F32;
-  std::vector<int64_t> shape;
-  std::vector<unsigned char> bytes;
-
-  template <typename T> std::vector<T> values() const {
-    std::vector<T> result(bytes.size() / sizeof(T));
-    if (!result.empty())
-      std::memcpy(result.data(), bytes.data(), bytes.size());
-    return result;
-  }
-};
-
-template <typename T>
-Tensor makeTensor(DType dtype, std::vector<int64_t> shape,
-                  const std::vector<T> &values) {
-  EXPECT_EQ(countOf(shape), static_cast<int64_t>(values.size()))
-      << "test tensor built with the wrong number of values";
-  Tensor t{dtype, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty())
-    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-/// `values` stored as the float type `dtype`: f32 and the 16-bit types
-/// through float (each rounds to nearest even), f64 as they are.
-Tensor encode(DType dtype, std::vector<int64_t> shape,
-              const std::vector<double> &values) {
-  switch (dtype) {
-  case plan::F64:
-    return makeTensor(dtype, std::move(shape), values);
-  case plan::F32: {
-    std::vector<float> v(values.begin(), values.end());
-    return makeTensor(dtype, std::move(shape), v);
-  }
-  case plan::F16: {
-    std::vector<uint16_t> v;
-    for (double x : values)
-      v.push_back(toHalf(static_cast<float>(x)).bits);
-    return makeTensor(dtype, std::move(shape), v);
-  }
-  case plan::BF16: {
-    std::vector<uint16_t> v;
-    for (double x : values)
-      v.push_back(toBFloat16(static_cast<float>(x)).bits);
-    return makeTensor(dtype, std::move(shape), v);
-  }
-  default:
-    ADD_FAILURE() << "encode: not a float type: " << dtypeName(dtype);
-    return {};
-  }
-}
-
-/// The elements of any tensor, as doubles (bool as 0 or 1).
-std::vector<double> decode(const Tensor &t) {
-  std::vector<double> result;
-  auto append = [&](auto values) {
-    for (auto v : values)
-      result.push_back(static_cast<double>(v));
-  };
-  switch (t.dtype) {
-  case plan::F32:
-    append(t.values<float>());
-    break;
-  case plan::F64:
-    append(t.values<double>());
-    break;
-  case plan::F16:
-    for (uint16_t bits : t.values<uint16_t>())
-      result.push_back(toFloat(Half{bits}));
-    break;
-  case plan::BF16:
-    for (uint16_t bits : t.values<uint16_t>())
-      result.push_back(toFloat(BFloat16{bits}));
-    break;
-  case plan::I64:
-    append(t.values<int64_t>());
-    break;
-  case plan::I32:
-    append(t.values<int32_t>());
-    break;
-  case plan::I8:
-    append(t.values<int8_t>());
-    break;
-  case plan::BOOL:
-    for (uint8_t b : t.values<uint8_t>())
-      result.push_back(b != 0 ? 1.0 : 0.0);
-    break;
-  default:
-    ADD_FAILURE() << "decode: unknown type " << dtypeName(t.dtype);
-  }
-  return result;
-}
-
-/// `values` as the float type `dtype` holds them.
-std::vector<double> quantize(DType dtype, const std::vector<double> &values) {
-  return decode(encode(dtype, {static_cast<int64_t>(values.size())}, values));
-}
-
-std::vector<double> randomValues(int64_t n, uint32_t seed, double lo = -2.0,
-                                 double hi = 2.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
-/// One kernel invocation, as in CpuKernelsTest.cpp: operands, result
-/// buffers (pre-filled with 0xA5, so an element the kernel forgets shows
-/// up) and attributes kept in a plan Instruction.
-class Call {
-public:
-  explicit Call(std::string kernel) : kernel_(std::move(kernel)) {}
-
-  Call &in(Tensor t) {
-    inputs_.push_back(std::move(t));
-    return *this;
-  }
-  Call &out(DType dtype, std::vector<int64_t> shape) {
-    Tensor t{dtype, std::move(shape), {}};
-    t.bytes.assign(countOf(t.shape) * dtypeBytes(dtype), 0xA5);
-    outputs_.push_back(std::move(t));
-    return *this;
-  }
-  Call &intAttr(const std::string &name, int64_t value) {
-    attr(name).set_i(value);
-    return *this;
-  }
-  Call &floatAttr(const std::string &name, double value) {
-    attr(name).set_f(value);
-    return *this;
-  }
-  Call &stringAttr(const std::string &name, const std::string &value) {
-    attr(name).set_s(value);
-    return *this;
-  }
-  Call &boolAttr(const std::string &name, bool value) {
-    attr(name).set_b(value);
-    return *this;
-  }
-  Call &intsAttr(const std::string &name, const std::vector<int64_t> &values) {
-    plan::Ints *ints = attr(name).mutable_ints();
-    ints->clear_values();
-    for (int64_t v : values)
-      ints->add_values(v);
-    return *this;
-  }
-
-  /// Runs the kernel; where allocations are counted, a successful run must
-  /// not have made any.
-  Status run() {
-    KernelFn fn = findKernel(kernel_);
-    if (!fn)
-      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
-    KernelArgs args;
-    for (Tensor &t : inputs_)
-      args.inputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    for (Tensor &t : outputs_)
-      args.outputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    args.attributes = &instruction_.attributes();
-#ifdef ZCC_COUNT_ALLOCATIONS
-    long allocations = 0;
-    Status status;
-    {
-      test::AllocationCounter counter;
-      status = fn(args);
-      allocations = counter.count();
-    }
-    if (status.isOk()) {
-      EXPECT_EQ(allocations, 0) << kernel_ << " allocated on its success path";
-    }
-    return status;
-#else
-    return fn(args);
-#endif
-  }
-
-  Tensor &result(size_t i = 0) { return outputs_.at(i); }
-
-private:
-  plan::Attribute &attr(const std::string &name) {
-    return (*instruction_.mutable_attributes())[name];
-  }
-
-  std::string kernel_;
-  std::vector<Tensor> inputs_, outputs_;
-  plan::Instruction instruction_;
-};
-
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    ::zcc::Status status_ = (expr);                                            \
-    ASSERT_TRUE(status_.isOk()) << status_.toString();                         \
-  } while (false)
-
-/// Checks the code and that the message names everything in `needles`.
-void expectError(const Status &status, StatusCode code,
-                 std::initializer_list<const char *> needles) {
-  ASSERT_FALSE(status.isOk())
-      << "expected an error containing " << *needles.begin();
-  EXPECT_EQ(status.code(), code) << status.toString();
-  for (const char *needle : needles)
-    EXPECT_NE(status.message().find(needle), std::string::npos)
-        << "'" << needle << "' not in: " << status.message();
-}
-
-/// Element-wise closeness with a mixed absolute/relative tolerance; NaN
-/// must meet NaN and infinity the same infinity.
-void expectNear(const std::vector<double> &actual,
-                const std::vector<double> &expected, double tolerance,
-                const char *what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double a = actual[i], e = expected[i];
-    if (std::isnan(e)) {
-      EXPECT_TRUE(std::isnan(a))
-          << what << " at " << i << ": " << a << " vs NaN";
-      continue;
-    }
-    if (std::isinf(e)) {
-      EXPECT_EQ(a, e) << what << " at " << i;
-      continue;
-    }
-    EXPECT_NEAR(a, e, tolerance * std::max(1.0, std::fabs(e)))
-        << what << " at " << i;
-  }
-}
 
 float toFloatOf(DType dtype, uint16_t bits) {
   return dtype == plan::F16 ? toFloat(Half{bits}) : toFloat(BFloat16{bits});
@@ -1037,38 +797,6 @@ TEST(CpuKernelsDType, MatmulAcrossTiles) {
     return out;
   };
   checkEveryFloatType(batched);
-}
-
-/// softmax(q k^T * scale + mask) v in double, as in CpuKernelsTest.cpp.
-std::vector<double> naiveAttention(const std::vector<double> &q,
-                                   const std::vector<double> &k,
-                                   const std::vector<double> &v, int64_t heads,
-                                   int64_t tq, int64_t tk, int64_t d,
-                                   int64_t dv, double scale, bool causal) {
-  std::vector<double> out;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < tq; ++i) {
-      std::vector<double> scores(tk);
-      double maxScore = -kInf;
-      for (int64_t j = 0; j < tk; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < d; ++c)
-          dot += q[(h * tq + i) * d + c] * k[(h * tk + j) * d + c];
-        bool masked = causal && j > i + tk - tq;
-        scores[j] = masked ? -kInf : dot * scale;
-        maxScore = std::max(maxScore, scores[j]);
-      }
-      double sum = 0;
-      for (double &s : scores)
-        sum += (s = std::exp(s - maxScore));
-      for (int64_t c = 0; c < dv; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < tk; ++j)
-          acc += scores[j] / sum * v[(h * tk + j) * dv + c];
-        out.push_back(acc);
-      }
-    }
-  return out;
 }
 
 KernelCase attentionCase(std::vector<int64_t> lead, int64_t tq, int64_t tk,

@@ -10,9 +10,7 @@
 
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/KernelSupport.h"
-#ifdef ZCC_COUNT_ALLOCATIONS
-#include "test/Runtime/CountingAllocator.h"
-#endif
+#include "test/Runtime/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -28,6 +26,7 @@
 namespace zcc::cpu {
 namespace {
 
+using namespace test;
 using plan::DType;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -36,50 +35,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // Test tensors and kernel calls
 //===----------------------------------------------------------------------===//
 
-int64_t countOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// A tensor that owns its bytes.
-struct Tensor {
-  DType dtype = plan::F32;
-  std::vector<int64_t> shape;
-  std::vector<unsigned char> bytes;
-
-  template <typename T> std::vector<T> values() const {
-    std::vector<T> result(bytes.size() / sizeof(T));
-    if (!result.empty())
-      std::memcpy(result.data(), bytes.data(), bytes.size());
-    return result;
-  }
-};
-
-template <typename T>
-Tensor makeTensor(DType dtype, std::vector<int64_t> shape,
-                  const std::vector<T> &values) {
-  EXPECT_EQ(countOf(shape), static_cast<int64_t>(values.size()))
-      << "test tensor built with the wrong number of values";
-  Tensor t{dtype, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty())
-    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
 Tensor f32(std::vector<int64_t> shape, const std::vector<float> &values) {
   return makeTensor(plan::F32, std::move(shape), values);
-}
-Tensor f64(std::vector<int64_t> shape, const std::vector<double> &values) {
-  return makeTensor(plan::F64, std::move(shape), values);
-}
-Tensor i64(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
-  return makeTensor(plan::I64, std::move(shape), values);
-}
-Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
-  return makeTensor(plan::I32, std::move(shape), values);
 }
 Tensor i8(std::vector<int64_t> shape, const std::vector<int8_t> &values) {
   return makeTensor(plan::I8, std::move(shape), values);
@@ -110,132 +67,6 @@ std::vector<float> randomFloats(int64_t n, uint32_t seed, float lo = -2.0f,
   return v;
 }
 
-/// One kernel invocation: operands, result buffers and attributes, kept in
-/// a plan Instruction as the runtime keeps them.
-class Call {
-public:
-  explicit Call(std::string kernel) : kernel_(std::move(kernel)) {}
-
-  Call &in(Tensor t) {
-    inputs_.push_back(std::move(t));
-    return *this;
-  }
-  /// A result buffer pre-filled with a 0xA5 pattern, so an element the
-  /// kernel forgets to write shows up.
-  Call &out(DType dtype, std::vector<int64_t> shape) {
-    Tensor t{dtype, std::move(shape), {}};
-    t.bytes.assign(countOf(t.shape) * dtypeBytes(dtype), 0xA5);
-    outputs_.push_back(std::move(t));
-    return *this;
-  }
-  Call &intAttr(const std::string &name, int64_t value) {
-    attr(name).set_i(value);
-    return *this;
-  }
-  Call &floatAttr(const std::string &name, double value) {
-    attr(name).set_f(value);
-    return *this;
-  }
-  Call &stringAttr(const std::string &name, const std::string &value) {
-    attr(name).set_s(value);
-    return *this;
-  }
-  Call &boolAttr(const std::string &name, bool value) {
-    attr(name).set_b(value);
-    return *this;
-  }
-  Call &unitAttr(const std::string &name) {
-    attr(name).Clear();
-    return *this;
-  }
-  Call &intsAttr(const std::string &name, const std::vector<int64_t> &values) {
-    plan::Ints *ints = attr(name).mutable_ints();
-    ints->clear_values();
-    for (int64_t v : values)
-      ints->add_values(v);
-    return *this;
-  }
-
-  /// Runs the kernel; where allocations are counted, a successful run must
-  /// not have made any.
-  Status run() {
-    KernelFn fn = findKernel(kernel_);
-    if (!fn)
-      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
-    KernelArgs args;
-    for (Tensor &t : inputs_)
-      args.inputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    for (Tensor &t : outputs_)
-      args.outputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    args.attributes = &instruction_.attributes();
-#ifdef ZCC_COUNT_ALLOCATIONS
-    long allocations = 0;
-    Status status;
-    {
-      test::AllocationCounter counter;
-      status = fn(args);
-      allocations = counter.count();
-    }
-    if (status.isOk()) {
-      EXPECT_EQ(allocations, 0) << kernel_ << " allocated on its success path";
-    }
-    return status;
-#else
-    return fn(args);
-#endif
-  }
-
-  Tensor &result(size_t i = 0) { return outputs_.at(i); }
-  std::vector<float> floats(size_t i = 0) { return result(i).values<float>(); }
-  Tensor &input(size_t i) { return inputs_.at(i); }
-
-private:
-  plan::Attribute &attr(const std::string &name) {
-    return (*instruction_.mutable_attributes())[name];
-  }
-
-  std::string kernel_;
-  std::vector<Tensor> inputs_, outputs_;
-  plan::Instruction instruction_;
-};
-
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    ::zcc::Status status_ = (expr);                                            \
-    ASSERT_TRUE(status_.isOk()) << status_.toString();                         \
-  } while (false)
-
-/// Checks the code and that the message names everything in `needles`.
-void expectError(const Status &status, StatusCode code,
-                 std::initializer_list<const char *> needles) {
-  ASSERT_FALSE(status.isOk())
-      << "expected an error containing " << *needles.begin();
-  EXPECT_EQ(status.code(), code) << status.toString();
-  for (const char *needle : needles)
-    EXPECT_NE(status.message().find(needle), std::string::npos)
-        << "'" << needle << "' not in: " << status.message();
-}
-
-/// Element-wise closeness with a mixed absolute/relative tolerance; NaN
-/// must meet NaN.
-template <typename A, typename B>
-void expectNear(const std::vector<A> &actual, const std::vector<B> &expected,
-                double tolerance = 1e-6) {
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double a = actual[i], e = static_cast<double>(expected[i]);
-    if (std::isnan(e)) {
-      EXPECT_TRUE(std::isnan(a)) << "at " << i << ": " << a << " vs NaN";
-      continue;
-    }
-    if (std::isinf(e)) {
-      EXPECT_EQ(a, e) << "at " << i;
-      continue;
-    }
-    EXPECT_NEAR(a, e, tolerance * std::max(1.0, std::fabs(e))) << "at " << i;
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Registry and argument checks
 //===----------------------------------------------------------------------===//
@@ -243,15 +74,13 @@ void expectNear(const std::vector<A> &actual, const std::vector<B> &expected,
 // The registry bisects a sorted table: an unsorted entry would be unfindable.
 TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
   const char *expected[] = {
-      "add",         "sub",        "mul",        "div",         "pow",
-      "max",         "min",        "equal",      "less",        "greater",
-      "where",       "cast",       "is_nan",     "neg",         "exp",
-      "sqrt",        "tanh",       "relu",       "sigmoid",     "log",
-      "erf",         "reciprocal", "gelu",       "matmul",      "softmax",
-      "log_softmax", "layer_norm", "reduce_sum", "reduce_mean", "reduce_max",
-      "attention",   "reshape",    "transpose",  "concat",      "slice",
-      "gather",      "broadcast",  "trilu",      "mse_loss",    "cross_entropy",
-      "nll_loss",    "copy",
+      "add", "sub", "mul", "div", "pow", "max", "min", "equal", "less",
+      "greater", "where", "cast", "is_nan", "neg", "exp", "sqrt", "tanh",
+      "relu", "sigmoid", "log", "erf", "reciprocal", "gelu", "matmul",
+      "softmax", "log_softmax", "layer_norm", "reduce_sum", "reduce_mean",
+      "reduce_max", "attention", "reshape", "transpose", "concat", "slice",
+      "gather", "broadcast", "trilu", "mse_loss", "cross_entropy", "nll_loss",
+      "copy",
       // The training kernels (GradKernelsTest.cpp).
       "softmax_grad", "log_softmax_grad", "layer_norm_grad", "attention_grad",
       "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
@@ -992,39 +821,6 @@ TEST(CpuKernels, MatmulErrors) {
 //===----------------------------------------------------------------------===//
 // attention
 //===----------------------------------------------------------------------===//
-
-/// softmax(q k^T * scale + mask) v, materialised naively in double.
-std::vector<double> naiveAttention(const std::vector<float> &q,
-                                   const std::vector<float> &k,
-                                   const std::vector<float> &v, int64_t heads,
-                                   int64_t tq, int64_t tk, int64_t d,
-                                   int64_t dv, double scale, bool causal) {
-  std::vector<double> out;
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t i = 0; i < tq; ++i) {
-      std::vector<double> scores(tk);
-      double maxScore = -INFINITY;
-      for (int64_t j = 0; j < tk; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < d; ++c)
-          dot += static_cast<double>(q[(h * tq + i) * d + c]) *
-                 k[(h * tk + j) * d + c];
-        bool masked = causal && j > i + tk - tq;
-        scores[j] = masked ? -INFINITY : dot * scale;
-        maxScore = std::max(maxScore, scores[j]);
-      }
-      double sum = 0;
-      for (double &s : scores)
-        sum += (s = std::exp(s - maxScore));
-      for (int64_t c = 0; c < dv; ++c) {
-        double acc = 0;
-        for (int64_t j = 0; j < tk; ++j)
-          acc += scores[j] / sum * v[(h * tk + j) * dv + c];
-        out.push_back(acc);
-      }
-    }
-  return out;
-}
 
 struct AttentionCase {
   std::vector<int64_t> lead;

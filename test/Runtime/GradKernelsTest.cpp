@@ -12,9 +12,7 @@
 
 #include "kernels/cpu/CpuKernels.h"
 #include "kernels/cpu/Float16.h"
-#ifdef ZCC_COUNT_ALLOCATIONS
-#include "test/Runtime/CountingAllocator.h"
-#endif
+#include "test/Runtime/KernelTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -31,6 +29,7 @@
 namespace zcc::cpu {
 namespace {
 
+using namespace test;
 using plan::DType;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -39,260 +38,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Test tensors and kernel calls
 //===----------------------------------------------------------------------===//
 
-int64_t countOf(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// A tensor that owns its bytes.
-struct Tensor {
-  DType dtype = plan::F64;
-  std::vector<int64_t> shape;
-  std::vector<unsigned char> bytes;
-
-  template <typename T> std::vector<T> values() const {
-    std::vector<T> result(bytes.size() / sizeof(T));
-    if (!result.empty())
-      std::memcpy(result.data(), bytes.data(), bytes.size());
-    return result;
-  }
-
-  /// The elements of a float tensor, widened exactly to double.
-  std::vector<double> doubles() const {
-    std::vector<double> result;
-    switch (dtype) {
-    case plan::F64:
-      return values<double>();
-    case plan::F32:
-      for (float v : values<float>())
-        result.push_back(v);
-      return result;
-    case plan::F16:
-      for (uint16_t bits : values<uint16_t>())
-        result.push_back(toFloat(Half{bits}));
-      return result;
-    case plan::BF16:
-      for (uint16_t bits : values<uint16_t>())
-        result.push_back(toFloat(BFloat16{bits}));
-      return result;
-    default:
-      ADD_FAILURE() << "doubles() of a " << dtypeName(dtype) << " tensor";
-      return result;
-    }
-  }
-};
-
-template <typename T>
-Tensor makeTensor(DType dtype, std::vector<int64_t> shape,
-                  const std::vector<T> &values) {
-  EXPECT_EQ(countOf(shape), static_cast<int64_t>(values.size()))
-      << "test tensor built with the wrong number of values";
-  Tensor t{dtype, std::move(shape), {}};
-  t.bytes.resize(values.size() * sizeof(T));
-  if (!values.empty())
-    std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-/// A float tensor of `dtype` holding `values`, each rounded to nearest.
-Tensor floats(DType dtype, std::vector<int64_t> shape,
-              const std::vector<double> &values) {
-  switch (dtype) {
-  case plan::F32:
-    return makeTensor(dtype, std::move(shape),
-                      std::vector<float>(values.begin(), values.end()));
-  case plan::F16:
-  case plan::BF16: {
-    std::vector<uint16_t> bits;
-    for (double v : values)
-      bits.push_back(dtype == plan::F16
-                         ? toHalf(static_cast<float>(v)).bits
-                         : toBFloat16(static_cast<float>(v)).bits);
-    return makeTensor(dtype, std::move(shape), bits);
-  }
-  default:
-    return makeTensor(plan::F64, std::move(shape), values);
-  }
-}
-
-Tensor f64(std::vector<int64_t> shape, const std::vector<double> &values) {
-  return floats(plan::F64, std::move(shape), values);
-}
 Tensor f32(std::vector<int64_t> shape, const std::vector<double> &values) {
-  return floats(plan::F32, std::move(shape), values);
-}
-Tensor i64(std::vector<int64_t> shape, const std::vector<int64_t> &values) {
-  return makeTensor(plan::I64, std::move(shape), values);
-}
-Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
-  return makeTensor(plan::I32, std::move(shape), values);
-}
-
-/// `values` rounded to `dtype` and back.
-std::vector<double> roundTo(DType dtype, const std::vector<double> &values) {
-  return floats(dtype, {static_cast<int64_t>(values.size())}, values).doubles();
-}
-
-std::vector<double> randomValues(int64_t n, uint32_t seed, double lo = -2.0,
-                                 double hi = 2.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (double &x : v)
-    x = dist(rng);
-  return v;
-}
-
-/// One kernel invocation. Outputs are fresh buffers, buffers with given
-/// contents (an accumulator), or an input's own buffer (in-place kernels).
-class Call {
-public:
-  explicit Call(std::string kernel) : kernel_(std::move(kernel)) {}
-
-  Call &in(Tensor t) {
-    inputs_.push_back(std::move(t));
-    return *this;
-  }
-  /// A result buffer pre-filled with a 0xA5 pattern, so an element the
-  /// kernel forgets to write shows up.
-  Call &out(DType dtype, std::vector<int64_t> shape) {
-    Tensor t{dtype, std::move(shape), {}};
-    t.bytes.assign(countOf(t.shape) * dtypeBytes(dtype), 0xA5);
-    return out(std::move(t));
-  }
-  Call &out(Tensor initial) {
-    outputs_.push_back(std::move(initial));
-    aliases_.push_back(-1);
-    return *this;
-  }
-  /// An output that is input `input`'s buffer.
-  Call &inPlace(size_t input) {
-    outputs_.emplace_back();
-    aliases_.push_back(static_cast<int>(input));
-    return *this;
-  }
-  Call &intAttr(const std::string &name, int64_t value) {
-    attr(name).set_i(value);
-    return *this;
-  }
-  Call &floatAttr(const std::string &name, double value) {
-    attr(name).set_f(value);
-    return *this;
-  }
-  Call &stringAttr(const std::string &name, const std::string &value) {
-    attr(name).set_s(value);
-    return *this;
-  }
-  Call &boolAttr(const std::string &name, bool value) {
-    attr(name).set_b(value);
-    return *this;
-  }
-  Call &unitAttr(const std::string &name) {
-    attr(name).Clear();
-    return *this;
-  }
-  Call &intsAttr(const std::string &name, const std::vector<int64_t> &values) {
-    plan::Ints *ints = attr(name).mutable_ints();
-    ints->clear_values();
-    for (int64_t v : values)
-      ints->add_values(v);
-    return *this;
-  }
-
-  /// Runs the kernel; where allocations are counted, a successful run must
-  /// not have made any.
-  Status run() {
-    KernelFn fn = findKernel(kernel_);
-    if (!fn)
-      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
-    KernelArgs args;
-    for (Tensor &t : inputs_)
-      args.inputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      Tensor &t = result(i);
-      args.outputs.push_back({t.bytes.data(), t.dtype, t.shape});
-    }
-    args.attributes = &instruction_.attributes();
-#ifdef ZCC_COUNT_ALLOCATIONS
-    long allocations = 0;
-    Status status;
-    {
-      test::AllocationCounter counter;
-      status = fn(args);
-      allocations = counter.count();
-    }
-    if (status.isOk()) {
-      EXPECT_EQ(allocations, 0) << kernel_ << " allocated on its success path";
-    }
-    return status;
-#else
-    return fn(args);
-#endif
-  }
-
-  size_t outputCount() const { return aliases_.size(); }
-  Tensor &result(size_t i = 0) {
-    int alias = aliases_.at(i);
-    return alias < 0 ? outputs_.at(i) : inputs_.at(alias);
-  }
-  std::vector<double> values(size_t i = 0) { return result(i).doubles(); }
-  Tensor &input(size_t i) { return inputs_.at(i); }
-
-private:
-  plan::Attribute &attr(const std::string &name) {
-    return (*instruction_.mutable_attributes())[name];
-  }
-
-  std::string kernel_;
-  std::vector<Tensor> inputs_, outputs_;
-  std::vector<int> aliases_;
-  plan::Instruction instruction_;
-};
-
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    ::zcc::Status status_ = (expr);                                            \
-    ASSERT_TRUE(status_.isOk()) << status_.toString();                         \
-  } while (false)
-
-#define EXPECT_OK(expr)                                                        \
-  do {                                                                         \
-    ::zcc::Status status_ = (expr);                                            \
-    EXPECT_TRUE(status_.isOk()) << status_.toString();                         \
-  } while (false)
-
-/// Checks the code and that the message names everything in `needles`.
-void expectError(const Status &status, StatusCode code,
-                 std::initializer_list<const char *> needles) {
-  ASSERT_FALSE(status.isOk())
-      << "expected an error containing " << *needles.begin();
-  EXPECT_EQ(status.code(), code) << status.toString();
-  for (const char *needle : needles)
-    EXPECT_NE(status.message().find(needle), std::string::npos)
-        << "'" << needle << "' not in: " << status.message();
-}
-
-/// Element-wise closeness with a mixed absolute/relative tolerance; NaN
-/// must meet NaN and infinity the same infinity.
-void expectNear(const std::vector<double> &actual,
-                const std::vector<double> &expected, double tolerance,
-                const std::string &what = "") {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double a = actual[i], e = expected[i];
-    if (std::isnan(e)) {
-      EXPECT_TRUE(std::isnan(a)) << what << " at " << i << ": " << a;
-      continue;
-    }
-    if (std::isinf(e)) {
-      EXPECT_EQ(a, e) << what << " at " << i;
-      continue;
-    }
-    EXPECT_NEAR(a, e, tolerance * std::max(1.0, std::fabs(e)))
-        << what << " at " << i;
-  }
+  return encode(plan::F32, std::move(shape), values);
 }
 
 //===----------------------------------------------------------------------===//
@@ -378,7 +125,7 @@ void checkSoftmaxGrad(const char *forward, const char *backward,
   std::vector<double> dy = randomValues(n, seed + 1);
   auto run = [&](const std::vector<double> &input) {
     Call call(forward);
-    call.in(floats(kForward, shape, input))
+    call.in(encode(kForward, shape, input))
         .out(kForward, shape)
         .intAttr("axis", axis);
     return runForward(call);
@@ -493,9 +240,9 @@ void checkLayerNormGrad(std::vector<int64_t> shape, int64_t axis,
                  const std::vector<double> &gamma,
                  const std::vector<double> &beta) {
     Call call("layer_norm");
-    call.in(floats(kForward, shape, input))
-        .in(floats(kForward, normalized, gamma))
-        .in(floats(kForward, normalized, beta))
+    call.in(encode(kForward, shape, input))
+        .in(encode(kForward, normalized, gamma))
+        .in(encode(kForward, normalized, beta))
         .out(kForward, shape)
         .intAttr("axis", axis)
         .floatAttr("epsilon", epsilon);
@@ -680,9 +427,9 @@ void checkAttentionGrad(const AttentionCase &c, uint32_t seed) {
                  const std::vector<double> &key,
                  const std::vector<double> &value) {
     Call call("attention");
-    call.in(floats(kForward, qShape, query))
-        .in(floats(kForward, kShape, key))
-        .in(floats(kForward, vShape, value))
+    call.in(encode(kForward, qShape, query))
+        .in(encode(kForward, kShape, key))
+        .in(encode(kForward, vShape, value))
         .out(kForward, oShape)
         .floatAttr("scale", c.scale);
     if (c.causal)
@@ -838,7 +585,7 @@ void checkClassLossGrad(const char *forward, const char *backward,
   };
   auto run = [&](const std::vector<double> &x) {
     Call call(forward);
-    call.in(floats(kForward, c.inputShape, x))
+    call.in(encode(kForward, c.inputShape, x))
         .in(labels())
         .out(kForward, lossShape);
     setAttrs(call);
@@ -979,8 +726,8 @@ TEST(GradKernels, MseLossGradMatchesFiniteDifferences) {
   double dloss = 1.3;
   auto run = [&](const std::vector<double> &p) {
     Call call("mse_loss");
-    call.in(floats(kForward, shape, p))
-        .in(floats(kForward, shape, target))
+    call.in(encode(kForward, shape, p))
+        .in(encode(kForward, shape, target))
         .out(kForward, {});
     return runForward(call);
   };
@@ -1036,7 +783,7 @@ void checkGatherGrad(std::vector<int64_t> dataShape, int64_t axis,
   std::vector<double> dy = randomValues(countOf(outShape), seed + 1);
   auto run = [&](const std::vector<double> &x) {
     Call call("gather");
-    call.in(floats(kForward, dataShape, x))
+    call.in(encode(kForward, dataShape, x))
         .in(i64(indexShape, indices))
         .out(kForward, outShape)
         .intAttr("axis", axis);
@@ -1133,7 +880,7 @@ TEST(GradKernels, SliceGradMatchesFiniteDifferences) {
     };
     auto run = [&](const std::vector<double> &input) {
       Call call("slice");
-      call.in(floats(kForward, c.shape, input)).out(kForward, window);
+      call.in(encode(kForward, c.shape, input)).out(kForward, window);
       setAttrs(call);
       return runForward(call);
     };
@@ -1202,7 +949,7 @@ TEST(GradKernels, GeluGradMatchesFiniteDifferences) {
   for (const char *approximate : {"none", "tanh"}) {
     auto run = [&](const std::vector<double> &input) {
       Call call("gelu");
-      call.in(floats(kForward, shape, input))
+      call.in(encode(kForward, shape, input))
           .out(kForward, shape)
           .stringAttr("approximate", approximate);
       return runForward(call);
@@ -1264,7 +1011,7 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
   for (auto [dtype, tolerance] : {std::pair<DType, double>{plan::F32, 1e-5},
                                   {plan::F16, 4e-3},
                                   {plan::BF16, 3e-2}}) {
-    std::vector<double> x = roundTo(dtype, raw), dy = roundTo(dtype, rawGrad);
+    std::vector<double> x = quantize(dtype, raw), dy = quantize(dtype, rawGrad);
     std::vector<double> probabilities(15);
     for (int r = 0; r < 3; ++r) {
       double sum = 0;
@@ -1273,20 +1020,20 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
       for (int c = 0; c < 5; ++c)
         probabilities[r * 5 + c] = std::exp(x[r * 5 + c]) / sum;
     }
-    std::vector<double> y = roundTo(dtype, probabilities);
+    std::vector<double> y = quantize(dtype, probabilities);
     std::vector<double> logY(15);
     for (int i = 0; i < 15; ++i)
       logY[i] = std::log(probabilities[i]);
-    logY = roundTo(dtype, logY);
-    std::vector<double> scale = roundTo(dtype, randomValues(5, 802, 0.5, 2));
+    logY = quantize(dtype, logY);
+    std::vector<double> scale = quantize(dtype, randomValues(5, 802, 0.5, 2));
 
     for (const char *kernel : {"softmax_grad", "log_softmax_grad"})
       expectMatchesF64(
           [&](DType t) {
             Call call(kernel);
-            call.in(floats(t, shape,
+            call.in(encode(t, shape,
                            std::string(kernel) == "softmax_grad" ? y : logY))
-                .in(floats(t, shape, dy))
+                .in(encode(t, shape, dy))
                 .out(t, shape)
                 .intAttr("axis", 1);
             return call;
@@ -1295,9 +1042,9 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
     expectMatchesF64(
         [&](DType t) {
           Call call("layer_norm_grad");
-          call.in(floats(t, shape, x))
-              .in(floats(t, {5}, scale))
-              .in(floats(t, shape, dy))
+          call.in(encode(t, shape, x))
+              .in(encode(t, {5}, scale))
+              .in(encode(t, shape, dy))
               .out(t, shape)
               .out(t, {5})
               .out(t, {5})
@@ -1309,10 +1056,10 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
     expectMatchesF64(
         [&](DType t) {
           Call call("attention_grad");
-          call.in(floats(t, {1, 3, 5}, x))
-              .in(floats(t, {1, 3, 5}, dy))
-              .in(floats(t, {1, 3, 5}, y))
-              .in(floats(t, {1, 3, 5}, logY))
+          call.in(encode(t, {1, 3, 5}, x))
+              .in(encode(t, {1, 3, 5}, dy))
+              .in(encode(t, {1, 3, 5}, y))
+              .in(encode(t, {1, 3, 5}, logY))
               .out(t, {1, 3, 5})
               .out(t, {1, 3, 5})
               .out(t, {1, 3, 5})
@@ -1325,9 +1072,9 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
       expectMatchesF64(
           [&](DType t) {
             Call call(kernel);
-            call.in(floats(t, shape, x))
+            call.in(encode(t, shape, x))
                 .in(i64({3}, {4, 0, 2}))
-                .in(floats(t, {}, {0.75}))
+                .in(encode(t, {}, {0.75}))
                 .out(t, shape);
             return call;
           },
@@ -1335,9 +1082,9 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
     expectMatchesF64(
         [&](DType t) {
           Call call("mse_loss_grad");
-          call.in(floats(t, shape, x))
-              .in(floats(t, shape, dy))
-              .in(floats(t, {}, {1.5}))
+          call.in(encode(t, shape, x))
+              .in(encode(t, shape, dy))
+              .in(encode(t, {}, {1.5}))
               .out(t, shape);
           return call;
         },
@@ -1346,7 +1093,7 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
         [&](DType t) {
           Call call("gather_grad");
           call.in(i64({2, 3}, {0, 2, 0, 1, 0, 2}))
-              .in(floats(t, {2, 3, 5}, roundTo(dtype, randomValues(30, 803))))
+              .in(encode(t, {2, 3, 5}, quantize(dtype, randomValues(30, 803))))
               .out(t, shape)
               .intAttr("axis", 0);
           return call;
@@ -1356,8 +1103,8 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
       expectMatchesF64(
           [&](DType t) {
             Call call("gelu_grad");
-            call.in(floats(t, shape, x))
-                .in(floats(t, shape, dy))
+            call.in(encode(t, shape, x))
+                .in(encode(t, shape, dy))
                 .out(t, shape)
                 .stringAttr("approximate", approximate);
             return call;
@@ -1366,7 +1113,7 @@ TEST(GradKernels, EveryFloatDTypeAgreesWithF64) {
     expectMatchesF64(
         [&](DType t) {
           Call call("slice_grad");
-          call.in(floats(t, {2, 2}, {x[0], x[1], x[2], x[3]}))
+          call.in(encode(t, {2, 2}, {x[0], x[1], x[2], x[3]}))
               .out(t, shape)
               .intsAttr("starts", {1, 1})
               .intsAttr("limits", {3, 5})
@@ -1387,9 +1134,9 @@ TEST(GradKernels, AccumulateAddsInPlace) {
   std::vector<double> start = {1, -2.5, 1e-3, 4096, 0.1};
   std::vector<double> addend = {0.5, 0.25, 3.3, 1.0 / 3, -0.1};
   for (DType valueType : {plan::F32, plan::F64, plan::F16, plan::BF16}) {
-    std::vector<double> value = roundTo(valueType, addend);
+    std::vector<double> value = quantize(valueType, addend);
     Call f32Target("accumulate");
-    f32Target.in(floats(valueType, {5}, addend)).out(f32({5}, start));
+    f32Target.in(encode(valueType, {5}, addend)).out(f32({5}, start));
     ASSERT_OK(f32Target.run());
     std::vector<double> expected;
     for (size_t i = 0; i < start.size(); ++i)
@@ -1399,7 +1146,7 @@ TEST(GradKernels, AccumulateAddsInPlace) {
                std::string("f32 += ") + dtypeName(valueType));
 
     Call f64Target("accumulate");
-    f64Target.in(floats(valueType, {5}, addend)).out(f64({5}, start));
+    f64Target.in(encode(valueType, {5}, addend)).out(f64({5}, start));
     ASSERT_OK(f64Target.run());
     expected.clear();
     for (size_t i = 0; i < start.size(); ++i)
@@ -1417,7 +1164,7 @@ TEST(GradKernels, AccumulateAddsInPlace) {
 
 TEST(GradKernels, AccumulateErrors) {
   Call half("accumulate");
-  half.in(f32({2}, {1, 2})).out(floats(plan::F16, {2}, {1, 2}));
+  half.in(f32({2}, {1, 2})).out(encode(plan::F16, {2}, {1, 2}));
   expectError(half.run(), StatusCode::kUnimplemented,
               {"accumulate", "'target' has element type f16; this kernel "
                              "handles f32 and f64"});
@@ -1439,7 +1186,7 @@ TEST(GradKernels, FillSetsEveryElement) {
       ASSERT_OK(call.run());
       // Bit-exact: one rounding of the value to the dtype.
       EXPECT_EQ(call.result().bytes,
-                floats(dtype, {2, 3}, std::vector<double>(6, value)).bytes)
+                encode(dtype, {2, 3}, std::vector<double>(6, value)).bytes)
           << dtypeName(dtype) << " " << value;
     }
   }
@@ -1467,8 +1214,8 @@ TEST(GradKernels, FillErrors) {
 TEST(GradKernels, SumSquaresOverEveryOperandInDouble) {
   Call call("sum_squares");
   call.in(f32({2}, {1, 2}))
-      .in(floats(plan::F16, {1}, {3}))
-      .in(floats(plan::BF16, {1}, {0.5}))
+      .in(encode(plan::F16, {1}, {3}))
+      .in(encode(plan::BF16, {1}, {0.5}))
       .in(f64({2, 1}, {-2, 0}))
       .in(f32({0}, {}))
       .out(plan::F64, {});
@@ -1488,7 +1235,7 @@ TEST(GradKernels, SumSquaresOverEveryOperandInDouble) {
 TEST(GradKernels, SumSquaresPropagatesInfinityAndNaN) {
   Call inf("sum_squares");
   inf.in(f32({2}, {1, 2}))
-      .in(floats(plan::F16, {2}, {-kInf, 1}))
+      .in(encode(plan::F16, {2}, {-kInf, 1}))
       .out(plan::F64, {});
   ASSERT_OK(inf.run());
   expectNear(inf.values(), {kInf}, 0);
@@ -1556,13 +1303,13 @@ void referenceAdamStep(const Hyper &h, double step, bool decoupled,
 void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
                 uint32_t seed) {
   constexpr int64_t kCount = 7;
-  std::vector<double> param = roundTo(dtype, randomValues(kCount, seed));
+  std::vector<double> param = quantize(dtype, randomValues(kCount, seed));
   std::vector<double> expAvg(kCount, 0.0), expAvgSq(kCount, 0.0);
   Call call("adamw");
-  call.in(floats(dtype, {kCount}, param))
-      .in(floats(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
-      .in(floats(dtype, {kCount}, expAvg))
-      .in(floats(dtype, {kCount}, expAvgSq))
+  call.in(encode(dtype, {kCount}, param))
+      .in(encode(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
+      .in(encode(dtype, {kCount}, expAvg))
+      .in(encode(dtype, {kCount}, expAvgSq))
       .in(scalarsTensor(h, 1))
       .inPlace(0)
       .inPlace(2)
@@ -1572,9 +1319,9 @@ void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
   for (int step = 1; step <= 6; ++step) {
     // Gradients of varying sign and size, with a zero among them.
     std::vector<double> grad =
-        roundTo(dtype, randomValues(kCount, seed + step, -3, 3));
+        quantize(dtype, randomValues(kCount, seed + step, -3, 3));
     grad[step % kCount] = 0;
-    call.input(1) = floats(dtype, {kCount}, grad);
+    call.input(1) = encode(dtype, {kCount}, grad);
     call.input(4) = scalarsTensor(h, step);
     ASSERT_OK(call.run());
     referenceAdamStep(h, step, decoupled, grad, param, expAvg, expAvgSq);
@@ -1629,18 +1376,18 @@ TEST(GradKernels, AdamwOutOfPlace) {
   ASSERT_OK(separate.run());
   for (size_t i = 0; i < 3; ++i)
     expectNear(separate.values(i), inPlace.values(i), 0);
-  expectNear(separate.input(0).doubles(), param, 0, "input param untouched");
+  expectNear(decode(separate.input(0)), param, 0, "input param untouched");
 }
 
 TEST(GradKernels, AdamwErrors) {
   auto base = [](Tensor scalars, std::vector<int64_t> stateShape,
                  DType paramType) {
     Call call("adamw");
-    call.in(floats(paramType, {3}, {1, 2, 3}))
-        .in(floats(paramType, {3}, {1, 2, 3}))
-        .in(floats(paramType, stateShape,
+    call.in(encode(paramType, {3}, {1, 2, 3}))
+        .in(encode(paramType, {3}, {1, 2, 3}))
+        .in(encode(paramType, stateShape,
                    std::vector<double>(countOf(stateShape), 0.0)))
-        .in(floats(paramType, {3}, {0, 0, 0}))
+        .in(encode(paramType, {3}, {0, 0, 0}))
         .in(std::move(scalars))
         .inPlace(0)
         .inPlace(2)
@@ -1722,14 +1469,15 @@ void referenceSgdStep(const Hyper &h, double step, double dampening,
 void checkSgd(DType dtype, const Hyper &h, double dampening, bool nesterov,
               double tolerance, uint32_t seed) {
   constexpr int64_t kCount = 6;
-  std::vector<double> param = roundTo(dtype, randomValues(kCount, seed));
+  std::vector<double> param = quantize(dtype, randomValues(kCount, seed));
   // Stale values: the first step must overwrite them (or, without
   // momentum, leave them alone).
-  std::vector<double> buffer = roundTo(dtype, randomValues(kCount, seed + 100));
+  std::vector<double> buffer =
+      quantize(dtype, randomValues(kCount, seed + 100));
   Call call("sgd");
-  call.in(floats(dtype, {kCount}, param))
-      .in(floats(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
-      .in(floats(dtype, {kCount}, buffer))
+  call.in(encode(dtype, {kCount}, param))
+      .in(encode(dtype, {kCount}, std::vector<double>(kCount, 0.0)))
+      .in(encode(dtype, {kCount}, buffer))
       .in(scalarsTensor(h, 1))
       .inPlace(0)
       .inPlace(2);
@@ -1739,8 +1487,8 @@ void checkSgd(DType dtype, const Hyper &h, double dampening, bool nesterov,
     call.unitAttr("nesterov");
   for (int step = 1; step <= 5; ++step) {
     std::vector<double> grad =
-        roundTo(dtype, randomValues(kCount, seed + step, -3, 3));
-    call.input(1) = floats(dtype, {kCount}, grad);
+        quantize(dtype, randomValues(kCount, seed + step, -3, 3));
+    call.input(1) = encode(dtype, {kCount}, grad);
     call.input(3) = scalarsTensor(h, step);
     ASSERT_OK(call.run());
     referenceSgdStep(h, step, dampening, nesterov, grad, param, buffer);

@@ -35,6 +35,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <map>
 
 using namespace llvm;
 
@@ -117,28 +118,66 @@ int64_t resolveWorldSize() {
   return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
 }
 
-/// The memory plan per category, as text or JSON (DESIGN.md, --report).
-void printReport(mlir::ModuleOp module, bool json) {
-  auto memory = module->getAttrOfType<mlir::DictionaryAttr>("zplan.memory");
-  int64_t arena = 0;
-  for (auto arenaOp : module.getOps<zcc::zplan::ArenaOp>())
-    arena += arenaOp.getSize();
+/// Bytes each collective kind moves per optimizer step on every rank of
+/// `plan`: the size of the whole tensor it reduces or gathers (what DeepSpeed
+/// counts as the communication volume), times how often its program runs in
+/// a step (micro_step once per micro-batch of the accumulation count).
+std::map<std::string, int64_t> commBytesPerStep(const zcc::plan::Plan &plan) {
+  std::map<std::string, int64_t> bytes;
+  int64_t microSteps = plan.has_training()
+                           ? std::max<int64_t>(1, plan.training().gradient_accumulation_steps())
+                           : 1;
+  for (const zcc::plan::Program &program : plan.programs()) {
+    int64_t times = program.name() == "micro_step"                            ? microSteps
+                    : program.name() == "init" || program.name() == "zero_grads" ? 0
+                                                                              : 1;
+    for (const zcc::plan::Instruction &instruction : program.instructions()) {
+      const std::string &kernel = instruction.kernel();
+      if (kernel != "all_reduce" && kernel != "reduce_scatter" && kernel != "all_gather")
+        continue;
+      uint32_t whole = kernel == "all_gather" ? instruction.outputs(0) : instruction.inputs(0);
+      bytes[kernel] += times * static_cast<int64_t>(plan.buffers(whole).bytes());
+    }
+  }
+  return bytes;
+}
+
+/// The memory plan per category and the communication per step, for every
+/// rank, as text or JSON (DESIGN.md, --report). Every rank runs the same
+/// plan on its shard, so the figures are the same for each.
+void printReport(const zcc::plan::Plan &plan, bool json) {
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  std::map<std::string, int64_t> comm = commBytesPerStep(plan);
   if (json) {
-    zcc::config::Json rank = {{"rank", 0}, {"peak_device_bytes", {{"total", arena}}},
-                              {"host_bytes", 0}, {"comm_bytes", zcc::config::Json::object()}};
-    if (memory)
-      for (mlir::NamedAttribute category : memory)
-        rank["peak_device_bytes"][category.getName().str()] =
-            cast<mlir::IntegerAttr>(category.getValue()).getInt();
-    outs() << zcc::config::Json{{"ranks", zcc::config::Json::array({rank})}}.dump(2) << "\n";
+    zcc::config::Json ranks = zcc::config::Json::array();
+    for (int64_t r = 0; r < world; ++r) {
+      zcc::config::Json rank = {{"rank", r},
+                                {"peak_device_bytes", {{"total", plan.arena_bytes()}}},
+                                {"host_bytes", 0},
+                                {"comm_bytes", zcc::config::Json::object()}};
+      for (const zcc::plan::MemoryCategory &category : plan.memory())
+        rank["peak_device_bytes"][category.category()] = category.bytes();
+      for (const auto &[kind, bytes] : comm)
+        rank["comm_bytes"][kind] = bytes;
+      ranks.push_back(rank);
+    }
+    outs() << zcc::config::Json{{"ranks", ranks}}.dump(2) << "\n";
     return;
   }
-  outs() << "memory plan, rank 0 (bytes)\n";
-  outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"), (long long)arena);
-  if (memory)
-    for (mlir::NamedAttribute category : memory)
-      outs() << llvm::format("  %-24s %14lld\n", category.getName().str().c_str(),
-                             (long long)cast<mlir::IntegerAttr>(category.getValue()).getInt());
+  outs() << "memory plan, per rank (bytes; each of the " << world << " rank"
+         << (world == 1 ? "" : "s") << ")\n";
+  outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"),
+                         (long long)plan.arena_bytes());
+  for (const zcc::plan::MemoryCategory &category : plan.memory())
+    outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
+                           (long long)category.bytes());
+  if (!comm.empty()) {
+    outs() << "communication per optimizer step, per rank (bytes)\n";
+    for (const auto &[kind, bytes] : comm)
+      outs() << llvm::format("  %-24s %14lld\n", kind.c_str(), (long long)bytes);
+  }
 }
 
 /// Stages of the compiler that this version does not have yet fail loudly.
@@ -304,7 +343,7 @@ int main(int argc, char **argv) {
     fail("internal error: the plan fails the runtime's validation: " + valid.message());
   std::string bytes = zcc::encodePlanFile(*plan, kProducer);
   if (report.getNumOccurrences())
-    printReport(*module, report == "json");
+    printReport(*plan, report == "json");
   if (emit == EmitKind::PlanText) {
     zcc::StatusOr<zcc::LoadedPlan> loaded = zcc::parsePlanFile(bytes, "<plan>");
     if (!loaded.isOk())

@@ -293,9 +293,38 @@ void ZeroPartitioner::addInit(func::FuncOp update) {
   builder.create<func::ReturnOp>(loc);
 }
 
+/// Settings of the config that change where memory lives or when
+/// communication happens, which this version does not apply yet: each is a
+/// warning that says what the plan does instead, never a silent no-op.
+void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
+  if (!zero)
+    return;
+  for (StringRef section : {"offload_optimizer", "offload_param"}) {
+    auto offload = zero.getAs<DictionaryAttr>(section);
+    auto device = offload ? offload.getAs<StringAttr>("device") : StringAttr();
+    if (device && device.getValue() != "none")
+      emitWarning(module.getLoc()) << "zero_optimization." << section << ".device '"
+                           << device.getValue()
+                           << "' is not applied yet: the plan keeps "
+                           << (section == "offload_param" ? "parameters" : "optimizer state")
+                           << " in the device arena (on the cpu backend that is host memory); "
+                              "offload to pinned host memory comes with the CUDA backend";
+  }
+  if (dataParallel == 1)
+    return;
+  if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
+    emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "
+                       "program order, between the kernels around them");
+  emitWarning(module.getLoc(), "zero_optimization bucket sizes (reduce_bucket_size, allgather_bucket_size, "
+                     "stage3_prefetch_bucket_size) are not applied yet: each parameter's "
+                     "collective runs on its own");
+}
+
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+    auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
     auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
     if (!gradNorm)
       return; // an inference plan: every rank runs its own batches
@@ -309,10 +338,9 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape()))
       if (cast<StringAttr>(name).getValue() == "dp")
         dataParallel = size;
+    warnUnapplied(module, zero, dataParallel);
     if (dataParallel == 1)
       return;
-    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
-    auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
     int64_t stage = configInt(zero, "stage", 0);
     int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
     if (stage < 0 || stage > 3) {
