@@ -520,20 +520,9 @@ Status attentionGrad(const KernelArgs &args) {
     return s;
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &grad = args.inputs[3];
-  if (Status s = expectFloatDType(kernel, "query", q); !s.isOk())
-    return s;
-  for (auto [name, view] :
-       {std::pair<const char *, const TensorView *>{"key", &k},
-        {"value", &v},
-        {"grad", &grad}})
-    if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
-      return s;
   AttentionDims dims;
-  SmallShape gradShape;
-  if (Status s = checkAttentionShapes(kernel, q, k, v, dims, gradShape);
+  if (Status s = checkAttentionOperands(kernel, q, k, v, "grad", grad, dims);
       !s.isOk())
-    return s;
-  if (Status s = expectShape(kernel, "grad", grad, gradShape); !s.isOk())
     return s;
   for (auto [name, view, like, likeName] :
        {std::tuple<const char *, const TensorView *, const TensorView *,

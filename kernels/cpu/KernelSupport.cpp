@@ -3,9 +3,11 @@
 #include "kernels/cpu/KernelSupport.h"
 
 #include "kernels/cpu/Float16.h"
+#include "kernels/cpu/FloatDispatch.h"
 
 #include <cstdarg>
 #include <cstdio>
+#include <utility>
 
 namespace zcc::cpu::detail {
 
@@ -588,9 +590,19 @@ Status readLayerNormAttributes(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
-Status checkAttentionShapes(const char *kernel, const TensorView &query,
-                            const TensorView &key, const TensorView &value,
-                            AttentionDims &dims, SmallShape &resultShape) {
+Status checkAttentionOperands(const char *kernel, const TensorView &query,
+                              const TensorView &key, const TensorView &value,
+                              const char *likeName, const TensorView &like,
+                              AttentionDims &dims) {
+  if (Status s = expectFloatDType(kernel, "query", query); !s.isOk())
+    return s;
+  for (auto [name, view] :
+       {std::pair<const char *, const TensorView *>{"key", &key},
+        {"value", &value},
+        {likeName, &like}})
+    if (Status s = expectSameDType(kernel, name, *view, "query", query);
+        !s.isOk())
+      return s;
   const std::vector<int64_t> &q = query.shape, &k = key.shape, &v = value.shape;
   size_t rank = q.size();
   if (rank < 2 || k.size() != rank || v.size() != rank)
@@ -623,9 +635,9 @@ Status checkAttentionShapes(const char *kernel, const TensorView &query,
   dims.heads = 1;
   for (size_t d = 0; d + 2 < rank; ++d)
     dims.heads *= q[d];
-  resultShape = SmallShape(q);
+  SmallShape resultShape(q);
   resultShape[static_cast<int>(rank) - 1] = dims.valueSize;
-  return Status::ok();
+  return expectShape(kernel, likeName, like, resultShape);
 }
 
 Status readAttentionAttributes(const KernelArgs &args, const char *kernel,

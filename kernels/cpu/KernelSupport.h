@@ -310,12 +310,14 @@ struct AttentionDims {
 };
 
 /// Checks that query, key and value agree ([..., queries, headSize],
-/// [..., keys, headSize], [..., keys, valueSize]) and reads their sizes;
-/// `resultShape` gets the attention's result shape, [..., queries,
-/// valueSize].
-Status checkAttentionShapes(const char *kernel, const TensorView &query,
-                            const TensorView &key, const TensorView &value,
-                            AttentionDims &dims, SmallShape &resultShape);
+/// [..., keys, headSize], [..., keys, valueSize], one float type) and reads
+/// their sizes; also checks `like`, called `likeName` (the attention's
+/// result, or its gradient), against the result's type and shape [...,
+/// queries, valueSize].
+Status checkAttentionOperands(const char *kernel, const TensorView &query,
+                              const TensorView &key, const TensorView &value,
+                              const char *likeName, const TensorView &like,
+                              AttentionDims &dims);
 
 /// Reads attention's `scale` and `causal` (into `dims`); a causal attention
 /// needs at least as many keys as queries.

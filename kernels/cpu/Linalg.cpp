@@ -343,20 +343,9 @@ Status attention(const KernelArgs &args) {
     return s;
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &out = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "query", q); !s.isOk())
-    return s;
-  for (auto [name, view] :
-       {std::pair<const char *, const TensorView *>{"key", &k},
-        {"value", &v},
-        {"result", &out}})
-    if (Status s = expectSameDType(kernel, name, *view, "query", q); !s.isOk())
-      return s;
   AttentionDims dims;
-  SmallShape expected;
-  if (Status s = checkAttentionShapes(kernel, q, k, v, dims, expected);
+  if (Status s = checkAttentionOperands(kernel, q, k, v, "result", out, dims);
       !s.isOk())
-    return s;
-  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
     return s;
   double scale = 0;
   if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())

@@ -137,6 +137,13 @@ Status writeFile(const std::string &path, const std::string &bytes) {
     }
     done += static_cast<size_t>(wrote);
   }
+  // On disk before the rename makes it visible: a crash leaves either the
+  // old file or the whole new one.
+  if (::fsync(fd.get()) != 0) {
+    int error = errno;
+    ::unlink(temporary.c_str());
+    return ioError("write", temporary, error);
+  }
   if (fd.release() != 0) {
     int error = errno;
     ::unlink(temporary.c_str());

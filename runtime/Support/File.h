@@ -19,8 +19,8 @@ namespace zcc {
 /// The whole content of `path`; kNotFound when it does not exist.
 StatusOr<std::string> readFile(const std::string &path);
 
-/// Writes `bytes` to `path` through a temporary file and a rename, so a
-/// reader never sees half a file.
+/// Writes `bytes` to `path` through a temporary file, fsync and a rename, so
+/// a reader (or a crash) never sees half a file.
 Status writeFile(const std::string &path, const std::string &bytes);
 
 /// Reads exactly `length` bytes at `offset` of `path` into `destination`; an

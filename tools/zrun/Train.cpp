@@ -2,6 +2,8 @@
 
 #include "tools/zrun/Train.h"
 
+#include "tools/zrun/Checkpoint.h"
+
 #include "kernels/cpu/Float16.h"
 #include "runtime/Train/LossScaler.h"
 #include "runtime/Train/LrSchedule.h"
@@ -394,10 +396,38 @@ Status train(Executor &executor, const TrainOptions &options) {
   if (!leader)
     printEvery = 0;
 
-  int64_t stepStart = 0, applied = 0;
+  int64_t stepStart = 0, applied = 0, firstStep = 1;
+  if (!options.resumeDir.empty()) {
+    StatusOr<TrainState> resumed = resumeCheckpoint(executor, options.resumeDir, options.rank);
+    if (!resumed.isOk())
+      return resumed.takeStatus();
+    ZCC_RETURN_IF_ERROR(scaler->restore(resumed->scaler), "--resume %s",
+                        options.resumeDir.c_str());
+    stepStart = resumed->samples;
+    applied = resumed->applied;
+    firstStep = resumed->step + 1;
+    if (leader)
+      std::printf("resumed from step %lld of %s\n", static_cast<long long>(resumed->step),
+                  options.resumeDir.c_str());
+  }
+  auto save = [&](int64_t step) -> Status {
+    TrainState state;
+    state.step = step;
+    state.applied = applied;
+    state.samples = stepStart;
+    state.scaler = scaler->state();
+    ZCC_RETURN_IF_ERROR(saveCheckpoint(executor, options.saveDir, state, options.rank,
+                                       options.communicator),
+                        "step %lld", static_cast<long long>(step));
+    if (leader)
+      std::printf("saved step %lld to %s\n", static_cast<long long>(step),
+                  options.saveDir.c_str());
+    return Status::ok();
+  };
+  int64_t lastSaved = -1;
   std::vector<uint8_t> scalarBuffer;
   auto started = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     int64_t accumulation = accumulationFor(options, training.gradient_accumulation_steps(), step);
     double lossScale = scaler->scale();
@@ -493,11 +523,19 @@ Status train(Executor &executor, const TrainOptions &options) {
                   lossScale, gradNorm, overflow ? " | skipped (overflow)" : "", tokensPerSecond);
       std::fflush(stdout);
     }
+    if (!options.saveDir.empty() && options.saveEvery > 0 && step % options.saveEvery == 0) {
+      ZCC_RETURN_IF_ERROR(save(step), "--save-every %lld",
+                          static_cast<long long>(options.saveEvery));
+      lastSaved = step;
+    }
   }
+  if (!options.saveDir.empty() && lastSaved != options.steps && firstStep <= options.steps)
+    ZCC_RETURN_IF_ERROR(save(options.steps), "at the end of the run");
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (leader)
-    std::printf("trained %lld steps (%lld applied) in %.2f s\n",
-              static_cast<long long>(options.steps), static_cast<long long>(applied), total);
+    std::printf("trained %lld steps (%lld applied in all) in %.2f s\n",
+                static_cast<long long>(std::max<int64_t>(0, options.steps - firstStep + 1)),
+                static_cast<long long>(applied), total);
   if (log && std::fflush(log) != 0)
     return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
                       options.logJson.c_str(), std::strerror(errno));

@@ -45,6 +45,12 @@ struct TrainOptions {
   /// ranks.
   int rank = 0;
   Communicator *communicator = nullptr;
+  /// Checkpoints (tools/zrun/Checkpoint.h): saved into `saveDir` when the
+  /// run ends and every `saveEvery` steps; the run starts from the newest
+  /// whole one in `resumeDir` and continues up to `steps`.
+  std::string saveDir;
+  int64_t saveEvery = 0;
+  std::string resumeDir;
 };
 
 struct GradCheckOptions {

@@ -77,6 +77,10 @@ const char kUsage[] =
     "  --log-json FILE        one JSON object per optimizer step\n"
     "  --print-every K        a log line every K steps (default: the config's\n"
     "                         steps_per_print)\n"
+    "  --save DIR             write a checkpoint into DIR when the run ends\n"
+    "  --save-every K         and every K steps\n"
+    "  --resume DIR           start from the newest whole checkpoint in DIR and\n"
+    "                         continue up to --steps\n"
     "  --check-gradients      instead of training, compare every parameter's\n"
     "                         gradient with central finite differences of the\n"
     "                         loss on one micro-batch (--check-elements N per\n"
@@ -116,10 +120,6 @@ Status usageError(const std::string &message) {
   return Status(StatusCode::kInvalidArgument, message + " (see zrun --help)");
 }
 
-/// Options of DESIGN.md's command line that this zrun does not implement:
-/// each is refused by name so that no script believes it took effect.
-const char *const kNotYet[] = {"--save", "--save-every", "--resume"};
-
 Status parseArguments(int argc, char **argv, Options &options, bool &help) {
   help = false;
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -154,16 +154,12 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       value = arg.substr(equals + 1);
       hasValue = true;
     }
-    for (const char *notYet : kNotYet)
-      if (name == notYet)
-        return Status(StatusCode::kUnimplemented,
-                      name + " is not supported yet by zrun (checkpoints "
-                             "come later)");
     bool isTrainOption = name == "--steps" || name == "--grad-accum" || name == "--data" ||
                          name == "--data-dtype" || name == "--shuffle" ||
                          name == "--log-json" || name == "--print-every" ||
                          name == "--check-elements" || name == "--check-rtol" ||
-                         name == "--check-atol" || name == "--check-step";
+                         name == "--check-atol" || name == "--check-step" ||
+                         name == "--save" || name == "--save-every" || name == "--resume";
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || isTrainOption;
@@ -219,6 +215,15 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       (name == "--check-rtol"   ? options.gradCheck.rtol
        : name == "--check-atol" ? options.gradCheck.atol
                                 : options.gradCheck.step) = number;
+    } else if (name == "--save" || name == "--resume") {
+      if (value.empty())
+        return usageError(name + " needs a folder");
+      (name == "--save" ? options.train.saveDir : options.train.resumeDir) = value;
+    } else if (name == "--save-every") {
+      uint64_t every = 0;
+      if (!parseInteger(value, every) || every == 0)
+        return usageError("--save-every " + value + ": expected a positive integer");
+      options.train.saveEvery = static_cast<int64_t>(every);
     } else if (name == "--grad-accum") {
       Status parsed = parseGradAccum(value, options.train.gradAccum);
       if (!parsed.isOk())

@@ -1,0 +1,223 @@
+//===- Checkpoint.cpp - Saving and resuming a training run ----------------===//
+
+#include "tools/zrun/Checkpoint.h"
+
+#include "runtime/Plan/PlanLoader.h"
+#include "runtime/Support/File.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace zcc {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr int kFormat = 1;
+
+std::string stepName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+std::string rankFileName(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.bin", rank);
+  return name;
+}
+
+/// The buffers a checkpoint holds: what a step boundary carries to the next
+/// step (gradients are zero there; activations and inputs are rewritten).
+bool isSaved(const plan::Buffer &buffer) {
+  return buffer.kind() == plan::PARAMETER || buffer.kind() == plan::OPTIMIZER_STATE;
+}
+
+/// Makes `path` and its missing parents.
+Status makeDirectory(const std::string &path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && ::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return makeStatus(StatusCode::kUnavailable, "cannot create '%s': %s", prefix.c_str(),
+                        std::strerror(errno));
+    if (slash == std::string::npos)
+      return Status::ok();
+  }
+}
+
+/// Makes a rename inside `dir` durable.
+void syncDirectory(const std::string &dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+} // namespace
+
+Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainState &state,
+                      int rank, Communicator *communicator) {
+  const plan::Plan &plan = executor.plan().plan;
+  std::string partial = joinPath(dir, "." + stepName(state.step) + ".partial");
+  std::string final = joinPath(dir, stepName(state.step));
+  if (rank == 0) {
+    ZCC_RETURN_IF_ERROR(makeDirectory(partial), "--save %s", dir.c_str());
+  }
+  if (communicator)
+    ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
+
+  // This rank's buffers, one after the other.
+  std::string bytes;
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (!isSaved(buffer))
+      continue;
+    StatusOr<HostTensor> tensor = executor.readBuffer(buffer.id());
+    if (!tensor.isOk())
+      return tensor.takeStatus();
+    bytes.append(reinterpret_cast<const char *>(tensor->data.data()), tensor->data.size());
+  }
+  ZCC_RETURN_IF_ERROR(writeFile(joinPath(partial, rankFileName(rank)), bytes),
+                      "while saving a checkpoint");
+  if (communicator)
+    ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
+
+  if (rank == 0) {
+    int world = communicator ? communicator->size() : 1;
+    Json files = Json::array();
+    for (int r = 0; r < world; ++r) {
+      std::string path = joinPath(partial, rankFileName(r));
+      StatusOr<std::string> written = readFile(path);
+      if (!written.isOk())
+        return written.takeStatus().addContext("while saving a checkpoint");
+      files.push_back({{"name", rankFileName(r)},
+                       {"bytes", written->size()},
+                       {"crc32", planChecksum(*written)}});
+    }
+    Json buffers = Json::array();
+    uint64_t offset = 0;
+    for (const plan::Buffer &buffer : plan.buffers()) {
+      if (!isSaved(buffer))
+        continue;
+      buffers.push_back({{"id", buffer.id()},
+                         {"name", buffer.name()},
+                         {"bytes", buffer.bytes()},
+                         {"offset", offset}});
+      offset += buffer.bytes();
+    }
+    Json manifest = {
+        {"format", kFormat},
+        {"plan_checksum", executor.plan().header.checksum()},
+        {"world_size", world},
+        {"step", state.step},
+        {"applied", state.applied},
+        {"samples", state.samples},
+        {"loss_scaler",
+         {{"scale", state.scaler.scale},
+          {"cur_iter", state.scaler.curIter},
+          {"last_overflow_iter", state.scaler.lastOverflowIter},
+          {"cur_hysteresis", state.scaler.curHysteresis}}},
+        {"files", files},
+        {"buffers", buffers}};
+    ZCC_RETURN_IF_ERROR(writeFile(joinPath(partial, "manifest.json"), manifest.dump(1) + "\n"),
+                        "while saving a checkpoint");
+    struct stat existing;
+    if (::stat(final.c_str(), &existing) == 0)
+      return makeStatus(StatusCode::kAlreadyExists,
+                        "--save %s: a checkpoint of step %lld is already there; save into "
+                        "another folder or remove it",
+                        dir.c_str(), static_cast<long long>(state.step));
+    if (::rename(partial.c_str(), final.c_str()) != 0)
+      return makeStatus(StatusCode::kUnavailable, "cannot rename '%s' to '%s': %s",
+                        partial.c_str(), final.c_str(), std::strerror(errno));
+    syncDirectory(dir);
+    ZCC_RETURN_IF_ERROR(writeFile(joinPath(dir, "latest"), stepName(state.step) + "\n"),
+                        "while saving a checkpoint");
+    syncDirectory(dir);
+  }
+  if (communicator)
+    ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
+  return Status::ok();
+}
+
+StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank) {
+  const plan::Plan &plan = executor.plan().plan;
+  StatusOr<std::string> latest = readFile(joinPath(dir, "latest"));
+  if (!latest.isOk())
+    return Status(StatusCode::kNotFound,
+                  "--resume " + dir +
+                      ": no checkpoint there (no 'latest' file); pass the folder a run "
+                      "saved into with --save");
+  std::string name = *latest;
+  while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
+    name.pop_back();
+  std::string stepDir = joinPath(dir, name);
+  std::string manifestPath = joinPath(stepDir, "manifest.json");
+  StatusOr<std::string> text = readFile(manifestPath);
+  if (!text.isOk())
+    return Status(StatusCode::kNotFound,
+                  "--resume " + dir + ": '" + manifestPath +
+                      "' is missing: the checkpoint is not whole");
+  Json manifest = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string &what) {
+    return Status(StatusCode::kInvalidArgument, manifestPath + ": " + what);
+  };
+  if (manifest.is_discarded() || !manifest.is_object())
+    return bad("not a checkpoint manifest (not JSON)");
+  for (const char *key : {"format", "plan_checksum", "world_size", "step", "applied", "samples",
+                          "loss_scaler", "files", "buffers"})
+    if (!manifest.contains(key))
+      return bad(std::string("has no '") + key + "'");
+  if (manifest["format"] != kFormat)
+    return bad("has format " + manifest["format"].dump() + "; this zrun reads format " +
+               std::to_string(kFormat));
+  uint32_t checksum = executor.plan().header.checksum();
+  if (manifest["plan_checksum"] != checksum)
+    return bad("was saved by a run of another plan (plan checksum " +
+               manifest["plan_checksum"].dump() + ", this plan's " + std::to_string(checksum) +
+               "); resume with the plan it was saved from (resuming onto another plan is "
+               "not supported yet)");
+  const Json &files = manifest["files"];
+  if (!files.is_array() || rank >= static_cast<int>(files.size()))
+    return bad("has no file for rank " + std::to_string(rank) + " (it was saved by " +
+               manifest["world_size"].dump() + " ranks)");
+  const Json &file = files[rank];
+  std::string path = joinPath(stepDir, file.value("name", ""));
+  StatusOr<std::string> bytes = readFile(path);
+  if (!bytes.isOk())
+    return bytes.takeStatus().addContext("--resume " + dir);
+  if (bytes->size() != file.value("bytes", uint64_t(0)) ||
+      planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
+    return Status(StatusCode::kDataLoss,
+                  path + ": the shard is corrupt (its size or CRC-32 does not match the "
+                         "manifest); resume from an earlier checkpoint");
+  for (const Json &entry : manifest["buffers"]) {
+    uint32_t id = entry.value("id", uint32_t(0));
+    uint64_t size = entry.value("bytes", uint64_t(0)), offset = entry.value("offset", uint64_t(0));
+    if (id >= static_cast<uint32_t>(plan.buffers_size()) ||
+        plan.buffers(id).name() != entry.value("name", std::string()) ||
+        plan.buffers(id).bytes() != size || offset + size > bytes->size())
+      return bad("buffer '" + entry.value("name", std::string()) +
+                 "' does not match this plan's buffers");
+    ZCC_RETURN_IF_ERROR(executor.writeBuffer(id, bytes->data() + offset, size),
+                        "--resume %s", dir.c_str());
+  }
+  TrainState state;
+  state.step = manifest["step"].get<int64_t>();
+  state.applied = manifest["applied"].get<int64_t>();
+  state.samples = manifest["samples"].get<int64_t>();
+  const Json &scaler = manifest["loss_scaler"];
+  state.scaler.scale = scaler.value("scale", 1.0);
+  state.scaler.curIter = scaler.value("cur_iter", int64_t(0));
+  state.scaler.lastOverflowIter = scaler.value("last_overflow_iter", int64_t(-1));
+  state.scaler.curHysteresis = scaler.value("cur_hysteresis", int64_t(1));
+  return state;
+}
+
+} // namespace zcc

@@ -1,0 +1,52 @@
+//===- Checkpoint.h - Saving and resuming a training run ---------*- C++ -*-===//
+//
+// A checkpoint is a folder DIR/step-NNNNNNNN holding one file per rank
+// (rank-RRRRR.bin: the rank's parameter and optimizer-state buffers, in
+// buffer order, as the plan lays them out) and manifest.json (the plan's
+// checksum, the world size, the loop's state: steps done, steps applied,
+// samples consumed, the loss scaler; each rank file's size and CRC-32; each
+// saved buffer's name and place). Ranks write into DIR/.step-NNNNNNNN.partial;
+// once every rank file is on disk, rank 0 writes the manifest, renames the
+// folder into place and points DIR/latest at it, each step atomic (temporary
+// file, fsync, rename). A crash mid-save leaves the previous checkpoint whole
+// and `latest` pointing at it; a partial folder is never resumed.
+//
+// Resuming needs the plan the checkpoint was saved from (same checksum, same
+// world size): resharding onto another plan comes later.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_TOOLS_ZRUN_CHECKPOINT_H
+#define ZCC_TOOLS_ZRUN_CHECKPOINT_H
+
+#include "runtime/Executor.h"
+#include "runtime/Train/LossScaler.h"
+
+#include <cstdint>
+#include <string>
+
+namespace zcc {
+
+/// The loop's state at a step boundary.
+struct TrainState {
+  /// Optimizer steps done (skipped ones included) and applied.
+  int64_t step = 0;
+  int64_t applied = 0;
+  /// Samples the data source has handed out.
+  int64_t samples = 0;
+  LossScalerState scaler;
+};
+
+/// Writes rank `rank`'s part of the checkpoint at `state.step` into `dir`.
+/// Every rank of the job calls it; `communicator` (null on one rank) lines
+/// them up before rank 0 completes the checkpoint.
+Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainState &state,
+                      int rank, Communicator *communicator);
+
+/// Restores rank `rank`'s buffers from the newest whole checkpoint in `dir`
+/// and returns the loop's state there.
+StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank);
+
+} // namespace zcc
+
+#endif // ZCC_TOOLS_ZRUN_CHECKPOINT_H
