@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <map>
+#include <vector>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -37,6 +39,45 @@ std::string rankFileName(int rank) {
 /// step (gradients are zero there; activations and inputs are rewritten).
 bool isSaved(const plan::Buffer &buffer) {
   return buffer.kind() == plan::PARAMETER || buffer.kind() == plan::OPTIMIZER_STATE;
+}
+
+/// Makes `path` and its missing parents.
+/// A saved buffer as the model sees it: the whole tensor's shape, and in
+/// how many blocks of rows the ranks hold it (1: every rank holds it whole).
+struct Logical {
+  std::vector<int64_t> shape;
+  int64_t parts = 1;
+};
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+Logical logicalOf(const plan::Plan &plan, const plan::Buffer &buffer) {
+  Logical logical;
+  logical.shape.assign(buffer.shape().begin(), buffer.shape().end());
+  // A parameter partitioned by ZeRO-3 says so in its weight; an optimizer
+  // state "P.kind" is partitioned when it is smaller than parameter P.
+  std::string param = buffer.name();
+  if (buffer.kind() == plan::OPTIMIZER_STATE)
+    param = param.substr(0, param.rfind('.'));
+  for (const plan::Weight &weight : plan.weights()) {
+    const plan::Buffer &paramBuffer = plan.buffers(weight.buffer());
+    if (paramBuffer.name() != param)
+      continue;
+    std::vector<int64_t> full(paramBuffer.shape().begin(), paramBuffer.shape().end());
+    if (weight.shards() > 1 && !full.empty())
+      full[0] *= weight.shards();
+    int64_t local = elementsOf(logical.shape);
+    if (local > 0 && elementsOf(full) > local) {
+      logical.parts = elementsOf(full) / local;
+      logical.shape = full;
+    }
+  }
+  return logical;
 }
 
 /// Makes `path` and its missing parents.
@@ -105,10 +146,14 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
     for (const plan::Buffer &buffer : plan.buffers()) {
       if (!isSaved(buffer))
         continue;
+      Logical logical = logicalOf(plan, buffer);
       buffers.push_back({{"id", buffer.id()},
                          {"name", buffer.name()},
+                         {"dtype", buffer.dtype()},
                          {"bytes", buffer.bytes()},
-                         {"offset", offset}});
+                         {"offset", offset},
+                         {"shape", logical.shape},
+                         {"parts", logical.parts}});
       offset += buffer.bytes();
     }
     Json manifest = {
@@ -177,35 +222,74 @@ StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir
   if (manifest["format"] != kFormat)
     return bad("has format " + manifest["format"].dump() + "; this zrun reads format " +
                std::to_string(kFormat));
-  uint32_t checksum = executor.plan().header.checksum();
-  if (manifest["plan_checksum"] != checksum)
-    return bad("was saved by a run of another plan (plan checksum " +
-               manifest["plan_checksum"].dump() + ", this plan's " + std::to_string(checksum) +
-               "); resume with the plan it was saved from (resuming onto another plan is "
-               "not supported yet)");
   const Json &files = manifest["files"];
-  if (!files.is_array() || rank >= static_cast<int>(files.size()))
-    return bad("has no file for rank " + std::to_string(rank) + " (it was saved by " +
-               manifest["world_size"].dump() + " ranks)");
-  const Json &file = files[rank];
-  std::string path = joinPath(stepDir, file.value("name", ""));
-  StatusOr<std::string> bytes = readFile(path);
-  if (!bytes.isOk())
-    return bytes.takeStatus().addContext("--resume " + dir);
-  if (bytes->size() != file.value("bytes", uint64_t(0)) ||
-      planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
-    return Status(StatusCode::kDataLoss,
-                  path + ": the shard is corrupt (its size or CRC-32 does not match the "
-                         "manifest); resume from an earlier checkpoint");
-  for (const Json &entry : manifest["buffers"]) {
-    uint32_t id = entry.value("id", uint32_t(0));
-    uint64_t size = entry.value("bytes", uint64_t(0)), offset = entry.value("offset", uint64_t(0));
-    if (id >= static_cast<uint32_t>(plan.buffers_size()) ||
-        plan.buffers(id).name() != entry.value("name", std::string()) ||
-        plan.buffers(id).bytes() != size || offset + size > bytes->size())
-      return bad("buffer '" + entry.value("name", std::string()) +
-                 "' does not match this plan's buffers");
-    ZCC_RETURN_IF_ERROR(executor.writeBuffer(id, bytes->data() + offset, size),
+  if (!files.is_array() || files.empty())
+    return bad("lists no rank files");
+  // Every rank file is checked whole before anything is read from it.
+  std::vector<std::string> shards;
+  for (const Json &file : files) {
+    std::string path = joinPath(stepDir, file.value("name", ""));
+    StatusOr<std::string> bytes = readFile(path);
+    if (!bytes.isOk())
+      return bytes.takeStatus().addContext("--resume " + dir);
+    if (bytes->size() != file.value("bytes", uint64_t(0)) ||
+        planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
+      return Status(StatusCode::kDataLoss,
+                    path + ": the shard is corrupt (its size or CRC-32 does not match the "
+                           "manifest); resume from an earlier checkpoint");
+    shards.push_back(std::move(*bytes));
+  }
+  std::map<std::string, const Json *> saved;
+  for (const Json &entry : manifest["buffers"])
+    saved[entry.value("name", std::string())] = &entry;
+
+  // Each of this rank's buffers from the saved whole tensor: its own rows
+  // when this plan partitions it, all of it otherwise, read from whichever
+  // saved ranks hold those rows. The same plan on the same ranks reads
+  // exactly what it wrote; another world size or ZeRO stage reshards.
+  for (const plan::Buffer &buffer : plan.buffers()) {
+    if (!isSaved(buffer))
+      continue;
+    auto found = saved.find(buffer.name());
+    if (found == saved.end()) {
+      // ZeRO's master rows are derived from the parameters by @init.
+      if (buffer.kind() == plan::OPTIMIZER_STATE &&
+          buffer.name().size() > 7 && buffer.name().rfind(".master") == buffer.name().size() - 7)
+        continue;
+      return bad("has no tensor '" + buffer.name() +
+                 "', which this plan needs: it was saved from another model");
+    }
+    const Json &entry = *found->second;
+    Logical mine = logicalOf(plan, buffer);
+    std::vector<int64_t> shape = entry.value("shape", std::vector<int64_t>());
+    int64_t parts = entry.value("parts", int64_t(1));
+    if (shape != mine.shape || entry.value("dtype", int(0)) != static_cast<int>(buffer.dtype()))
+      return bad("tensor '" + buffer.name() + "' has another shape or dtype than this plan's");
+    int64_t rows = shape.empty() ? 1 : shape[0];
+    uint64_t rowBytes = buffer.bytes() * static_cast<uint64_t>(mine.parts) /
+                        static_cast<uint64_t>(std::max<int64_t>(1, rows));
+    // Rows [first, first + count) of the whole tensor are this rank's.
+    int64_t count = rows / mine.parts;
+    int64_t first = mine.parts > 1 ? count * rank : 0;
+    uint64_t savedOffset = entry.value("offset", uint64_t(0));
+    int64_t savedRows = rows / std::max<int64_t>(1, parts);
+    std::string data;
+    data.reserve(buffer.bytes());
+    for (int64_t row = first; row < first + count;) {
+      // The saved rank that holds `row`, and how many rows from there on.
+      int64_t part = parts > 1 ? row / savedRows : 0;
+      int64_t within = parts > 1 ? row - part * savedRows : row;
+      int64_t take = std::min(first + count - row, (parts > 1 ? savedRows : rows) - within);
+      if (part >= static_cast<int64_t>(shards.size()))
+        return bad("tensor '" + buffer.name() + "' is missing rows");
+      uint64_t at = savedOffset + static_cast<uint64_t>(within) * rowBytes;
+      uint64_t length = static_cast<uint64_t>(take) * rowBytes;
+      if (at + length > shards[part].size())
+        return bad("tensor '" + buffer.name() + "' lies outside its rank file");
+      data.append(shards[part], at, length);
+      row += take;
+    }
+    ZCC_RETURN_IF_ERROR(executor.writeBuffer(buffer.id(), data.data(), data.size()),
                         "--resume %s", dir.c_str());
   }
   TrainState state;

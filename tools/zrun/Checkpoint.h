@@ -11,8 +11,13 @@
 // file, fsync, rename). A crash mid-save leaves the previous checkpoint whole
 // and `latest` pointing at it; a partial folder is never resumed.
 //
-// Resuming needs the plan the checkpoint was saved from (same checksum, same
-// world size): resharding onto another plan comes later.
+// The manifest also says, for each saved tensor, its whole shape and in how
+// many blocks of rows the ranks held it; a resuming rank reads its own rows
+// of each whole tensor from whichever saved ranks hold them. So a checkpoint
+// resumes under a plan for another world size or ZeRO stage of the same
+// model (the tensors are matched by name, shape and dtype), without a
+// conversion step; ZeRO's fp32 master rows, when the checkpoint has none,
+// are derived from the parameters by the plan's @init.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,7 +49,8 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
                       int rank, Communicator *communicator);
 
 /// Restores rank `rank`'s buffers from the newest whole checkpoint in `dir`
-/// and returns the loop's state there.
+/// (checking every rank file's CRC-32 first) and returns the loop's state
+/// there.
 StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank);
 
 } // namespace zcc

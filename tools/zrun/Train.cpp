@@ -362,9 +362,6 @@ Status train(Executor &executor, const TrainOptions &options) {
   StatusOr<Feeder> feeder = Feeder::create(executor, options);
   if (!feeder.isOk())
     return feeder.takeStatus();
-  // Derived state (ZeRO's master shards) from the loaded weights.
-  if (executor.hasProgram("init"))
-    ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
   const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
 
   const bool leader = options.rank == 0;
@@ -410,6 +407,9 @@ Status train(Executor &executor, const TrainOptions &options) {
       std::printf("resumed from step %lld of %s\n", static_cast<long long>(resumed->step),
                   options.resumeDir.c_str());
   }
+  // Derived state (ZeRO's master rows) from the loaded or resumed weights.
+  if (executor.hasProgram("init"))
+    ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
   auto save = [&](int64_t step) -> Status {
     TrainState state;
     state.step = step;
