@@ -293,8 +293,13 @@ TEST_F(ZrunTest, ZplanErrors) {
                                "': No such file or directory\n");
   result = zplan({"export", dir.path()});
   EXPECT_EQ(result.exitCode, 1);
-  EXPECT_EQ(result.output, "zplan: error: zplan export is not supported yet "
-                           "(it needs checkpoints, which come later)\n");
+  EXPECT_EQ(result.output, "zplan: error: zplan export needs a checkpoint folder and -o "
+                           "OUTPUT (see zplan --help)\n");
+  result = zplan({"export", dir.path(), "-o", dir.file("w.safetensors")});
+  EXPECT_EQ(result.exitCode, 1);
+  EXPECT_EQ(result.output, "zplan: error: " + dir.path() +
+                               ": no checkpoint there (no 'latest' file); pass the folder a "
+                               "run saved into with --save\n");
   result = zplan({"show", plan});
   EXPECT_EQ(result.exitCode, 1);
   EXPECT_EQ(result.output, "zplan: error: unknown command 'show'; the "

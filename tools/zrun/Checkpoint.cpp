@@ -149,6 +149,7 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
       Logical logical = logicalOf(plan, buffer);
       buffers.push_back({{"id", buffer.id()},
                          {"name", buffer.name()},
+                         {"kind", buffer.kind() == plan::PARAMETER ? "parameter" : "optimizer_state"},
                          {"dtype", buffer.dtype()},
                          {"bytes", buffer.bytes()},
                          {"offset", offset},
