@@ -2,21 +2,22 @@
 
 // ZeRO stage 0 on two data-parallel ranks: every gradient accumulator is
 // averaged over the group at the start of @grad_norm and written back, and
-// the norm reads the averaged values.
+// the norm reads the averaged values. A bucket of 4 elements holds "a" alone,
+// so each gradient has its own all-reduce.
 // CHECK-LABEL: func.func @grad_norm
 // CHECK-NEXT: %[[A:.*]] = zgraph.state "a" kind = "grad" : tensor<4xf32>
+// CHECK-NEXT: %[[B:.*]] = zgraph.state "b" kind = "grad" : tensor<2x3xf32>
 // CHECK-NEXT: %[[RA:.*]] = zdist.all_reduce %[[A]] on @mesh axes = ["dp"] reduction = avg : tensor<4xf32>
 // CHECK-NEXT: zgraph.assign %[[RA]] into %[[A]]
-// CHECK-NEXT: %[[B:.*]] = zgraph.state "b" kind = "grad" : tensor<2x3xf32>
 // CHECK-NEXT: %[[RB:.*]] = zdist.all_reduce %[[B]] on @mesh axes = ["dp"] reduction = avg : tensor<2x3xf32>
 // CHECK-NEXT: zgraph.assign %[[RB]] into %[[B]]
 // CHECK-NEXT: zgraph.sum_squares %[[RA]], %[[RB]]
 // The other functions are untouched.
 // CHECK-LABEL: func.func @zero_grads
 // CHECK-NOT: zdist.all_reduce
-// Bucketing is not built yet, and the pass says so.
-// expected-warning @+1 {{zero_optimization bucket sizes (reduce_bucket_size, allgather_bucket_size, stage3_prefetch_bucket_size) are not applied yet: each parameter's collective runs on its own}}
-module attributes {zcc.config = {zero_optimization = {stage = 0 : i64}}} {
+// Gather and prefetch buckets are not built yet, and the pass says so.
+// expected-warning @+1 {{zero_optimization.allgather_bucket_size and stage3_prefetch_bucket_size are not applied yet: reduce-scatters and all-gathers run per parameter (reduce_bucket_size buckets the all-reduced gradients)}}
+module attributes {zcc.config = {zero_optimization = {stage = 0 : i64, reduce_bucket_size = 4 : i64}}} {
   zdist.mesh @mesh ["dp" = 2]
   func.func @grad_norm() -> tensor<f64> {
     %a = zgraph.state "a" kind = "grad" : tensor<4xf32>
@@ -28,6 +29,33 @@ module attributes {zcc.config = {zero_optimization = {stage = 0 : i64}}} {
     %a = zgraph.state "a" kind = "grad" : tensor<4xf32>
     zgraph.fill %a value = 0.0 : tensor<4xf32>
     return
+  }
+}
+
+// -----
+
+// With the default bucket (5e8 elements) both gradients share one: flattened,
+// concatenated, all-reduced once, split back and written back.
+// CHECK-LABEL: func.func @grad_norm
+// CHECK-NEXT: %[[A:.*]] = zgraph.state "a" kind = "grad" : tensor<4xf32>
+// CHECK-NEXT: %[[B:.*]] = zgraph.state "b" kind = "grad" : tensor<2x3xf32>
+// CHECK-NEXT: %[[FB:.*]] = zgraph.reshape %[[B]] : tensor<2x3xf32> -> tensor<6xf32>
+// CHECK-NEXT: %[[CAT:.*]] = zgraph.concat %[[A]], %[[FB]] axis = 0 : (tensor<4xf32>, tensor<6xf32>) -> tensor<10xf32>
+// CHECK-NEXT: %[[R:.*]] = zdist.all_reduce %[[CAT]] on @mesh axes = ["dp"] reduction = avg : tensor<10xf32>
+// CHECK-NEXT: %[[RA:.*]] = zgraph.slice %[[R]] starts = [0] limits = [4] strides = [1] : tensor<10xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[SB:.*]] = zgraph.slice %[[R]] starts = [4] limits = [10] strides = [1] : tensor<10xf32> -> tensor<6xf32>
+// CHECK-NEXT: %[[RB:.*]] = zgraph.reshape %[[SB]] : tensor<6xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: zgraph.assign %[[RA]] into %[[A]]
+// CHECK-NEXT: zgraph.assign %[[RB]] into %[[B]]
+// CHECK-NEXT: zgraph.sum_squares %[[RA]], %[[RB]]
+// expected-warning @+1 {{zero_optimization.allgather_bucket_size and stage3_prefetch_bucket_size are not applied yet}}
+module attributes {zcc.config = {zero_optimization = {stage = 0 : i64}}} {
+  zdist.mesh @mesh ["dp" = 2]
+  func.func @grad_norm() -> tensor<f64> {
+    %a = zgraph.state "a" kind = "grad" : tensor<4xf32>
+    %b = zgraph.state "b" kind = "grad" : tensor<2x3xf32>
+    %s = zgraph.sum_squares %a, %b : tensor<4xf32>, tensor<2x3xf32> -> tensor<f64>
+    return %s : tensor<f64>
   }
 }
 

@@ -48,9 +48,9 @@ int64_t configInt(DictionaryAttr dict, StringRef name, int64_t defaultValue) {
 class ZeroPartitioner {
 public:
   ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
-                  int64_t persistenceThreshold)
+                  int64_t persistenceThreshold, int64_t reduceBucketSize)
       : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
-        persistenceThreshold(persistenceThreshold),
+        persistenceThreshold(persistenceThreshold), reduceBucketSize(reduceBucketSize),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
         axes(builder.getStrArrayAttr({"dp"})) {}
 
@@ -104,7 +104,7 @@ private:
 
   ModuleOp module;
   OpBuilder builder;
-  int64_t dataParallel, stage, persistenceThreshold;
+  int64_t dataParallel, stage, persistenceThreshold, reduceBucketSize;
   FlatSymbolRefAttr meshRef;
   ArrayAttr axes;
   /// The full type of every partitioned parameter, by name.
@@ -205,23 +205,80 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
 /// is summed over the group.
 void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
   Block &body = gradNorm.getBody().front();
+  auto sum = cast<zgraph::SumSquaresOp>(*body.getOps<zgraph::SumSquaresOp>().begin());
   SmallVector<Value> whole, shards;
+  SmallVector<zgraph::StateOp> wholeStates;
   for (auto state : llvm::to_vector(body.getOps<zgraph::StateOp>())) {
     if (state.getKind() != "grad")
       continue;
-    if (stage >= 2 && sharded.count(state.getName())) {
+    if (stage >= 2 && sharded.count(state.getName()))
       shards.push_back(state);
-      continue;
+    else
+      wholeStates.push_back(state);
+  }
+  // Whole gradients are averaged in buckets of at most reduce_bucket_size
+  // elements (consecutive gradients of one element type): a bucket of
+  // several is flattened into one buffer, all-reduced once and split back.
+  SmallVector<SmallVector<zgraph::StateOp>> buckets;
+  int64_t filled = 0;
+  for (zgraph::StateOp state : wholeStates) {
+    int64_t size = state.getType().getNumElements();
+    bool fits = !buckets.empty() && filled + size <= reduceBucketSize &&
+                buckets.back().front().getType().getElementType() ==
+                    state.getType().getElementType();
+    if (!fits) {
+      buckets.emplace_back();
+      filled = 0;
     }
-    builder.setInsertionPointAfter(state);
-    Value reduced = allReduce(state.getLoc(), state, ReductionKind::Avg);
-    state.getResult().replaceAllUsesExcept(reduced, reduced.getDefiningOp());
-    builder.create<zgraph::AssignOp>(state.getLoc(), state, reduced);
-    whole.push_back(reduced);
+    buckets.back().push_back(state);
+    filled += size;
+  }
+  builder.setInsertionPoint(sum);
+  for (SmallVector<zgraph::StateOp> &bucket : buckets) {
+    Location loc = bucket.front().getLoc();
+    SmallVector<Value> reducedValues;
+    if (bucket.size() == 1) {
+      reducedValues.push_back(allReduce(loc, bucket.front(), ReductionKind::Avg));
+    } else {
+      Type element = bucket.front().getType().getElementType();
+      SmallVector<Value> flats;
+      int64_t total = 0;
+      for (zgraph::StateOp &state : bucket) {
+        int64_t size = state.getType().getNumElements();
+        flats.push_back(state.getType().getRank() == 1
+                            ? Value(state)
+                            : builder.create<zgraph::ReshapeOp>(
+                                  loc, RankedTensorType::get({size}, element), state));
+        total += size;
+      }
+      Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
+                                                    flats, builder.getI64IntegerAttr(0));
+      Value reduced = allReduce(loc, flat, ReductionKind::Avg);
+      int64_t offset = 0;
+      for (zgraph::StateOp &state : bucket) {
+        int64_t size = state.getType().getNumElements();
+        Value piece = builder.create<zgraph::SliceOp>(
+            loc, RankedTensorType::get({size}, element), reduced,
+            builder.getDenseI64ArrayAttr({offset}), builder.getDenseI64ArrayAttr({offset + size}),
+            builder.getDenseI64ArrayAttr({1}));
+        reducedValues.push_back(state.getType().getRank() == 1
+                                    ? piece
+                                    : builder.create<zgraph::ReshapeOp>(loc, state.getType(),
+                                                                        piece));
+        offset += size;
+      }
+    }
+    for (auto [state, reduced] : llvm::zip(bucket, reducedValues)) {
+      zgraph::StateOp target = state;
+      target.getResult().replaceUsesWithIf(reduced, [&](OpOperand &use) {
+        return use.getOwner() == sum.getOperation();
+      });
+      builder.create<zgraph::AssignOp>(target.getLoc(), target, reduced);
+      whole.push_back(reduced);
+    }
   }
   if (shards.empty())
     return;
-  auto sum = cast<zgraph::SumSquaresOp>(*body.getOps<zgraph::SumSquaresOp>().begin());
   Location loc = sum.getLoc();
   builder.setInsertionPoint(sum);
   Value shardSum = builder.create<zgraph::SumSquaresOp>(loc, sum.getType(), shards);
@@ -315,9 +372,10 @@ void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
   if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
     emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "
                        "program order, between the kernels around them");
-  emitWarning(module.getLoc(), "zero_optimization bucket sizes (reduce_bucket_size, allgather_bucket_size, "
-                     "stage3_prefetch_bucket_size) are not applied yet: each parameter's "
-                     "collective runs on its own");
+  emitWarning(module.getLoc(), "zero_optimization.allgather_bucket_size and "
+                     "stage3_prefetch_bucket_size are not applied yet: reduce-scatters and "
+                     "all-gathers run per parameter (reduce_bucket_size buckets the "
+                     "all-reduced gradients)");
 }
 
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
@@ -347,7 +405,10 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
       module.emitError() << "zero_optimization.stage must be 0 to 3, got " << stage;
       return signalPassFailure();
     }
-    ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold);
+    // "auto" (a string) leaves DeepSpeed's default.
+    int64_t bucket = configInt(zero, "reduce_bucket_size", 500000000);
+    ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
+                                std::max<int64_t>(1, bucket));
     if (failed(partitioner.run()))
       return signalPassFailure();
   }
