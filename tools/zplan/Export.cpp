@@ -2,9 +2,10 @@
 
 #include "tools/zplan/Export.h"
 
+#include "plan.pb.h"
 #include "runtime/Data/OnnxWeights.h"
-#include "runtime/Plan/PlanLoader.h"
 #include "runtime/Support/File.h"
+#include "runtime/Train/CheckpointFiles.h"
 
 #include <nlohmann/json.hpp>
 
@@ -26,35 +27,12 @@ struct Tensor {
 /// The parameters of the newest whole checkpoint in `dir`, by name, each
 /// joined from the ranks that held its rows.
 StatusOr<std::map<std::string, Tensor>> readParameters(const std::string &dir) {
-  StatusOr<std::string> latest = readFile(joinPath(dir, "latest"));
-  if (!latest.isOk())
-    return Status(StatusCode::kNotFound, dir + ": no checkpoint there (no 'latest' file); "
-                                               "pass the folder a run saved into with --save");
-  std::string name = *latest;
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
-    name.pop_back();
-  std::string stepDir = joinPath(dir, name);
-  std::string manifestPath = joinPath(stepDir, "manifest.json");
-  StatusOr<std::string> text = readFile(manifestPath);
-  if (!text.isOk())
-    return Status(StatusCode::kNotFound,
-                  manifestPath + " is missing: the checkpoint is not whole");
-  Json manifest = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.contains("files") || !manifest.contains("buffers"))
-    return Status(StatusCode::kInvalidArgument, manifestPath + ": not a checkpoint manifest");
-  std::vector<std::string> shards;
-  for (const Json &file : manifest["files"]) {
-    std::string path = joinPath(stepDir, file.value("name", ""));
-    StatusOr<std::string> bytes = readFile(path);
-    if (!bytes.isOk())
-      return bytes.takeStatus();
-    if (bytes->size() != file.value("bytes", uint64_t(0)) ||
-        planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
-      return Status(StatusCode::kDataLoss,
-                    path + ": the shard is corrupt (its size or CRC-32 does not match the "
-                           "manifest)");
-    shards.push_back(std::move(*bytes));
-  }
+  StatusOr<CheckpointFiles> read = readCheckpoint(dir);
+  if (!read.isOk())
+    return read.takeStatus();
+  const Json &manifest = read->manifest;
+  const std::string &manifestPath = read->manifestPath;
+  const std::vector<std::string> &shards = read->shards;
   std::map<std::string, Tensor> parameters;
   for (const Json &entry : manifest["buffers"]) {
     if (entry.value("kind", std::string()) != "parameter")

@@ -4,14 +4,15 @@
 
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Support/File.h"
+#include "runtime/Train/CheckpointFiles.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
-#include <map>
-#include <vector>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <vector>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -194,52 +195,27 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
 
 StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank) {
   const plan::Plan &plan = executor.plan().plan;
-  StatusOr<std::string> latest = readFile(joinPath(dir, "latest"));
-  if (!latest.isOk())
-    return Status(StatusCode::kNotFound,
-                  "--resume " + dir +
-                      ": no checkpoint there (no 'latest' file); pass the folder a run "
-                      "saved into with --save");
-  std::string name = *latest;
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
-    name.pop_back();
-  std::string stepDir = joinPath(dir, name);
-  std::string manifestPath = joinPath(stepDir, "manifest.json");
-  StatusOr<std::string> text = readFile(manifestPath);
-  if (!text.isOk())
-    return Status(StatusCode::kNotFound,
-                  "--resume " + dir + ": '" + manifestPath +
-                      "' is missing: the checkpoint is not whole");
-  Json manifest = Json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  // Every rank file is checked whole before anything is read from it.
+  StatusOr<CheckpointFiles> read = readCheckpoint(dir);
+  if (!read.isOk()) {
+    Status status = read.takeStatus();
+    if (status.code() == StatusCode::kNotFound)
+      return Status(StatusCode::kNotFound, "--resume " + status.message());
+    return status;
+  }
+  const Json &manifest = read->manifest;
+  const std::string &manifestPath = read->manifestPath;
+  const std::vector<std::string> &shards = read->shards;
   auto bad = [&](const std::string &what) {
     return Status(StatusCode::kInvalidArgument, manifestPath + ": " + what);
   };
-  if (manifest.is_discarded() || !manifest.is_object())
-    return bad("not a checkpoint manifest (not JSON)");
   for (const char *key : {"format", "plan_checksum", "world_size", "step", "applied", "samples",
-                          "loss_scaler", "files", "buffers"})
+                          "loss_scaler"})
     if (!manifest.contains(key))
       return bad(std::string("has no '") + key + "'");
   if (manifest["format"] != kFormat)
     return bad("has format " + manifest["format"].dump() + "; this zrun reads format " +
                std::to_string(kFormat));
-  const Json &files = manifest["files"];
-  if (!files.is_array() || files.empty())
-    return bad("lists no rank files");
-  // Every rank file is checked whole before anything is read from it.
-  std::vector<std::string> shards;
-  for (const Json &file : files) {
-    std::string path = joinPath(stepDir, file.value("name", ""));
-    StatusOr<std::string> bytes = readFile(path);
-    if (!bytes.isOk())
-      return bytes.takeStatus().addContext("--resume " + dir);
-    if (bytes->size() != file.value("bytes", uint64_t(0)) ||
-        planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
-      return Status(StatusCode::kDataLoss,
-                    path + ": the shard is corrupt (its size or CRC-32 does not match the "
-                           "manifest); resume from an earlier checkpoint");
-    shards.push_back(std::move(*bytes));
-  }
   std::map<std::string, const Json *> saved;
   for (const Json &entry : manifest["buffers"])
     saved[entry.value("name", std::string())] = &entry;
