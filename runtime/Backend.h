@@ -3,8 +3,8 @@
 // The executor is written once against this interface: device memory, copies
 // between host and device, kernels resolved by name before the first step
 // and launched in plan order. The cpu backend runs the reference kernels on
-// the calling thread; the cuda backend will enqueue on CUDA streams. Both run
-// the same conformance tests.
+// the calling thread; the cuda backend enqueues them on a CUDA stream. The
+// cuda kernels are checked against the cpu ones (test/Runtime/CudaKernels*).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +15,7 @@
 #include "runtime/Support/Status.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,6 +52,10 @@ public:
   virtual Status copyToDevice(void *device, const void *host,
                               uint64_t bytes) = 0;
   virtual Status copyToHost(void *host, const void *device, uint64_t bytes) = 0;
+  /// Copies between two device buffers in launch order (after everything
+  /// launched before it). Called in the step loop: it must not allocate.
+  virtual Status copyOnDevice(void *destination, const void *source,
+                              uint64_t bytes) = 0;
 
   /// Looks a kernel up once so that launching it needs no lookup.
   virtual StatusOr<KernelHandle> resolveKernel(const std::string &name) = 0;
@@ -61,12 +66,21 @@ public:
   virtual Status launch(KernelHandle kernel, const KernelArgs &args,
                         uint32_t stream) = 0;
 
-  /// Waits until everything launched has finished.
-  virtual Status synchronize() = 0;
+  /// Waits until everything launched has finished. `healthCheck`, when
+  /// given, is called while waiting (e.g. a communicator's check for a
+  /// failed or hung peer); its first error ends the wait with that error.
+  virtual Status synchronize(const std::function<Status()> &healthCheck = {}) = 0;
+
+  /// The native stream the plan's stream `index` runs on (a cudaStream_t on
+  /// the cuda backend), for communicators that enqueue collectives on it;
+  /// null on backends that run everything on the calling thread.
+  virtual void *nativeStream(uint32_t /*index*/) { return nullptr; }
 };
 
-/// The backend named `name` ("cpu"; "cuda" is not built yet).
-StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name);
+/// The backend named `name`: "cpu", or "cuda" on CUDA device
+/// `deviceOrdinal` where zcc was built with CUDA.
+StatusOr<std::unique_ptr<Backend>> createBackend(const std::string &name,
+                                                 int deviceOrdinal = 0);
 
 } // namespace zcc
 

@@ -3,6 +3,7 @@
 #include "runtime/Executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace zcc {
@@ -102,8 +103,7 @@ Status Executor::runCollective(const PreparedInstruction &step) {
     uint64_t bytes = static_cast<uint64_t>(out.numElements()) * cpu::dtypeBytes(out.dtype);
     const uint8_t *rows = static_cast<const uint8_t *>(in.data) +
                           bytes * static_cast<uint64_t>(communicator_->rank());
-    std::memcpy(out.data, rows, bytes);
-    return Status::ok();
+    return backend_->copyOnDevice(out.data, rows, bytes);
   }
   case Collective::kNone:
     break;
@@ -114,10 +114,13 @@ Status Executor::runCollective(const PreparedInstruction &step) {
 Status Executor::prepare(const ExecutorOptions &options) {
   const plan::Plan &plan = plan_.plan;
   communicator_ = options.communicator;
-  StatusOr<std::unique_ptr<Backend>> backend = createBackend(options.backend);
+  StatusOr<std::unique_ptr<Backend>> backend =
+      createBackend(options.backend, options.deviceOrdinal);
   if (!backend.isOk())
     return backend.takeStatus();
   backend_ = std::move(*backend);
+  if (communicator_)
+    communicator_->setStream(backend_->nativeStream(0));
 
   void *arena = nullptr;
   ZCC_RETURN_IF_ERROR(
@@ -363,7 +366,16 @@ Status Executor::run(const std::string &programName) {
     if (!status.isOk())
       return kernelFailed(std::move(status), *program, i);
   }
-  Status status = backend_->synchronize();
+  // A rank with peers watches them while it waits: a dead or hung peer ends
+  // the wait with the communicator's error instead of blocking forever.
+  auto start = std::chrono::steady_clock::now();
+  std::function<Status()> watchPeers;
+  if (communicator_)
+    watchPeers = [&] {
+      return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start));
+    };
+  Status status = backend_->synchronize(watchPeers);
   if (!status.isOk())
     return status.addContext("while finishing program '" + programName + "'");
   return Status::ok();

@@ -24,8 +24,10 @@
 namespace zcc {
 
 struct ExecutorOptions {
-  /// "cpu" (or "cuda", once it exists).
+  /// "cpu" or "cuda".
   std::string backend = "cpu";
+  /// The CUDA device this rank runs on (cuda backend).
+  int deviceOrdinal = 0;
   WeightOptions weights;
   /// This rank's communicator over the data-parallel group, for the plan's
   /// collectives; null for a one-rank plan.

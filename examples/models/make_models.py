@@ -103,6 +103,34 @@ class ExternalWeights:
         self.file.close()
 
 
+class SizedWeights(ExternalWeights):
+    """External data with the layout ExternalWeights writes but no values: the
+    data file is sparse (holes where the tensors would be). For compiling a
+    large model's plan, which reads only the tensors' sizes; the plan then runs
+    with zrun --weights random."""
+
+    sized_only = True
+
+    def add_shape(self, name, shape):
+        tensor = onnx.TensorProto()
+        tensor.name = name
+        tensor.data_type = onnx.TensorProto.FLOAT
+        tensor.dims.extend(shape)
+        length = 4 * math.prod(shape)
+        if length < EXTERNAL_DATA_THRESHOLD:
+            tensor.raw_data = bytes(length)
+            return tensor
+        end = self.file.seek(0, os.SEEK_END)
+        offset = end + (-end % EXTERNAL_DATA_ALIGNMENT)
+        self.file.seek(offset + length - 1)
+        self.file.write(b"\0")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+        for key, value in (("location", self.location), ("offset", offset), ("length", length)):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, str(value)
+        return tensor
+
+
 class GraphBuilder:
     """Builds a graph the way torch.onnx.export names it.
 
@@ -205,6 +233,9 @@ class GraphBuilder:
         rng = np.random.default_rng(seed)
         initializers = []
         for name, shape, init in self.params:
+            if getattr(weights, "sized_only", False):
+                initializers.append(weights.add_shape(name, shape))
+                continue
             if init == "normal":
                 array = rng.standard_normal(shape, dtype=np.float32)
                 array *= 0.02
@@ -360,6 +391,9 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights (numpy default_rng; default 0)")
     parser.add_argument("--external-data", action="store_true",
                         help="store weights in OUT.onnx.data next to the model (required over 1 GiB of weights)")
+    parser.add_argument("--sizes-only", action="store_true",
+                        help="with --external-data: a sparse data file without values, for compiling "
+                             "plans of large models that run with zrun --weights random")
     gpt2 = parser.add_argument_group("gpt2 size (a preset, then any of its values overridden)")
     gpt2.add_argument("--preset", choices=GPT2_PRESETS,
                       help="; ".join(f"{name}: " + " ".join(f"{k}={v}" for k, v in size.items())
@@ -399,7 +433,10 @@ def main(argv):
                  f"1 GiB inside the model file; add --external-data to write them to {args.output}.data")
 
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    weights = ExternalWeights(args.output + ".data") if args.external_data else InlineWeights()
+    if args.sizes_only and not args.external_data:
+        sys.exit("make_models.py: error: --sizes-only needs --external-data")
+    weights = (SizedWeights(args.output + ".data") if args.sizes_only else
+               ExternalWeights(args.output + ".data") if args.external_data else InlineWeights())
     try:
         model = b.make_model(args.model, doc, weights, args.seed)
     finally:
@@ -408,7 +445,9 @@ def main(argv):
 
     n_params = sum(math.prod(shape) for _, shape, _ in b.params)
     summary = f"wrote {args.output}: {doc}; {n_params:,} parameters; opset {args.opset}"
-    if args.opset <= onnx.defs.onnx_opset_version():
+    if args.sizes_only:
+        print(f"{summary}; weights: sizes only (sparse {args.output}.data)")
+    elif args.opset <= onnx.defs.onnx_opset_version():
         onnx.checker.check_model(args.output)  # by path: also finds the external data
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
         print(f"{summary}; onnx.checker and strict shape inference passed")

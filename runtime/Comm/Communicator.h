@@ -23,6 +23,7 @@
 #include "plan.pb.h"
 #include "runtime/Support/Status.h"
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -94,6 +95,20 @@ public:
   /// "aborted by rank R: <reason>" instead of waiting for this rank. The
   /// first abort's reason is the one reported.
   virtual void abort(const std::string &reason) = 0;
+
+  /// Device communicators (NCCL) enqueue their collectives on `stream`, a
+  /// backend's native stream, and a call then returns once the collective is
+  /// enqueued: it is complete, in stream order, before anything launched
+  /// after it runs. Host communicators ignore it.
+  virtual void setStream(void * /*stream*/) {}
+
+  /// Called while a rank has waited `waited` for its device: an error once a
+  /// collective has failed or the wait has outlived the communicator's
+  /// timeout (which also aborts the communicator). Host communicators time
+  /// out inside each call and have nothing to add.
+  virtual Status checkHealth(std::chrono::milliseconds /*waited*/) {
+    return Status::ok();
+  }
 };
 
 } // namespace zcc

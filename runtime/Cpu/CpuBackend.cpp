@@ -52,6 +52,13 @@ Status CpuBackend::copyToDevice(void *device, const void *host,
   return Status::ok();
 }
 
+Status CpuBackend::copyOnDevice(void *destination, const void *source,
+                                uint64_t bytes) {
+  if (bytes && destination != source)
+    std::memmove(destination, source, static_cast<size_t>(bytes));
+  return Status::ok();
+}
+
 Status CpuBackend::copyToHost(void *host, const void *device, uint64_t bytes) {
   if (bytes)
     std::memcpy(host, device, static_cast<size_t>(bytes));

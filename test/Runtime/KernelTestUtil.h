@@ -233,12 +233,14 @@ public:
     return *this;
   }
 
-  /// Runs the kernel; where allocations are counted, a successful run must
-  /// not have made any.
-  Status run() {
-    cpu::KernelFn fn = cpu::findKernel(kernel_);
-    if (!fn)
-      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
+  const std::string &kernel() const { return kernel_; }
+  const plan::Instruction &instruction() const { return instruction_; }
+  /// The index of the input output `i` aliases, or -1.
+  int aliasOf(size_t i) const { return aliases_.at(i); }
+  size_t inputCount() const { return inputs_.size(); }
+
+  /// The kernel's arguments, pointing at this call's host tensors.
+  cpu::KernelArgs hostArgs() {
     cpu::KernelArgs args;
     for (Tensor &t : inputs_)
       args.inputs.push_back({t.bytes.data(), t.dtype, t.shape});
@@ -247,6 +249,16 @@ public:
       args.outputs.push_back({t.bytes.data(), t.dtype, t.shape});
     }
     args.attributes = &instruction_.attributes();
+    return args;
+  }
+
+  /// Runs the kernel; where allocations are counted, a successful run must
+  /// not have made any.
+  Status run() {
+    cpu::KernelFn fn = cpu::findKernel(kernel_);
+    if (!fn)
+      return Status(StatusCode::kNotFound, "no kernel " + kernel_);
+    cpu::KernelArgs args = hostArgs();
 #ifdef ZCC_COUNT_ALLOCATIONS
     long allocations = 0;
     Status status;

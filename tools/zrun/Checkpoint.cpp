@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -102,6 +104,20 @@ void syncDirectory(const std::string &dir) {
   }
 }
 
+/// Fault injection for the crash tests: ZCC_KILL_DURING_SAVE=STEP makes
+/// the process kill itself (SIGKILL, as an outside kill would) during the
+/// save of step STEP, once every rank has written its file and before the
+/// manifest exists: the moment a crash must not turn into a checkpoint.
+void killIfInjected(int64_t step) {
+  const char *value = std::getenv("ZCC_KILL_DURING_SAVE");
+  if (value && *value && std::strtoll(value, nullptr, 10) == step) {
+    std::fprintf(stderr, "zrun: ZCC_KILL_DURING_SAVE=%s: killing this process mid-save\n",
+                 value);
+    std::fflush(stderr);
+    ::kill(::getpid(), SIGKILL);
+  }
+}
+
 } // namespace
 
 Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainState &state,
@@ -131,6 +147,7 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
     ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
 
   if (rank == 0) {
+    killIfInjected(state.step);
     int world = communicator ? communicator->size() : 1;
     Json files = Json::array();
     for (int r = 0; r < world; ++r) {

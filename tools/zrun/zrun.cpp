@@ -1,6 +1,6 @@
 //===- zrun.cpp - The zcc runtime launcher --------------------------------===//
 //
-//   zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]
+//   zrun PLAN.bin [--backend cpu|cuda] [--input NAME=FILE.npy ...]
 //       [--output-dir DIR] [--weights random|DIR|MODEL.onnx|FILE.safetensors]
 //       [--seed S] [--nproc N]
 //
@@ -16,7 +16,13 @@
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Comm/LocalCommunicator.h"
+#include "tools/zrun/Launch.h"
 #include "tools/zrun/Train.h"
+#ifdef ZCC_HAVE_CUDA_BACKEND
+#include "runtime/Cuda/NcclCommunicator.h"
+
+#include <cuda_runtime_api.h>
+#endif
 
 #include <cerrno>
 #include <cstdio>
@@ -33,7 +39,7 @@ using namespace zcc;
 namespace {
 
 const char kUsage[] =
-    "usage: zrun PLAN.bin [--backend cpu] [--input NAME=FILE.npy ...]\n"
+    "usage: zrun PLAN.bin [--backend cpu|cuda] [--input NAME=FILE.npy ...]\n"
     "            [--output-dir DIR]\n"
     "            [--weights random|DIR|MODEL.onnx|FILE.safetensors]\n"
     "            [--seed S] [--nproc N]\n"
@@ -43,7 +49,7 @@ const char kUsage[] =
     "DIR/<output name>.npy (DIR: --output-dir, default the current folder;\n"
     "a '/' in an output name becomes '_').\n"
     "\n"
-    "  --backend cpu          the backend (cuda is not supported yet)\n"
+    "  --backend cpu|cuda     the backend (default cpu)\n"
     "  --input NAME=FILE.npy  a graph input, once per input\n"
     "  --output-dir DIR       where outputs are written (created if missing)\n"
     "  --weights SOURCE       where the weights come from (default: the byte\n"
@@ -61,7 +67,10 @@ const char kUsage[] =
     "                         shape\n"
     "  --seed S               the seed of --weights random (default 0)\n"
     "  --memory-report        print the device memory the run allocated\n"
-    "  --nproc N              processes; must equal the plan's world size\n"
+    "  --nproc N              ranks; must equal the plan's world size (cpu:\n"
+    "                         threads; cuda: one process per GPU)\n"
+    "  --comm-timeout S       seconds a rank waits for the others before it\n"
+    "                         gives the job up (default 30)\n"
     "\n"
     "On a training plan, runs --steps optimizer steps:\n"
     "  --steps N              optimizer steps to run\n"
@@ -101,6 +110,10 @@ struct Options {
   GradCheckOptions gradCheck;
   bool haveSteps = false;
   bool haveTrainOptions = false;
+  /// How long a rank waits for its peers before it gives the job up.
+  int64_t commTimeoutSeconds = 30;
+  /// The command line, for the ranks the launcher starts.
+  char **argv = nullptr;
 };
 
 /// Parses a whole non-negative decimal integer.
@@ -162,7 +175,8 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
                          name == "--save" || name == "--save-every" || name == "--resume";
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
-                   name == "--seed" || name == "--nproc" || isTrainOption;
+                   name == "--seed" || name == "--nproc" || name == "--comm-timeout" ||
+                   isTrainOption;
     options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
       return usageError("unknown option '" + name + "'");
@@ -243,6 +257,11 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (value.empty())
         return usageError("--log-json needs a file");
       options.train.logJson = value;
+    } else if (name == "--comm-timeout") {
+      uint64_t seconds = 0;
+      if (!parseInteger(value, seconds) || seconds == 0 || seconds > 86400)
+        return usageError("--comm-timeout " + value + ": expected seconds, 1 to 86400");
+      options.commTimeoutSeconds = static_cast<int64_t>(seconds);
     } else if (name == "--nproc") {
       uint64_t nproc = 0;
       if (!parseInteger(value, nproc) || nproc == 0 || nproc > (1u << 20))
@@ -444,8 +463,53 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
 
   // One rank: this thread. More: the ranks of the job as threads, each with
   // its own executor (its own arena) and its communicator of one group.
+#ifdef ZCC_HAVE_CUDA_BACKEND
+  // On the cuda backend each rank is a process of its own, with its GPU.
+  std::unique_ptr<NcclCommunicator> nccl;
+  if (options.backend == "cuda" && world > 1) {
+    StatusOr<ProcessRole> role = processRole();
+    if (!role.isOk())
+      return role.takeStatus();
+    std::chrono::seconds timeout(options.commTimeoutSeconds);
+    if (!role->isRank) {
+      StatusOr<ncclUniqueId> id = makeNcclId();
+      if (!id.isOk())
+        return id.takeStatus();
+      return launchRanks(options.argv, world, ncclIdToHex(*id), timeout + std::chrono::seconds(15))
+          .addContext(path);
+    }
+    if (role->worldSize != world)
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "%s: plan was compiled for world size %d, but this job has %d ranks; "
+                        "recompile with --world-size %d",
+                        path.c_str(), world, role->worldSize, role->worldSize);
+    std::string idHex = role->ncclIdHex;
+    if (idHex.empty()) {
+      if (role->rank == 0) {
+        StatusOr<ncclUniqueId> id = makeNcclId();
+        if (!id.isOk())
+          return id.takeStatus();
+        idHex = ncclIdToHex(*id);
+      }
+      ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
+    }
+    ncclUniqueId id;
+    ZCC_RETURN_IF_ERROR(ncclIdFromHex(idHex, id), "rank %d", role->rank);
+    if (cudaSetDevice(role->localRank) != cudaSuccess)
+      return makeStatus(StatusCode::kUnavailable,
+                        "rank %d: cannot use CUDA device %d (LOCAL_RANK); this node has "
+                        "fewer GPUs than ranks",
+                        role->rank, role->localRank);
+    StatusOr<std::unique_ptr<NcclCommunicator>> created =
+        NcclCommunicator::create(id, role->rank, world, timeout);
+    if (!created.isOk())
+      return created.takeStatus().addContext(formatString("rank %d", role->rank));
+    nccl = std::move(*created);
+    executorOptions.deviceOrdinal = role->localRank;
+  }
+#endif
   std::unique_ptr<LocalCommunicatorGroup> group;
-  if (world > 1) {
+  if (world > 1 && options.backend == "cpu") {
     StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
     if (!created.isOk())
       return created.takeStatus();
@@ -454,9 +518,16 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   std::vector<Status> results(world, Status::ok());
   std::vector<uint64_t> allocated(world, 0);
   std::string backendName;
+  auto communicatorOf = [&](int rank) -> Communicator * {
+#ifdef ZCC_HAVE_CUDA_BACKEND
+    if (nccl)
+      return nccl.get();
+#endif
+    return group ? group->communicator(rank) : nullptr;
+  };
   auto runRank = [&](int rank, LoadedPlan plan) {
     ExecutorOptions rankOptions = executorOptions;
-    rankOptions.communicator = group ? group->communicator(rank) : nullptr;
+    rankOptions.communicator = communicatorOf(rank);
     rankOptions.weights.shardIndex = rank;
     StatusOr<std::unique_ptr<Executor>> executor =
         Executor::instantiate(std::move(plan), rankOptions);
@@ -471,12 +542,22 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       if (rank == 0)
         backendName = (*executor)->backend().name();
     }
-    if (!status.isOk() && group)
-      group->communicator(rank)->abort(status.message());
+    if (!status.isOk() && rankOptions.communicator)
+      rankOptions.communicator->abort(status.message());
     results[rank] = std::move(status);
   };
   if (world == 1) {
     runRank(0, std::move(loaded));
+  } else if (!group) {
+    // This process is one rank of a job of processes.
+    int rank = communicatorOf(0)->rank();
+    runRank(rank, std::move(loaded));
+    if (!results[rank].isOk())
+      return results[rank].addContext(formatString("rank %d", rank)).addContext(path);
+    if (options.memoryReport)
+      std::printf("device memory: %llu bytes allocated on %s (rank %d)\n",
+                  static_cast<unsigned long long>(allocated[rank]), options.backend.c_str(), rank);
+    return Status::ok();
   } else {
     std::vector<std::thread> threads;
     for (int rank = 0; rank < world; ++rank)
@@ -537,10 +618,6 @@ Status runZrun(const Options &options) {
     return Status(StatusCode::kInvalidArgument,
                   "--backend " + options.backend +
                       ": unknown backend (the backends are cpu and cuda)");
-  if (options.backend == "cuda")
-    return Status(StatusCode::kUnimplemented,
-                  "--backend cuda is not supported yet; run with --backend "
-                  "cpu");
   if (plan.mode() == "train")
     return runTraining(options, std::move(*loaded));
   if (options.haveTrainOptions)
@@ -555,6 +632,7 @@ Status runZrun(const Options &options) {
 
 int main(int argc, char **argv) {
   Options options;
+  options.argv = argv;
   bool help = false;
   Status status = parseArguments(argc, argv, options, help);
   if (status.isOk() && help) {

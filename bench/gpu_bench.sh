@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# zcc against its peers on the GPUs of one node, side by side.
+#
+#   bash bench/gpu_bench.sh compile [OUT]   here (zcc, no GPU): models (sizes
+#                                           only) and plans into OUT
+#                                           (default build-bench)
+#   bash bench/gpu_bench.sh run [OUT]       on the GPU machine, after
+#                                           tools/gpu/check.sh built zrun:
+#                                           every case, then the table
+#
+# Cases (GPT-2-style decoder, vocabulary 50304, sequence 1024, bf16, AdamW,
+# random init, 2 GPUs): gpt2-medium and gpt2-xl at micro-batch 8 per GPU with
+# ZeRO 0 (against PyTorch DDP) and ZeRO 3 (against FSDP2); a 6.7 B model (32
+# layers, width 4096) at micro-batch 4 with ZeRO 3 against FSDP2. Each run
+# prints tokens/s, TFLOP/s per GPU and peak memory per GPU; the table gives
+# zcc / peer for each. Pipeline inference needs pipeline plans, which zcc
+# does not compile yet: that row reports the peer alone.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:?compile or run}
+out=${2:-$root/build-bench}
+python=${PYTHON:-python3}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+cases="gpt2-medium:0:8 gpt2-medium:3:8 gpt2-xl:0:8 gpt2-xl:3:8 gpt-6.7b:3:4"
+steps=${STEPS:-8}
+
+size_args() {
+  case $1 in
+    gpt2-medium) echo "--preset gpt2-medium" ;;
+    gpt2-xl) echo "--preset gpt2-xl" ;;
+    gpt-6.7b) echo "--layers 32 --width 4096 --heads 32" ;;
+  esac
+}
+
+if [ "$mode" = compile ]; then
+  zcc=${ZCC:-$root/build/bin/zcc}
+  models=${MODELS:-/tmp/zcc-bench-models}
+  mkdir -p "$out" "$models"
+  for item in $cases; do
+    IFS=: read -r model stage micro <<< "$item"
+    onnx=$models/$model-mb$micro.onnx
+    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 \
+      $(size_args "$model") --vocab 50304 --seq 1024 --batch "$micro" --external-data --sizes-only -o "$onnx"
+    "$zcc" "$onnx" -c "$root/bench/configs/zero${stage}_bf16_mb$micro.json" --world-size 2 \
+      --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
+    echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
+  done
+  exit 0
+fi
+
+zrun=${ZRUN:-$root/build-gpu/bin/zrun}
+results=$out/results.jsonl
+: > "$results"
+for item in $cases; do
+  IFS=: read -r model stage micro <<< "$item"
+  plan=$out/$model-z$stage.plan
+  log=$out/$model-z$stage
+  "$zrun" "$plan" --backend cuda --nproc 2 --weights random --steps "$steps" \
+    --log-json "$log.jsonl" --memory-report > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
+  $python - "$log" "$model" "$stage" "$micro" "$plan" >> "$results" <<'PY'
+import json, re, sys
+log, model, stage, micro, plan = sys.argv[1:6]
+try:
+    steps = [json.loads(l) for l in open(log + ".jsonl")]
+except FileNotFoundError:
+    steps = []
+text = open(log + ".log").read()
+arena = [int(x) for x in re.findall(r"device memory: (\d+) bytes", text)]
+timed = steps[2:] or steps
+tps = sum(s["tokens_per_s"] for s in timed) / len(timed) if timed else 0.0
+print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps,
+                  "peak_gib": max(arena) / 2**30 if arena else None,
+                  "loss_first": steps[0]["loss"] if steps else None,
+                  "loss_last": steps[-1]["loss"] if steps else None}))
+PY
+  peer=$([ "$stage" = 0 ] && echo ddp || echo fsdp2)
+  torchrun --nproc-per-node 2 "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
+    2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
+done
+$python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
+torchrun --nproc-per-node 2 "$root/bench/peers.py" --system pipeline --preset gpt2-xl --batch 32 --chunks 8 \
+  2> "$out/pipeline.err" | tail -1 >> "$results" || tail -5 "$out/pipeline.err"
+$python "$root/bench/table.py" "$results"

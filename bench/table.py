@@ -1,0 +1,48 @@
+"""Prints bench/gpu_bench.sh's results (one JSON object per run) as a table:
+each zcc run next to its peer (ZeRO-0 against DDP, ZeRO-3 against FSDP2) with
+tokens/s, TFLOP/s per GPU, peak memory per GPU and the ratios zcc / peer."""
+
+import json
+import sys
+
+SIZES = {
+    "gpt2-medium": (24, 1024),
+    "gpt2-xl": (48, 1600),
+    "gpt-6.7b": (32, 4096),
+}
+VOCAB, SEQ, GPUS = 50304, 1024, 2
+
+
+def tflops_per_gpu(model, tokens_per_s):
+    layers, width = SIZES[model]
+    params = VOCAB * width + SEQ * width + layers * (12 * width * width + 13 * width) + 2 * width
+    per_token = 6 * params + 12 * layers * SEQ * width
+    return tokens_per_s * per_token / GPUS / 1e12
+
+
+def main():
+    rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
+    by = {(r["system"], r["model"]): r for r in rows}
+    print(f"| model | zcc | tokens/s | TFLOP/s/GPU | peak GiB/GPU | peer | tokens/s | TFLOP/s/GPU | "
+          f"peak GiB/GPU | tokens/s zcc/peer | memory zcc/peer |")
+    print("|" + "---|" * 11)
+    for (system, model), r in by.items():
+        if not system.startswith("zcc-"):
+            continue
+        peer_name = "ddp" if system == "zcc-z0" else "fsdp2"
+        p = by.get((peer_name, model), {})
+        zt, pt = r.get("tokens_per_s") or 0, p.get("tokens_per_s") or 0
+        zm, pm = r.get("peak_gib"), p.get("peak_gib")
+        fmt = lambda v, f: (f % v) if isinstance(v, (int, float)) and v else "–"
+        print(f"| {model} | {system[4:].replace('z', 'ZeRO-')} | {fmt(zt, '%.0f')} | {fmt(tflops_per_gpu(model, zt), '%.0f')} | "
+              f"{fmt(zm, '%.1f')} | {peer_name} | {fmt(pt, '%.0f')} | {fmt(tflops_per_gpu(model, pt) if pt else 0, '%.0f')} | "
+              f"{fmt(pm, '%.1f')} | {fmt(zt / pt if pt else 0, '%.2f')} | {fmt(zm / pm if zm and pm else 0, '%.2f')} |")
+    for key in (("single-infer", "gpt2-xl"), ("torch-pipelining", "gpt2-xl")):
+        if key in by:
+            r = by[key]
+            print(f"{key[0]} {key[1]}: {r['tokens_per_s']:.0f} tokens/s, latency {r['latency_s'] * 1e3:.1f} ms per batch")
+    print("zcc pipeline inference: not run (zcc does not compile pipeline plans yet)")
+
+
+if __name__ == "__main__":
+    main()

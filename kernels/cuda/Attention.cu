@@ -1,0 +1,1281 @@
+//===- Attention.cu - Flash-attention style forward and backward ----------===//
+//
+// No queries x keys matrix ever reaches global memory: the forward (after
+// FlashAttention) gives each block a tile of queries of one head and streams
+// the keys and values through shared memory in tiles, keeping a running
+// maximum and sum per query row (the online softmax) and the output rows in
+// registers. The backward (after FlashAttention-2) first runs the forward
+// once more to keep, per query row, the softmax maximum, the reciprocal of
+// its sum and D = grad . output in the workspace; then one kernel gives each
+// block a tile of keys and accumulates their key and value gradients over
+// the query tiles, and another gives each block a tile of queries and
+// accumulates their query gradients over the key tiles. Every sum runs in a
+// fixed order: no atomics, the results are deterministic.
+//
+// Everything accumulates in f32 (f64 for f64 operands), loaded from and
+// rounded to the operands' type at the edges.
+//
+// Two sets of kernels: f16 and bf16 with head sizes up to 128 multiply on
+// tensor cores ("Tensor-core kernels" below); everything else (f32, f64,
+// and head sizes up to kMaxAttentionHeadSize) on the f32 and f64 cores,
+// in these kernels' thread layout: 128 threads, 16 row groups x 8 column
+// groups. A thread owns the rows rowGroup + 16 r (r < R) of a tile of 16 R
+// rows, the score columns columnGroup + 8 c (c < 2 R) of a tile of 16 R keys
+// (or queries), and the head-size columns columnGroup + 8 t (t < kChunks).
+// Shared tiles have odd row strides, so the column groups' reads down a
+// column hit distinct banks.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/AttentionLaunch.h"
+#include "kernels/cuda/DeviceSupport.cuh"
+
+#include <type_traits>
+
+namespace zcc::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kRowGroups = 16, kColumnGroups = 8;
+
+extern __shared__ __align__(16) unsigned char attentionShared[];
+
+__device__ __forceinline__ float expAcc(float x) { return expf(x); }
+__device__ __forceinline__ double expAcc(double x) { return exp(x); }
+
+/// Reductions over the 8 column groups of a row (adjacent lanes); every
+/// lane of the warp must take part.
+template <typename A> __device__ __forceinline__ A rowGroupMax(A value) {
+  for (int offset = 1; offset < kColumnGroups; offset <<= 1)
+    value = fmax(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+template <typename A> __device__ __forceinline__ A rowGroupSum(A value) {
+  for (int offset = 1; offset < kColumnGroups; offset <<= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
+}
+
+/// An odd row stride of at least `width` elements.
+__host__ __device__ inline int oddStride(int64_t width) {
+  return static_cast<int>(width) | 1;
+}
+
+/// The sizes every kernel reads.
+struct Dims {
+  int64_t heads, queries, keys;
+  int headSize, valueSize;
+  bool causal;
+  /// Key j is visible to query i iff j <= i + offset (causal only).
+  int64_t offset;
+};
+
+Dims dimsOf(const AttentionShape &shape) {
+  Dims d;
+  d.heads = shape.heads;
+  d.queries = shape.queries;
+  d.keys = shape.keys;
+  d.headSize = static_cast<int>(shape.headSize);
+  d.valueSize = static_cast<int>(shape.valueSize);
+  d.causal = shape.causal;
+  d.offset = shape.keys - shape.queries;
+  return d;
+}
+
+/// Copies rows [first, first + tileRows) of the [rowCount, width] matrix at
+/// `src` into `dst` (row stride `stride`), widened to A; rows past
+/// `rowCount` become zeros.
+template <typename T, typename A>
+__device__ void loadTile(A *dst, int stride, const T *src, int64_t first,
+                         int64_t rowCount, int width, int tileRows) {
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < tileRows; r += kThreads / 32) {
+    int64_t row = first + r;
+    A *out = dst + r * stride;
+    if (row < rowCount) {
+      const T *in = src + row * width;
+      for (int c = lane; c < width; c += 32)
+        out[c] = load(in + c);
+    } else {
+      for (int c = lane; c < width; c += 32)
+        out[c] = A(0);
+    }
+  }
+}
+
+/// acc[r][c] += sum_d a[row r][d] * b[column c][d], rows rowGroup + 16 r of
+/// `a`, columns columnGroup + 8 c of `b` (both row-major tiles in shared
+/// memory with stride `stride`).
+template <int R, int C, typename A>
+__device__ __forceinline__ void tileProduct(A (&acc)[R][C], const A *a,
+                                            const A *b, int stride, int width) {
+  int rowGroup = threadIdx.x / kColumnGroups,
+      columnGroup = threadIdx.x % kColumnGroups;
+  const A *aRow = a + rowGroup * stride;
+  const A *bRow = b + columnGroup * stride;
+#pragma unroll 2
+  for (int d = 0; d < width; ++d) {
+    A av[R], bv[C];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      av[r] = aRow[r * kRowGroups * stride + d];
+#pragma unroll
+    for (int c = 0; c < C; ++c)
+      bv[c] = bRow[c * kColumnGroups * stride + d];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        acc[r][c] += av[r] * bv[c];
+  }
+}
+
+/// out[r][t] += sum_j weights[row r][j] * m[j][columnGroup + 8 t] over j <
+/// `count`, for the columns below `width`.
+template <int R, int kChunks, typename A>
+__device__ __forceinline__ void
+accumulateRows(A (&out)[R][kChunks], const A *weights, int weightStride,
+               const A *m, int stride, int width, int count) {
+  int rowGroup = threadIdx.x / kColumnGroups,
+      columnGroup = threadIdx.x % kColumnGroups;
+  const A *wRow = weights + rowGroup * weightStride;
+  for (int j = 0; j < count; ++j) {
+    A w[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      w[r] = wRow[r * kRowGroups * weightStride + j];
+    const A *mRow = m + j * stride;
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t) {
+      int column = columnGroup + kColumnGroups * t;
+      if (column < width) {
+        A x = mRow[column];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          out[r][t] += w[r] * x;
+      }
+    }
+  }
+}
+
+/// The device pointers and sizes of one launch.
+struct KernelArgs {
+  Dims dims;
+  double scale;
+  const void *query, *key, *value, *grad;
+  void *result;                          // forward
+  void *queryGrad, *keyGrad, *valueGrad; // backward
+  // Per query row (heads * queries each, in A): the softmax maximum, the
+  // reciprocal of the softmax sum, and D = grad . output.
+  void *rowMax, *rowInverseSum, *rowDelta;
+};
+
+//===----------------------------------------------------------------------===//
+// Forward (also the statistics pass of the backward)
+//===----------------------------------------------------------------------===//
+
+/// Block: a tile of 16 R queries of one head. With kStats, writes the row
+/// statistics instead of the output.
+template <typename T, int R, int kChunks, bool kStats>
+__global__ void __launch_bounds__(kThreads)
+    attentionForwardKernel(KernelArgs args) {
+  using A = Acc<T>;
+  constexpr int kTile = kRowGroups * R, C = 2 * R;
+  const Dims &dims = args.dims;
+  const int qStride = oddStride(dims.headSize),
+            vStride = oddStride(dims.valueSize), pStride = kTile + 1;
+  A *qs = reinterpret_cast<A *>(attentionShared);
+  A *ks = qs + kTile * qStride;
+  A *vs = ks + kTile * qStride;
+  A *ps = vs + kTile * vStride;
+
+  // Tile-major order, last (for causal: heaviest) query tiles first.
+  int64_t tiles = (dims.queries + kTile - 1) / kTile;
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kTile;
+  const T *query =
+      static_cast<const T *>(args.query) + head * dims.queries * dims.headSize;
+  const T *key =
+      static_cast<const T *>(args.key) + head * dims.keys * dims.headSize;
+  const T *value =
+      static_cast<const T *>(args.value) + head * dims.keys * dims.valueSize;
+
+  const int rowGroup = threadIdx.x / kColumnGroups,
+            columnGroup = threadIdx.x % kColumnGroups;
+  const A scale = static_cast<A>(args.scale);
+  const A negativeInfinity = -INFINITY;
+  A rowMax[R], rowSum[R], acc[R][kChunks];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    rowMax[r] = negativeInfinity;
+    rowSum[r] = 0;
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t)
+      acc[r][t] = 0;
+  }
+
+  loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
+  int64_t keyEnd = dims.keys;
+  if (dims.causal) {
+    int64_t lastQuery = min(q0 + kTile, dims.queries) - 1;
+    keyEnd = min(dims.keys, lastQuery + dims.offset + 1);
+  }
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kTile) {
+    __syncthreads(); // The previous tile is consumed.
+    loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
+    loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+    __syncthreads();
+    A s[R][C];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        s[r][c] = 0;
+    tileProduct(s, qs, ks, qStride, dims.headSize);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int64_t i = q0 + rowGroup + kRowGroups * r;
+      int64_t lastKey = dims.causal ? i + dims.offset : dims.keys - 1;
+      A tileMax = negativeInfinity;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        int64_t j = k0 + columnGroup + kColumnGroups * c;
+        s[r][c] =
+            j < dims.keys && j <= lastKey ? s[r][c] * scale : negativeInfinity;
+        tileMax = fmax(tileMax, s[r][c]);
+      }
+      A newMax = fmax(rowMax[r], rowGroupMax(tileMax));
+      // A row with nothing visible yet keeps all its weights at zero.
+      A reference = newMax == negativeInfinity ? A(0) : newMax;
+      A correction = expAcc(rowMax[r] - reference);
+      A sum = 0;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        s[r][c] = expAcc(s[r][c] - reference);
+        sum += s[r][c];
+        ps[(rowGroup + kRowGroups * r) * pStride + columnGroup +
+           kColumnGroups * c] = s[r][c];
+      }
+      rowSum[r] = rowSum[r] * correction + rowGroupSum(sum);
+      rowMax[r] = newMax;
+#pragma unroll
+      for (int t = 0; t < kChunks; ++t)
+        acc[r][t] *= correction;
+    }
+    __syncthreads();
+    int count = static_cast<int>(min(int64_t{kTile}, keyEnd - k0));
+    accumulateRows(acc, ps, pStride, vs, vStride, dims.valueSize, count);
+  }
+
+  int64_t rowBase = head * dims.queries;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t i = q0 + rowGroup + kRowGroups * r;
+    bool valid = i < dims.queries;
+    if constexpr (!kStats) {
+      // Without any key the cpu divides 0 by 0: NaN here too.
+      T *out = static_cast<T *>(args.result) + (rowBase + i) * dims.valueSize;
+#pragma unroll
+      for (int t = 0; t < kChunks; ++t) {
+        int column = columnGroup + kColumnGroups * t;
+        if (valid && column < dims.valueSize)
+          store(out + column, acc[r][t] / rowSum[r]);
+      }
+    } else {
+      A inverseSum = A(1) / rowSum[r];
+      const T *grad = static_cast<const T *>(args.grad) +
+                      (rowBase + (valid ? i : 0)) * dims.valueSize;
+      A delta = 0;
+#pragma unroll
+      for (int t = 0; t < kChunks; ++t) {
+        int column = columnGroup + kColumnGroups * t;
+        if (valid && column < dims.valueSize)
+          delta += load(grad + column) * (acc[r][t] * inverseSum);
+      }
+      delta = rowGroupSum(delta);
+      if (valid && columnGroup == 0) {
+        static_cast<A *>(args.rowMax)[rowBase + i] =
+            rowMax[r] == negativeInfinity ? A(0) : rowMax[r];
+        static_cast<A *>(args.rowInverseSum)[rowBase + i] = inverseSum;
+        static_cast<A *>(args.rowDelta)[rowBase + i] = delta;
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: key and value gradients
+//===----------------------------------------------------------------------===//
+
+/// Block: a tile of 16 R keys of one head, accumulating over the query
+/// tiles that see them. Thread rows are keys, score columns queries.
+template <typename T, int R, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    attentionKeyGradKernel(KernelArgs args) {
+  using A = Acc<T>;
+  constexpr int kTile = kRowGroups * R, C = 2 * R;
+  const Dims &dims = args.dims;
+  const int qStride = oddStride(dims.headSize),
+            vStride = oddStride(dims.valueSize), pStride = kTile + 1;
+  A *ks = reinterpret_cast<A *>(attentionShared);
+  A *vs = ks + kTile * qStride;
+  A *qs = vs + kTile * vStride;
+  A *gs = qs + kTile * qStride; // grad rows
+  A *ps = gs + kTile * vStride; // P^T
+  A *ds = ps + kTile * pStride; // dS^T
+  A *statMax = ds + kTile * pStride;
+  A *statInverseSum = statMax + kTile;
+  A *statDelta = statInverseSum + kTile;
+
+  // Tile-major order, first (for causal: heaviest) key tiles first.
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t k0 = (blockIdx.x / dims.heads) * kTile;
+  int64_t qkBase = head * dims.queries, kBase = head * dims.keys;
+  const T *query = static_cast<const T *>(args.query) + qkBase * dims.headSize;
+  const T *grad = static_cast<const T *>(args.grad) + qkBase * dims.valueSize;
+  const T *key = static_cast<const T *>(args.key) + kBase * dims.headSize;
+  const T *value = static_cast<const T *>(args.value) + kBase * dims.valueSize;
+  const A *rowMax = static_cast<const A *>(args.rowMax) + qkBase;
+  const A *rowInverseSum = static_cast<const A *>(args.rowInverseSum) + qkBase;
+  const A *rowDelta = static_cast<const A *>(args.rowDelta) + qkBase;
+
+  const int rowGroup = threadIdx.x / kColumnGroups,
+            columnGroup = threadIdx.x % kColumnGroups;
+  const A scale = static_cast<A>(args.scale);
+  A keyGrad[R][kChunks], valueGrad[R][kChunks];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t)
+      keyGrad[r][t] = valueGrad[r][t] = 0;
+
+  loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
+  loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+  // The first query that sees key k0.
+  int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
+  for (int64_t q0 = firstQuery / kTile * kTile; q0 < dims.queries;
+       q0 += kTile) {
+    __syncthreads(); // The previous tile is consumed.
+    loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
+    loadTile(gs, vStride, grad, q0, dims.queries, dims.valueSize, kTile);
+    for (int r = threadIdx.x; r < kTile; r += kThreads) {
+      bool valid = q0 + r < dims.queries;
+      statMax[r] = valid ? rowMax[q0 + r] : A(0);
+      statInverseSum[r] = valid ? rowInverseSum[q0 + r] : A(0);
+      statDelta[r] = valid ? rowDelta[q0 + r] : A(0);
+    }
+    __syncthreads();
+    A s[R][C], dp[R][C];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        s[r][c] = dp[r][c] = 0;
+    tileProduct(s, ks, qs, qStride, dims.headSize);
+    tileProduct(dp, vs, gs, vStride, dims.valueSize);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int64_t j = k0 + rowGroup + kRowGroups * r;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        int local = columnGroup + kColumnGroups * c;
+        int64_t i = q0 + local;
+        bool visible = i < dims.queries && j < dims.keys &&
+                       (!dims.causal || j <= i + dims.offset);
+        A p = visible ? expAcc(s[r][c] * scale - statMax[local]) *
+                            statInverseSum[local]
+                      : A(0);
+        int at = (rowGroup + kRowGroups * r) * pStride + local;
+        ps[at] = p;
+        ds[at] = p * (dp[r][c] - statDelta[local]);
+      }
+    }
+    __syncthreads();
+    int count = static_cast<int>(min(int64_t{kTile}, dims.queries - q0));
+    accumulateRows(valueGrad, ps, pStride, gs, vStride, dims.valueSize, count);
+    accumulateRows(keyGrad, ds, pStride, qs, qStride, dims.headSize, count);
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t j = k0 + rowGroup + kRowGroups * r;
+    if (j >= dims.keys)
+      continue;
+    T *kOut = static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
+    T *vOut = static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t) {
+      int column = columnGroup + kColumnGroups * t;
+      if (column < dims.headSize)
+        store(kOut + column, keyGrad[r][t] * scale);
+      if (column < dims.valueSize)
+        store(vOut + column, valueGrad[r][t]);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: query gradients
+//===----------------------------------------------------------------------===//
+
+/// Block: a tile of 16 R queries of one head, accumulating over the key
+/// tiles they see.
+template <typename T, int R, int kChunks>
+__global__ void __launch_bounds__(kThreads)
+    attentionQueryGradKernel(KernelArgs args) {
+  using A = Acc<T>;
+  constexpr int kTile = kRowGroups * R, C = 2 * R;
+  const Dims &dims = args.dims;
+  const int qStride = oddStride(dims.headSize),
+            vStride = oddStride(dims.valueSize), pStride = kTile + 1;
+  A *qs = reinterpret_cast<A *>(attentionShared);
+  A *gs = qs + kTile * qStride;
+  A *ks = gs + kTile * vStride;
+  A *vs = ks + kTile * qStride;
+  A *ds = vs + kTile * vStride;
+
+  int64_t tiles = (dims.queries + kTile - 1) / kTile;
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kTile;
+  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
+  const T *query = static_cast<const T *>(args.query) + qBase * dims.headSize;
+  const T *grad = static_cast<const T *>(args.grad) + qBase * dims.valueSize;
+  const T *key = static_cast<const T *>(args.key) + kBase * dims.headSize;
+  const T *value = static_cast<const T *>(args.value) + kBase * dims.valueSize;
+
+  const int rowGroup = threadIdx.x / kColumnGroups,
+            columnGroup = threadIdx.x % kColumnGroups;
+  const A scale = static_cast<A>(args.scale);
+  A queryGrad[R][kChunks], statMax[R], statInverseSum[R], statDelta[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t i = q0 + rowGroup + kRowGroups * r;
+    bool valid = i < dims.queries;
+    statMax[r] = valid ? static_cast<const A *>(args.rowMax)[qBase + i] : A(0);
+    statInverseSum[r] =
+        valid ? static_cast<const A *>(args.rowInverseSum)[qBase + i] : A(0);
+    statDelta[r] =
+        valid ? static_cast<const A *>(args.rowDelta)[qBase + i] : A(0);
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t)
+      queryGrad[r][t] = 0;
+  }
+
+  loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
+  loadTile(gs, vStride, grad, q0, dims.queries, dims.valueSize, kTile);
+  int64_t keyEnd = dims.keys;
+  if (dims.causal) {
+    int64_t lastQuery = min(q0 + kTile, dims.queries) - 1;
+    keyEnd = min(dims.keys, lastQuery + dims.offset + 1);
+  }
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kTile) {
+    __syncthreads(); // The previous tile is consumed.
+    loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
+    loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+    __syncthreads();
+    A s[R][C], dp[R][C];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int c = 0; c < C; ++c)
+        s[r][c] = dp[r][c] = 0;
+    tileProduct(s, qs, ks, qStride, dims.headSize);
+    tileProduct(dp, gs, vs, vStride, dims.valueSize);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      int64_t i = q0 + rowGroup + kRowGroups * r;
+#pragma unroll
+      for (int c = 0; c < C; ++c) {
+        int64_t j = k0 + columnGroup + kColumnGroups * c;
+        bool visible = i < dims.queries && j < dims.keys &&
+                       (!dims.causal || j <= i + dims.offset);
+        A p = visible ? expAcc(s[r][c] * scale - statMax[r]) * statInverseSum[r]
+                      : A(0);
+        ds[(rowGroup + kRowGroups * r) * pStride + columnGroup +
+           kColumnGroups * c] = p * (dp[r][c] - statDelta[r]);
+      }
+    }
+    __syncthreads();
+    int count = static_cast<int>(min(int64_t{kTile}, keyEnd - k0));
+    accumulateRows(queryGrad, ds, pStride, ks, qStride, dims.headSize, count);
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t i = q0 + rowGroup + kRowGroups * r;
+    if (i >= dims.queries)
+      continue;
+    T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+#pragma unroll
+    for (int t = 0; t < kChunks; ++t) {
+      int column = columnGroup + kColumnGroups * t;
+      if (column < dims.headSize)
+        store(out + column, queryGrad[r][t] * scale);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor-core kernels for f16 and bf16
+//===----------------------------------------------------------------------===//
+//
+// The same three passes with the products on tensor cores (mma.sync
+// m16n8k16, f32 accumulation) for 16-bit operands with head sizes up to
+// kMmaMaxHead: each of 4 warps owns 16 rows of the block's tile of 64, the
+// streamed tiles are kStream rows, and the fragment layouts of the PTX ISA
+// (row g = lane / 4, column pair 2 t, t = lane % 4) let the scores' f32
+// accumulators become the next product's 16-bit operands in registers
+// (FlashAttention-2). The probabilities (and, backward, the score
+// gradients) enter those products rounded to the operands' type; the
+// softmax statistics and every sum stay in f32.
+
+constexpr int kMmaMaxHead = 128;
+constexpr int kMmaTile = 64;
+
+__device__ __forceinline__ uint32_t load32(const uint16_t *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+__device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+template <typename T> __device__ uint16_t roundBits(float x);
+template <> __device__ __forceinline__ uint16_t roundBits<__half>(float x) {
+  return __half_as_ushort(__float2half_rn(x));
+}
+template <>
+__device__ __forceinline__ uint16_t roundBits<__nv_bfloat16>(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+template <typename T>
+__device__ __forceinline__ uint32_t packFloats(float lo, float hi) {
+  return pack16(roundBits<T>(lo), roundBits<T>(hi));
+}
+
+/// d += a b for a 16 x 16 `a` (row-major fragment) and a 16 x 8 `b`.
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
+                                    uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void
+mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4],
+                                                   const uint32_t (&a)[4],
+                                                   uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Copies rows [first, first + tileRows) of the [rowCount, width] matrix
+/// at `src` into `dst` (row stride `stride`, a multiple of 8), columns up
+/// to `padded` (a multiple of 8); rows and columns past the matrix become
+/// zeros. Rows of whole 16-byte pieces move 16 bytes at a time.
+template <int kPadded>
+__device__ void loadRaw(uint16_t *dst, int stride, const uint16_t *src,
+                        int64_t first, int64_t rowCount, int width,
+                        int tileRows) {
+  if (width % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    constexpr int kPieces = kPadded / 8;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int index = threadIdx.x; index < tileRows * kPieces;
+         index += kThreads) {
+      int r = index / kPieces, c = index % kPieces * 8;
+      int64_t row = first + r;
+      uint4 piece = zero;
+      if (row < rowCount && c < width)
+        piece = *reinterpret_cast<const uint4 *>(src + row * width + c);
+      *reinterpret_cast<uint4 *>(dst + r * stride + c) = piece;
+    }
+    return;
+  }
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < tileRows; r += kThreads / 32) {
+    int64_t row = first + r;
+    uint16_t *out = dst + r * stride;
+    const uint16_t *in = src + row * width;
+    bool valid = row < rowCount;
+    for (int c = lane; c < kPadded; c += 32)
+      out[c] = valid && c < width ? in[c] : uint16_t(0);
+  }
+}
+
+/// The A fragment of rows [row, row + 16) and columns [column, column +
+/// 16) of a row-major tile.
+__device__ __forceinline__ void loadA(uint32_t (&a)[4], const uint16_t *tile,
+                                      int stride, int row, int column) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const uint16_t *p = tile + (row + g) * stride + column + 2 * t;
+  a[0] = load32(p);
+  a[1] = load32(p + 8 * stride);
+  a[2] = load32(p + 8);
+  a[3] = load32(p + 8 * stride + 8);
+}
+
+/// The B fragment (k x n = 16 x 8) whose column n is row `row` + n of a
+/// row-major tile, over the tile's columns [column, column + 16): for
+/// products with a transposed tile (scores = q k^T).
+__device__ __forceinline__ void loadBRows(uint32_t &b0, uint32_t &b1,
+                                          const uint16_t *tile, int stride,
+                                          int row, int column) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const uint16_t *p = tile + (row + g) * stride + column + 2 * t;
+  b0 = load32(p);
+  b1 = load32(p + 8);
+}
+
+/// The B fragment (k x n = 16 x 8) of rows [row, row + 16) and columns
+/// [column, column + 8) of a row-major tile (p v, ds k).
+__device__ __forceinline__ void loadBColumns(uint32_t &b0, uint32_t &b1,
+                                             const uint16_t *tile, int stride,
+                                             int row, int column) {
+  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const uint16_t *p = tile + (row + 2 * t) * stride + column + g;
+  b0 = pack16(p[0], p[stride]);
+  b1 = pack16(p[8 * stride], p[9 * stride]);
+}
+
+/// The A fragment of k-step `step` from accumulators of 16 x 8 tiles
+/// (2 step and 2 step + 1), rounded to T.
+template <typename T, int N>
+__device__ __forceinline__ void
+accumulatorsAsA(uint32_t (&a)[4], const float (&c)[N][4], int step) {
+  a[0] = packFloats<T>(c[2 * step][0], c[2 * step][1]);
+  a[1] = packFloats<T>(c[2 * step][2], c[2 * step][3]);
+  a[2] = packFloats<T>(c[2 * step + 1][0], c[2 * step + 1][1]);
+  a[3] = packFloats<T>(c[2 * step + 1][2], c[2 * step + 1][3]);
+}
+
+/// Sums over the four lanes that share a row of an accumulator tile.
+__device__ __forceinline__ float quadSum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+__device__ __forceinline__ float quadMax(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+/// Forward (kStats: the backward's statistics pass): a block owns 64
+/// queries of one head and streams tiles of 64 keys.
+template <typename T, int kPad, bool kStats>
+__global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
+  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8;
+  constexpr int stride = kPad + 8;
+  const Dims &dims = args.dims;
+  uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
+  uint16_t *ks = qs + kMmaTile * stride;
+  uint16_t *vs = ks + kStream * stride;
+
+  int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kMmaTile;
+  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
+  const uint16_t *query =
+      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
+  const uint16_t *key =
+      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
+  const uint16_t *value =
+      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t = lane & 3;
+  const float scale = static_cast<float>(args.scale);
+  // This thread's rows: the warp's row g and row g + 8.
+  const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+
+  loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile);
+  __syncthreads();
+  uint32_t qf[kSteps][4];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+    loadA(qf[s], qs, stride, 16 * warp, 16 * s);
+
+  float out[kOut][4] = {};
+  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0, 0};
+  int64_t keyEnd = dims.keys;
+  if (dims.causal)
+    keyEnd =
+        min(dims.keys, min(q0 + kMmaTile, dims.queries) - 1 + dims.offset + 1);
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kStream) {
+    __syncthreads(); // The previous tile is consumed.
+    loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kStream);
+    loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kStream);
+    __syncthreads();
+    float s[kStream / 8][4] = {};
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step)
+#pragma unroll
+      for (int n = 0; n < kStream / 8; ++n) {
+        uint32_t b0, b1;
+        loadBRows(b0, b1, ks, stride, 8 * n, 16 * step);
+        mma<T>(s[n], qf[step], b0, b1);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t lastKey = dims.causal ? rows[h] + dims.offset : dims.keys - 1;
+      float tileMax = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kStream / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int64_t j = k0 + 8 * n + 2 * t + e;
+          float &x = s[n][2 * h + e];
+          x = j < dims.keys && j <= lastKey ? x * scale : -INFINITY;
+          tileMax = fmaxf(tileMax, x);
+        }
+      float newMax = fmaxf(rowMax[h], quadMax(tileMax));
+      float reference = newMax == -INFINITY ? 0.0f : newMax;
+      float correction = expf(rowMax[h] - reference);
+      rowMax[h] = newMax;
+      float sum = 0;
+#pragma unroll
+      for (int n = 0; n < kStream / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float &x = s[n][2 * h + e];
+          x = expf(x - reference);
+          sum += x;
+        }
+      // Each lane keeps its own part of the row's sum until the end.
+      rowSum[h] = rowSum[h] * correction + sum;
+#pragma unroll
+      for (int n = 0; n < kOut; ++n) {
+        out[n][2 * h] *= correction;
+        out[n][2 * h + 1] *= correction;
+      }
+    }
+#pragma unroll
+    for (int step = 0; step < kStream / 16; ++step) {
+      uint32_t a[4];
+      accumulatorsAsA<T>(a, s, step);
+#pragma unroll
+      for (int n = 0; n < kOut; ++n) {
+        uint32_t b0, b1;
+        loadBColumns(b0, b1, vs, stride, 16 * step, 8 * n);
+        mma<T>(out[n], a, b0, b1);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t i = rows[h];
+    bool valid = i < dims.queries;
+    float total = quadSum(rowSum[h]);
+    if constexpr (!kStats) {
+      // Without any key the cpu divides 0 by 0: NaN here too.
+      T *result = static_cast<T *>(args.result) +
+                  (qBase + (valid ? i : 0)) * dims.valueSize;
+#pragma unroll
+      for (int n = 0; n < kOut; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int column = 8 * n + 2 * t + e;
+          if (valid && column < dims.valueSize)
+            store(result + column, out[n][2 * h + e] / total);
+        }
+    } else {
+      float inverseSum = 1.0f / total;
+      const T *grad = static_cast<const T *>(args.grad) +
+                      (qBase + (valid ? i : 0)) * dims.valueSize;
+      float delta = 0;
+#pragma unroll
+      for (int n = 0; n < kOut; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          int column = 8 * n + 2 * t + e;
+          if (valid && column < dims.valueSize)
+            delta += load(grad + column) * (out[n][2 * h + e] * inverseSum);
+        }
+      delta = quadSum(delta);
+      if (valid && t == 0) {
+        static_cast<float *>(args.rowMax)[qBase + i] =
+            rowMax[h] == -INFINITY ? 0.0f : rowMax[h];
+        static_cast<float *>(args.rowInverseSum)[qBase + i] = inverseSum;
+        static_cast<float *>(args.rowDelta)[qBase + i] = delta;
+      }
+    }
+  }
+}
+
+/// Streamed query rows per tile of the key gradients: fewer for wide
+/// heads, whose two accumulators fill the registers.
+template <int kPad> constexpr int keyGradStream() {
+  return kPad > 64 ? 32 : 64;
+}
+
+/// Key and value gradients: a block owns 64 keys of one head (16 a warp)
+/// and streams the query tiles that see them.
+template <typename T, int kPad>
+__global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
+  constexpr int kStream = keyGradStream<kPad>(), kSteps = kPad / 16,
+                kOut = kPad / 8, kScores = kStream / 8;
+  constexpr int stride = kPad + 8;
+  const Dims &dims = args.dims;
+  float *statMax = reinterpret_cast<float *>(attentionShared);
+  float *statInverseSum = statMax + kStream;
+  float *statDelta = statInverseSum + kStream;
+  uint16_t *ks = reinterpret_cast<uint16_t *>(statDelta + kStream);
+  uint16_t *vs = ks + kMmaTile * stride;
+  uint16_t *qs = vs + kMmaTile * stride;
+  uint16_t *gs = qs + kStream * stride;
+
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t k0 = (blockIdx.x / dims.heads) * kMmaTile;
+  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
+  const uint16_t *query =
+      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
+  const uint16_t *grad =
+      static_cast<const uint16_t *>(args.grad) + qBase * dims.valueSize;
+  const uint16_t *key =
+      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
+  const uint16_t *value =
+      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+  const float *rowMax = static_cast<const float *>(args.rowMax) + qBase;
+  const float *rowInverseSum =
+      static_cast<const float *>(args.rowInverseSum) + qBase;
+  const float *rowDelta = static_cast<const float *>(args.rowDelta) + qBase;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t = lane & 3;
+  const float scale = static_cast<float>(args.scale);
+  const int64_t keys[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
+
+  loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kMmaTile);
+  loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kMmaTile);
+  float keyGrad[kOut][4] = {}, valueGrad[kOut][4] = {};
+  int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
+  for (int64_t q0 = firstQuery / kStream * kStream; q0 < dims.queries;
+       q0 += kStream) {
+    __syncthreads(); // The previous tile is consumed.
+    loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kStream);
+    loadRaw<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kStream);
+    for (int r = threadIdx.x; r < kStream; r += kThreads) {
+      bool valid = q0 + r < dims.queries;
+      statMax[r] = valid ? rowMax[q0 + r] : 0.0f;
+      statInverseSum[r] = valid ? rowInverseSum[q0 + r] : 0.0f;
+      statDelta[r] = valid ? rowDelta[q0 + r] : 0.0f;
+    }
+    __syncthreads();
+    // Transposed scores s^T = k q^T and dp^T = v grad^T: rows are keys.
+    float s[kScores][4] = {}, dp[kScores][4] = {};
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      uint32_t ka[4], va[4];
+      loadA(ka, ks, stride, 16 * warp, 16 * step);
+      loadA(va, vs, stride, 16 * warp, 16 * step);
+#pragma unroll
+      for (int n = 0; n < kScores; ++n) {
+        uint32_t b0, b1;
+        loadBRows(b0, b1, qs, stride, 8 * n, 16 * step);
+        mma<T>(s[n], ka, b0, b1);
+        loadBRows(b0, b1, gs, stride, 8 * n, 16 * step);
+        mma<T>(dp[n], va, b0, b1);
+      }
+    }
+    // p^T into s, ds^T into dp.
+#pragma unroll
+    for (int n = 0; n < kScores; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int local = 8 * n + 2 * t + (e & 1);
+        int64_t i = q0 + local, j = keys[e >> 1];
+        bool visible = i < dims.queries && j < dims.keys &&
+                       (!dims.causal || j <= i + dims.offset);
+        float p = visible ? expf(s[n][e] * scale - statMax[local]) *
+                                statInverseSum[local]
+                          : 0.0f;
+        s[n][e] = p;
+        dp[n][e] = p * (dp[n][e] - statDelta[local]);
+      }
+#pragma unroll
+    for (int step = 0; step < kStream / 16; ++step) {
+      uint32_t pa[4], da[4];
+      accumulatorsAsA<T>(pa, s, step);
+      accumulatorsAsA<T>(da, dp, step);
+#pragma unroll
+      for (int n = 0; n < kOut; ++n) {
+        uint32_t b0, b1;
+        loadBColumns(b0, b1, gs, stride, 16 * step, 8 * n);
+        mma<T>(valueGrad[n], pa, b0, b1);
+        loadBColumns(b0, b1, qs, stride, 16 * step, 8 * n);
+        mma<T>(keyGrad[n], da, b0, b1);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t j = keys[h];
+    if (j >= dims.keys)
+      continue;
+    T *keyOut = static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
+    T *valueOut =
+        static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+#pragma unroll
+    for (int n = 0; n < kOut; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        int column = 8 * n + 2 * t + e;
+        if (column < dims.headSize)
+          store(keyOut + column, keyGrad[n][2 * h + e] * scale);
+        if (column < dims.valueSize)
+          store(valueOut + column, valueGrad[n][2 * h + e]);
+      }
+  }
+}
+
+/// Query gradients: a block owns 64 queries of one head (16 a warp) and
+/// streams tiles of 64 keys.
+template <typename T, int kPad>
+__global__ void __launch_bounds__(kThreads)
+    mmaQueryGradKernel(KernelArgs args) {
+  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8,
+                kScores = kStream / 8;
+  constexpr int stride = kPad + 8;
+  const Dims &dims = args.dims;
+  uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
+  uint16_t *gs = qs + kMmaTile * stride;
+  uint16_t *ks = gs + kMmaTile * stride;
+  uint16_t *vs = ks + kStream * stride;
+
+  int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
+  int64_t head = blockIdx.x % dims.heads;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kMmaTile;
+  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
+  const uint16_t *query =
+      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
+  const uint16_t *grad =
+      static_cast<const uint16_t *>(args.grad) + qBase * dims.valueSize;
+  const uint16_t *key =
+      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
+  const uint16_t *value =
+      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
+            t = lane & 3;
+  const float scale = static_cast<float>(args.scale);
+  const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  float statMax[2], statInverseSum[2], statDelta[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    bool valid = rows[h] < dims.queries;
+    statMax[h] =
+        valid ? static_cast<const float *>(args.rowMax)[qBase + rows[h]] : 0;
+    statInverseSum[h] =
+        valid ? static_cast<const float *>(args.rowInverseSum)[qBase + rows[h]]
+              : 0;
+    statDelta[h] =
+        valid ? static_cast<const float *>(args.rowDelta)[qBase + rows[h]] : 0;
+  }
+
+  loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile);
+  loadRaw<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kMmaTile);
+  float queryGrad[kOut][4] = {};
+  int64_t keyEnd = dims.keys;
+  if (dims.causal)
+    keyEnd =
+        min(dims.keys, min(q0 + kMmaTile, dims.queries) - 1 + dims.offset + 1);
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kStream) {
+    __syncthreads(); // The previous tile is consumed.
+    loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kStream);
+    loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kStream);
+    __syncthreads();
+    float s[kScores][4] = {}, dp[kScores][4] = {};
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step) {
+      uint32_t qa[4], ga[4];
+      loadA(qa, qs, stride, 16 * warp, 16 * step);
+      loadA(ga, gs, stride, 16 * warp, 16 * step);
+#pragma unroll
+      for (int n = 0; n < kScores; ++n) {
+        uint32_t b0, b1;
+        loadBRows(b0, b1, ks, stride, 8 * n, 16 * step);
+        mma<T>(s[n], qa, b0, b1);
+        loadBRows(b0, b1, vs, stride, 8 * n, 16 * step);
+        mma<T>(dp[n], ga, b0, b1);
+      }
+    }
+    // ds into dp.
+#pragma unroll
+    for (int n = 0; n < kScores; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int h = e >> 1;
+        int64_t i = rows[h], j = k0 + 8 * n + 2 * t + (e & 1);
+        bool visible = i < dims.queries && j < dims.keys &&
+                       (!dims.causal || j <= i + dims.offset);
+        float p = visible
+                      ? expf(s[n][e] * scale - statMax[h]) * statInverseSum[h]
+                      : 0.0f;
+        dp[n][e] = p * (dp[n][e] - statDelta[h]);
+      }
+#pragma unroll
+    for (int step = 0; step < kStream / 16; ++step) {
+      uint32_t da[4];
+      accumulatorsAsA<T>(da, dp, step);
+#pragma unroll
+      for (int n = 0; n < kOut; ++n) {
+        uint32_t b0, b1;
+        loadBColumns(b0, b1, ks, stride, 16 * step, 8 * n);
+        mma<T>(queryGrad[n], da, b0, b1);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t i = rows[h];
+    if (i >= dims.queries)
+      continue;
+    T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+#pragma unroll
+    for (int n = 0; n < kOut; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        int column = 8 * n + 2 * t + e;
+        if (column < dims.headSize)
+          store(out + column, queryGrad[n][2 * h + e] * scale);
+      }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Launch configurations
+//===----------------------------------------------------------------------===//
+
+/// Head-size columns per thread: the wider head size rounded up to 64, 128
+/// or 256 (eight column groups).
+int chunksFor(const AttentionShape &shape) {
+  int64_t widest =
+      shape.headSize > shape.valueSize ? shape.headSize : shape.valueSize;
+  if (widest <= 64)
+    return 8;
+  if (widest <= 128)
+    return 16;
+  return 32;
+}
+
+/// Rows per thread: tiles as large as registers and shared memory allow
+/// (f64 takes twice the room; the backward keeps two accumulators).
+template <typename A, int kChunks, bool kBackward> constexpr int rowsFor() {
+  constexpr int limit = kBackward ? 8 : 16;
+  constexpr int rows = kChunks <= limit ? 4 : 2;
+  return sizeof(A) == 8 ? rows / 2 : rows;
+}
+
+enum class Pass { kForward, kStats, kKeyGrad, kQueryGrad };
+
+/// Shared memory of one block of `pass`, in elements of A.
+int64_t sharedElements(Pass pass, int tile, const AttentionShape &shape) {
+  int64_t q = tile * int64_t{oddStride(shape.headSize)};
+  int64_t v = tile * int64_t{oddStride(shape.valueSize)};
+  int64_t p = tile * int64_t{tile + 1};
+  switch (pass) {
+  case Pass::kForward:
+  case Pass::kStats:
+    return 2 * q + v + p;
+  case Pass::kKeyGrad:
+    return 2 * q + 2 * v + 2 * p + 3 * tile;
+  case Pass::kQueryGrad:
+    return 2 * q + 2 * v + p;
+  }
+  return 0;
+}
+
+template <typename Kernel>
+cudaError_t launchPass(Kernel kernel, int64_t blocks, size_t sharedBytes,
+                       const KernelArgs &args, cudaStream_t stream) {
+  if (blocks == 0)
+    return cudaSuccess;
+  if (blocks > 0x7fffffff)
+    return cudaErrorInvalidConfiguration;
+  cudaError_t error =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sharedBytes));
+  if (error != cudaSuccess)
+    return error;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, sharedBytes, stream>>>(
+      args);
+  return cudaGetLastError();
+}
+
+template <typename T, int kChunks>
+cudaError_t runForward(const KernelArgs &args, const AttentionShape &shape,
+                       bool stats, cudaStream_t stream) {
+  using A = Acc<T>;
+  constexpr int R = rowsFor<A, kChunks, false>();
+  constexpr int kTile = kRowGroups * R;
+  int64_t blocks = (shape.queries + kTile - 1) / kTile * shape.heads;
+  size_t bytes = sharedElements(Pass::kForward, kTile, shape) * sizeof(A);
+  if (stats)
+    return launchPass(attentionForwardKernel<T, R, kChunks, true>, blocks,
+                      bytes, args, stream);
+  return launchPass(attentionForwardKernel<T, R, kChunks, false>, blocks, bytes,
+                    args, stream);
+}
+
+template <typename T, int kChunks>
+cudaError_t runBackward(const KernelArgs &args, const AttentionShape &shape,
+                        cudaStream_t stream) {
+  if (cudaError_t error = runForward<T, kChunks>(args, shape, true, stream);
+      error != cudaSuccess)
+    return error;
+  using A = Acc<T>;
+  constexpr int R = rowsFor<A, kChunks, true>();
+  constexpr int kTile = kRowGroups * R;
+  int64_t keyBlocks = (shape.keys + kTile - 1) / kTile * shape.heads;
+  if (cudaError_t error =
+          launchPass(attentionKeyGradKernel<T, R, kChunks>, keyBlocks,
+                     sharedElements(Pass::kKeyGrad, kTile, shape) * sizeof(A),
+                     args, stream);
+      error != cudaSuccess)
+    return error;
+  int64_t queryBlocks = (shape.queries + kTile - 1) / kTile * shape.heads;
+  return launchPass(attentionQueryGradKernel<T, R, kChunks>, queryBlocks,
+                    sharedElements(Pass::kQueryGrad, kTile, shape) * sizeof(A),
+                    args, stream);
+}
+
+template <typename T, int kPad>
+cudaError_t runMmaForward(const KernelArgs &args, const AttentionShape &shape,
+                          bool stats, cudaStream_t stream) {
+  constexpr size_t stride = kPad + 8;
+  int64_t blocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
+  size_t bytes = 3 * kMmaTile * stride * sizeof(uint16_t);
+  if (stats)
+    return launchPass(mmaForwardKernel<T, kPad, true>, blocks, bytes, args,
+                      stream);
+  return launchPass(mmaForwardKernel<T, kPad, false>, blocks, bytes, args,
+                    stream);
+}
+
+template <typename T, int kPad>
+cudaError_t runMmaBackward(const KernelArgs &args, const AttentionShape &shape,
+                           cudaStream_t stream) {
+  if (cudaError_t error = runMmaForward<T, kPad>(args, shape, true, stream);
+      error != cudaSuccess)
+    return error;
+  constexpr size_t stride = kPad + 8, streamed = keyGradStream<kPad>();
+  int64_t keyBlocks = (shape.keys + kMmaTile - 1) / kMmaTile * shape.heads;
+  size_t keyBytes = 3 * streamed * sizeof(float) +
+                    (2 * kMmaTile + 2 * streamed) * stride * sizeof(uint16_t);
+  if (cudaError_t error = launchPass(mmaKeyGradKernel<T, kPad>, keyBlocks,
+                                     keyBytes, args, stream);
+      error != cudaSuccess)
+    return error;
+  int64_t queryBlocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
+  size_t queryBytes = 4 * kMmaTile * stride * sizeof(uint16_t);
+  return launchPass(mmaQueryGradKernel<T, kPad>, queryBlocks, queryBytes, args,
+                    stream);
+}
+
+template <typename T, int kChunks>
+cudaError_t runPasses(const KernelArgs &args, const AttentionShape &shape,
+                      bool backward, cudaStream_t stream) {
+  if (backward)
+    return runBackward<T, kChunks>(args, shape, stream);
+  return runForward<T, kChunks>(args, shape, false, stream);
+}
+
+template <typename T, int kPad>
+cudaError_t runMmaPasses(const KernelArgs &args, const AttentionShape &shape,
+                         bool backward, cudaStream_t stream) {
+  if (backward)
+    return runMmaBackward<T, kPad>(args, shape, stream);
+  return runMmaForward<T, kPad>(args, shape, false, stream);
+}
+
+/// Runs the forward or the backward for the element type and the head
+/// sizes of `shape`: on tensor cores for 16-bit types and head sizes up to
+/// kMmaMaxHead, else on the f32 (f64) cores.
+cudaError_t dispatchAttention(ElementType type, const AttentionShape &shape,
+                              const KernelArgs &args, bool backward,
+                              cudaStream_t stream) {
+  if (shape.headSize > kMaxAttentionHeadSize ||
+      shape.valueSize > kMaxAttentionHeadSize)
+    return cudaErrorInvalidValue;
+  cudaError_t error = cudaErrorInvalidValue;
+  int64_t widest =
+      shape.headSize > shape.valueSize ? shape.headSize : shape.valueSize;
+  int chunks = chunksFor(shape);
+  dispatchFloat(type, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, __half> ||
+                  std::is_same_v<T, __nv_bfloat16>) {
+      if (widest <= kMmaMaxHead) {
+        error = widest <= 64
+                    ? runMmaPasses<T, 64>(args, shape, backward, stream)
+                    : runMmaPasses<T, 128>(args, shape, backward, stream);
+        return;
+      }
+    }
+    if (chunks == 8)
+      error = runPasses<T, 8>(args, shape, backward, stream);
+    else if (chunks == 16)
+      error = runPasses<T, 16>(args, shape, backward, stream);
+    else
+      error = runPasses<T, 32>(args, shape, backward, stream);
+  });
+  return error;
+}
+
+} // namespace
+
+size_t attentionGradWorkspaceBytes(ElementType type,
+                                   const AttentionShape &shape) {
+  size_t accumulator = type == ElementType::kF64 ? 8 : 4;
+  return 3 * static_cast<size_t>(shape.heads) *
+         static_cast<size_t>(shape.queries) * accumulator;
+}
+
+cudaError_t launchAttention(const AttentionParams &params,
+                            cudaStream_t stream) {
+  const AttentionShape &shape = params.shape;
+  if (shape.heads == 0 || shape.queries == 0 || shape.valueSize == 0)
+    return cudaSuccess;
+  KernelArgs args = {};
+  args.dims = dimsOf(shape);
+  args.scale = shape.scale;
+  args.query = params.query;
+  args.key = params.key;
+  args.value = params.value;
+  args.result = params.result;
+  return dispatchAttention(params.type, shape, args, /*backward=*/false,
+                           stream);
+}
+
+cudaError_t launchAttentionGrad(const AttentionGradParams &params,
+                                cudaStream_t stream) {
+  const AttentionShape &shape = params.shape;
+  if (shape.heads == 0)
+    return cudaSuccess;
+  size_t rows = static_cast<size_t>(shape.heads * shape.queries);
+  size_t accumulator = params.type == ElementType::kF64 ? 8 : 4;
+  KernelArgs args = {};
+  args.dims = dimsOf(shape);
+  args.scale = shape.scale;
+  args.query = params.query;
+  args.key = params.key;
+  args.value = params.value;
+  args.grad = params.grad;
+  args.queryGrad = params.queryGrad;
+  args.keyGrad = params.keyGrad;
+  args.valueGrad = params.valueGrad;
+  auto *stats = static_cast<unsigned char *>(params.workspace);
+  args.rowMax = stats;
+  args.rowInverseSum = stats + rows * accumulator;
+  args.rowDelta = stats + 2 * rows * accumulator;
+  return dispatchAttention(params.type, shape, args, /*backward=*/true, stream);
+}
+
+} // namespace zcc::cuda

@@ -1,0 +1,61 @@
+//===- AttentionLaunch.h - Launchers of the attention kernels ---*- C++ -*-===//
+//
+// Between Attention.cpp (argument checks, as the cpu kernels) and
+// Attention.cu (flash-attention style device code that never materialises
+// a queries x keys matrix).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_KERNELS_CUDA_ATTENTIONLAUNCH_H
+#define ZCC_KERNELS_CUDA_ATTENTIONLAUNCH_H
+
+#include "kernels/cuda/LaunchTypes.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zcc::cuda {
+
+/// `heads` independent attentions of [queries, headSize] query rows against
+/// [keys, headSize] keys and [keys, valueSize] values, all contiguous. With
+/// `causal`, key j is visible to query i iff j <= i + keys - queries.
+struct AttentionShape {
+  int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+  bool causal = false;
+  double scale = 1;
+};
+
+/// The largest head size (of queries and keys, and of values) the kernels
+/// keep in shared memory and registers.
+constexpr int64_t kMaxAttentionHeadSize = 256;
+
+/// result = softmax(query key^T * scale) value, row by row.
+struct AttentionParams {
+  ElementType type = ElementType::kUnspecified; // f32, f64, f16 or bf16
+  AttentionShape shape;
+  const void *query = nullptr, *key = nullptr, *value = nullptr;
+  void *result = nullptr;
+};
+cudaError_t launchAttention(const AttentionParams &params, cudaStream_t stream);
+
+/// The gradients of the attention's query, key and value given the
+/// gradient `grad` of its result. Uses attentionGradWorkspaceBytes() of
+/// `workspace` (per-query softmax statistics).
+struct AttentionGradParams {
+  ElementType type = ElementType::kUnspecified;
+  AttentionShape shape;
+  const void *query = nullptr, *key = nullptr, *value = nullptr,
+             *grad = nullptr;
+  void *queryGrad = nullptr, *keyGrad = nullptr, *valueGrad = nullptr;
+  void *workspace = nullptr;
+};
+size_t attentionGradWorkspaceBytes(ElementType type,
+                                   const AttentionShape &shape);
+cudaError_t launchAttentionGrad(const AttentionGradParams &params,
+                                cudaStream_t stream);
+
+} // namespace zcc::cuda
+
+#endif // ZCC_KERNELS_CUDA_ATTENTIONLAUNCH_H

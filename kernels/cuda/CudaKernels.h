@@ -1,0 +1,61 @@
+//===- CudaKernels.h - The kernels of the cuda backend ----------*- C++ -*-===//
+//
+// The cuda backend runs the same kernels as the cpu backend (one per zgraph
+// op, named as the op, the op's attributes under the same names; see
+// kernels/cpu/CpuKernels.h) and is checked against it kernel by kernel
+// (test/Runtime/CudaKernelsTest*.cpp) and plan by plan.
+//
+// A kernel is a host function: it checks its arguments with the cpu kernels'
+// checks (kernels/cpu/KernelSupport.h), so both backends refuse the same
+// arguments with the same messages, then enqueues device work on the
+// context's stream and returns without waiting. It must not allocate device
+// or host memory on its success path: scratch space comes from the context's
+// workspace. Tensor views point into device memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_KERNELS_CUDA_CUDAKERNELS_H
+#define ZCC_KERNELS_CUDA_CUDAKERNELS_H
+
+#include "kernels/cpu/CpuKernels.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace zcc::cuda {
+
+using cpu::KernelArgs;
+using cpu::TensorView;
+
+/// What a kernel launch may use besides its arguments; owned by the backend
+/// and valid for the backend's lifetime.
+struct LaunchContext {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t blasLt = nullptr;
+  /// Device scratch memory. Kernels on one stream run in order, so a kernel
+  /// may use all of it; its contents do not survive to the next kernel.
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  int multiprocessorCount = 0;
+};
+
+/// Bytes of workspace the backend allocates (cuBLASLt's recommendation for
+/// Hopper plus room for reductions).
+constexpr size_t kWorkspaceBytes = size_t{64} << 20;
+
+using KernelFn = Status (*)(const KernelArgs &args,
+                            const LaunchContext &context);
+
+/// The kernel of this name, or null.
+KernelFn findKernel(const std::string &name);
+
+/// Every kernel name, sorted.
+std::vector<std::string> kernelNames();
+
+} // namespace zcc::cuda
+
+#endif // ZCC_KERNELS_CUDA_CUDAKERNELS_H

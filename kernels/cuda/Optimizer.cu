@@ -1,0 +1,445 @@
+//===- Optimizer.cu - Accumulation, fill, norms and optimizer steps -------===//
+//
+// Element-wise kernels over flat tensors (grid-stride loops), and
+// sum_squares as two deterministic passes: fixed per-block partial sums in
+// the workspace, then one block that adds them up in a fixed order.
+//
+// The optimizer steps follow kernels/cpu/Optimizer.cpp operation by
+// operation, in the parameter's type, with the rounding intrinsics
+// (__fmul_rn, __dadd_rn, ...) so that nvcc does not contract a product and
+// a sum into one fused multiply-add the cpu does not make: an f32 step then
+// rounds exactly as the cpu's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/DeviceSupport.cuh"
+#include "kernels/cuda/OptimizerLaunch.h"
+
+namespace zcc::cuda {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+/// The optimizer steps derive their constants once per block (a double
+/// pow, on one thread): enough blocks to fill the device, and no more.
+constexpr int64_t kStepMaxBlocks = 2048;
+
+unsigned stepBlocks(int64_t count) {
+  unsigned blocks = gridFor(count, kThreads);
+  return blocks < kStepMaxBlocks ? blocks
+                                 : static_cast<unsigned>(kStepMaxBlocks);
+}
+
+//===----------------------------------------------------------------------===//
+// Arithmetic rounded operation by operation
+//===----------------------------------------------------------------------===//
+
+__device__ __forceinline__ float addRn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double addRn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float subRn(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double subRn(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ __forceinline__ float mulRn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mulRn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float divRn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double divRn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ __forceinline__ float sqrtRn(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double sqrtRn(double a) { return __dsqrt_rn(a); }
+
+//===----------------------------------------------------------------------===//
+// accumulate
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename V>
+__global__ void accumulateKernel(T *target, const V *value, int64_t count) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < count; i += stride)
+    target[i] = target[i] + static_cast<T>(load(value + i));
+}
+
+template <typename T>
+cudaError_t launchAccumulateInto(const AccumulateParams &params,
+                                 cudaStream_t stream) {
+  cudaError_t error = cudaErrorInvalidValue;
+  dispatchFloat(params.valueType, [&](auto tag) {
+    using V = decltype(tag);
+    accumulateKernel<T, V>
+        <<<gridFor(params.count, kThreads), kThreads, 0, stream>>>(
+            static_cast<T *>(params.target),
+            static_cast<const V *>(params.value), params.count);
+    error = cudaGetLastError();
+  });
+  return error;
+}
+
+//===----------------------------------------------------------------------===//
+// fill
+//===----------------------------------------------------------------------===//
+
+/// Writes 16 bytes at a time where `target` is 16-byte aligned; the
+/// elements past the last whole 16 bytes (and an unaligned target) are
+/// written one by one.
+template <typename U>
+__global__ void fillKernel(U *target, U element, uint4 wide, int64_t count,
+                           bool aligned) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  constexpr int64_t kPerWide = 16 / sizeof(U);
+  int64_t wideCount = aligned ? count / kPerWide : 0;
+  uint4 *wideTarget = reinterpret_cast<uint4 *>(target);
+  for (int64_t i = first; i < wideCount; i += stride)
+    wideTarget[i] = wide;
+  for (int64_t i = wideCount * kPerWide + first; i < count; i += stride)
+    target[i] = element;
+}
+
+template <typename U>
+cudaError_t launchFillAs(void *target, uint64_t pattern, int64_t count,
+                         cudaStream_t stream) {
+  U element = static_cast<U>(pattern);
+  uint64_t replicated = 0;
+  for (size_t i = 0; i < 8 / sizeof(U); ++i)
+    replicated |= static_cast<uint64_t>(element) << (8 * sizeof(U) * i);
+  uint4 wide;
+  wide.x = wide.z = static_cast<unsigned>(replicated);
+  wide.y = wide.w = static_cast<unsigned>(replicated >> 32);
+  bool aligned = reinterpret_cast<uintptr_t>(target) % 16 == 0;
+  int64_t work = aligned ? count / (16 / sizeof(U)) : count;
+  fillKernel<U>
+      <<<gridFor(work > 0 ? work : 1, kThreads), kThreads, 0, stream>>>(
+          static_cast<U *>(target), element, wide, count, aligned);
+  return cudaGetLastError();
+}
+
+//===----------------------------------------------------------------------===//
+// sum_squares
+//===----------------------------------------------------------------------===//
+
+/// Elements each thread adds at least, before more blocks are used.
+constexpr int64_t kSumSquaresPerThread = 8;
+/// The most partial sums (blocks) one operand gets.
+constexpr int64_t kSumSquaresMaxBlocks = 1024;
+
+struct SumSquaresBatch {
+  SumSquaresInput inputs[kSumSquaresInputsPerLaunch];
+  int64_t firstPartial[kSumSquaresInputsPerLaunch];
+  int64_t blocks[kSumSquaresInputsPerLaunch];
+};
+
+template <typename T>
+__device__ double sumSquaresOf(const T *data, int64_t count, int64_t blocks) {
+  double sum = 0;
+  int64_t stride = blocks * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < count; i += stride) {
+    double x = static_cast<double>(load(data + i));
+    sum += x * x;
+  }
+  return sum;
+}
+
+/// Block (x, y) adds up its share of operand y; blocks past the operand's
+/// partial count leave at once. Infinities and NaNs propagate.
+__global__ void sumSquaresPartialsKernel(SumSquaresBatch batch,
+                                         double *partials) {
+  int which = blockIdx.y;
+  int64_t blocks = batch.blocks[which];
+  if (blockIdx.x >= blocks)
+    return;
+  const SumSquaresInput &input = batch.inputs[which];
+  double sum = 0;
+  switch (input.type) {
+  case ElementType::kF32:
+    sum = sumSquaresOf(static_cast<const float *>(input.data), input.count,
+                       blocks);
+    break;
+  case ElementType::kF64:
+    sum = sumSquaresOf(static_cast<const double *>(input.data), input.count,
+                       blocks);
+    break;
+  case ElementType::kF16:
+    sum = sumSquaresOf(static_cast<const __half *>(input.data), input.count,
+                       blocks);
+    break;
+  case ElementType::kBF16:
+    sum = sumSquaresOf(static_cast<const __nv_bfloat16 *>(input.data),
+                       input.count, blocks);
+    break;
+  default:
+    break;
+  }
+  __shared__ double scratch[32];
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0)
+    partials[batch.firstPartial[which] + blockIdx.x] = sum;
+}
+
+constexpr unsigned kFinalThreads = 1024;
+
+__global__ void sumSquaresFinalKernel(const double *partials, int64_t count,
+                                      double *result) {
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    sum += partials[i];
+  __shared__ double scratch[32];
+  sum = blockSum(sum, scratch);
+  if (threadIdx.x == 0)
+    result[0] = sum;
+}
+
+//===----------------------------------------------------------------------===//
+// adamw
+//===----------------------------------------------------------------------===//
+
+/// The step's scalars as the cpu kernel derives them: Python-float
+/// arithmetic in double, each operand then rounded once to T.
+template <typename T> struct AdamConstants {
+  T gradScale, decay, l2, avgWeight, beta2, squareWeight, correction2Sqrt, eps,
+      negativeStepSize;
+  bool weightDecay;
+  bool valid;
+};
+
+template <typename T>
+__device__ void readAdamConstants(const double *scalars, AdamConstants<T> &c) {
+  double lr = scalars[0], beta1 = scalars[1], beta2 = scalars[2],
+         eps = scalars[3], weightDecay = scalars[4], step = scalars[5],
+         gradScale = scalars[6];
+  double biasCorrection1 = __dsub_rn(1.0, pow(beta1, step));
+  double biasCorrection2 = __dsub_rn(1.0, pow(beta2, step));
+  double stepSize = __ddiv_rn(lr, biasCorrection1);
+  c.weightDecay = weightDecay != 0;
+  c.gradScale = static_cast<T>(gradScale);
+  c.decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, weightDecay)));
+  c.l2 = static_cast<T>(weightDecay);
+  c.avgWeight = static_cast<T>(__dsub_rn(1.0, beta1));
+  c.beta2 = static_cast<T>(beta2);
+  c.squareWeight = static_cast<T>(__dsub_rn(1.0, beta2));
+  // The cpu's std::pow(x, 0.5) is the correctly rounded square root.
+  c.correction2Sqrt = static_cast<T>(__dsqrt_rn(biasCorrection2));
+  c.eps = static_cast<T>(eps);
+  c.negativeStepSize = static_cast<T>(-stepSize);
+  c.valid = step >= 1;
+}
+
+/// torch.lerp(self, end, weight) (aten/src/ATen/native/Lerp.h).
+template <typename T>
+__device__ __forceinline__ T lerp(T self, T end, T weight) {
+  return fabs(weight) < T(0.5)
+             ? addRn(self, mulRn(weight, subRn(end, self)))
+             : subRn(end, mulRn(subRn(end, self), subRn(T(1), weight)));
+}
+
+/// The cpu kernel refuses a step below 1 (scalars[5]), which the host
+/// cannot read from device memory: here such a step leaves the parameter
+/// and the state as they are (copied to distinct outputs).
+template <typename T> __global__ void adamwKernel(AdamwParams p) {
+  __shared__ AdamConstants<T> shared;
+  if (threadIdx.x == 0)
+    readAdamConstants(p.scalars, shared);
+  __syncthreads();
+  const AdamConstants<T> c = shared;
+  const T *param = static_cast<const T *>(p.param);
+  const T *grad = static_cast<const T *>(p.grad);
+  const T *expAvg = static_cast<const T *>(p.expAvg);
+  const T *expAvgSq = static_cast<const T *>(p.expAvgSq);
+  T *paramOut = static_cast<T *>(p.paramOut);
+  T *expAvgOut = static_cast<T *>(p.expAvgOut);
+  T *expAvgSqOut = static_cast<T *>(p.expAvgSqOut);
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.count; i += stride) {
+    T value = param[i], m = expAvg[i], v = expAvgSq[i];
+    if (c.valid) {
+      T g = mulRn(grad[i], c.gradScale);
+      if (c.weightDecay) {
+        if (p.decoupled)
+          value = mulRn(value, c.decay); // param.mul_(1 - lr * weight_decay)
+        else
+          g = addRn(g, mulRn(c.l2, value)); // grad.add(param, alpha=wd)
+      }
+      m = lerp(m, g, c.avgWeight); // exp_avg.lerp_(grad, 1 - beta1)
+      // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+      v = mulRn(v, c.beta2);
+      v = addRn(v, mulRn(mulRn(c.squareWeight, g), g));
+      // (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+      T denom = addRn(divRn(sqrtRn(v), c.correction2Sqrt), c.eps);
+      // param.addcdiv_(exp_avg, denom, value=-step_size)
+      value = addRn(value, divRn(mulRn(c.negativeStepSize, m), denom));
+    }
+    paramOut[i] = value;
+    expAvgOut[i] = m;
+    expAvgSqOut[i] = v;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// sgd
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct SgdConstants {
+  T gradScale, l2, momentum, undamped, negativeLr;
+  bool weightDecay, useMomentum, firstStep, valid;
+};
+
+/// As adamwKernel, a step below 1 leaves everything as it is.
+template <typename T> __global__ void sgdKernel(SgdParams p) {
+  __shared__ SgdConstants<T> shared;
+  if (threadIdx.x == 0) {
+    const double *s = p.scalars;
+    double lr = s[0], weightDecay = s[4], step = s[5], gradScale = s[6],
+           momentum = s[7];
+    shared.weightDecay = weightDecay != 0;
+    shared.useMomentum = momentum != 0;
+    shared.firstStep = step == 1;
+    shared.valid = step >= 1;
+    shared.gradScale = static_cast<T>(gradScale);
+    shared.l2 = static_cast<T>(weightDecay);
+    shared.momentum = static_cast<T>(momentum);
+    shared.undamped = static_cast<T>(__dsub_rn(1.0, p.dampening));
+    shared.negativeLr = static_cast<T>(-lr);
+  }
+  __syncthreads();
+  const SgdConstants<T> c = shared;
+  const T *param = static_cast<const T *>(p.param);
+  const T *grad = static_cast<const T *>(p.grad);
+  const T *buffer = static_cast<const T *>(p.buffer);
+  T *paramOut = static_cast<T *>(p.paramOut);
+  T *bufferOut = static_cast<T *>(p.bufferOut);
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.count; i += stride) {
+    T value = param[i], b = buffer[i];
+    if (c.valid) {
+      T g = mulRn(grad[i], c.gradScale);
+      if (c.weightDecay)
+        g = addRn(g, mulRn(c.l2, value)); // grad.add(param, alpha=wd)
+      if (c.useMomentum) {
+        // buf = clone(grad), or buf.mul_(momentum).add_(grad, alpha=1-damp)
+        b = c.firstStep ? g : addRn(mulRn(b, c.momentum), mulRn(c.undamped, g));
+        // grad.add(buf, alpha=momentum), or buf
+        g = p.nesterov ? addRn(g, mulRn(c.momentum, b)) : b;
+      }
+      value = addRn(value, mulRn(c.negativeLr, g)); // param.add_(g, -lr)
+    }
+    paramOut[i] = value;
+    bufferOut[i] = b;
+  }
+}
+
+} // namespace
+
+cudaError_t launchAccumulate(const AccumulateParams &params,
+                             cudaStream_t stream) {
+  if (params.count == 0)
+    return cudaSuccess;
+  switch (params.targetType) {
+  case ElementType::kF32:
+    return launchAccumulateInto<float>(params, stream);
+  case ElementType::kF64:
+    return launchAccumulateInto<double>(params, stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launchFillPattern(void *target, int elementBytes, uint64_t pattern,
+                              int64_t count, cudaStream_t stream) {
+  if (count == 0)
+    return cudaSuccess;
+  switch (elementBytes) {
+  case 2:
+    return launchFillAs<uint16_t>(target, pattern, count, stream);
+  case 4:
+    return launchFillAs<uint32_t>(target, pattern, count, stream);
+  case 8:
+    return launchFillAs<uint64_t>(target, pattern, count, stream);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+int64_t sumSquaresPartialCount(int64_t count) {
+  int64_t perBlock = static_cast<int64_t>(kThreads) * kSumSquaresPerThread;
+  int64_t blocks = (count + perBlock - 1) / perBlock;
+  return blocks < kSumSquaresMaxBlocks ? blocks : kSumSquaresMaxBlocks;
+}
+
+cudaError_t launchSumSquaresPartials(const SumSquaresInput *inputs,
+                                     int inputCount, double *partials,
+                                     int64_t first, cudaStream_t stream) {
+  if (inputCount <= 0 || inputCount > kSumSquaresInputsPerLaunch)
+    return cudaErrorInvalidValue;
+  SumSquaresBatch batch{};
+  int64_t widest = 0;
+  for (int i = 0; i < inputCount; ++i) {
+    batch.inputs[i] = inputs[i];
+    batch.firstPartial[i] = first;
+    batch.blocks[i] = sumSquaresPartialCount(inputs[i].count);
+    first += batch.blocks[i];
+    if (batch.blocks[i] > widest)
+      widest = batch.blocks[i];
+  }
+  if (widest == 0)
+    return cudaSuccess;
+  dim3 grid(static_cast<unsigned>(widest), static_cast<unsigned>(inputCount));
+  sumSquaresPartialsKernel<<<grid, kThreads, 0, stream>>>(batch, partials);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSumSquaresFinal(const double *partials, int64_t count,
+                                  double *result, cudaStream_t stream) {
+  sumSquaresFinalKernel<<<1, kFinalThreads, 0, stream>>>(partials, count,
+                                                         result);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream) {
+  if (params.count == 0)
+    return cudaSuccess;
+  unsigned blocks = stepBlocks(params.count);
+  switch (params.type) {
+  case ElementType::kF32:
+    adamwKernel<float><<<blocks, kThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  case ElementType::kF64:
+    adamwKernel<double><<<blocks, kThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream) {
+  if (params.count == 0)
+    return cudaSuccess;
+  unsigned blocks = stepBlocks(params.count);
+  switch (params.type) {
+  case ElementType::kF32:
+    sgdKernel<float><<<blocks, kThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  case ElementType::kF64:
+    sgdKernel<double><<<blocks, kThreads, 0, stream>>>(params);
+    return cudaGetLastError();
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+} // namespace zcc::cuda

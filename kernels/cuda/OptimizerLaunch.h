@@ -1,0 +1,93 @@
+//===- OptimizerLaunch.h - Launchers of the optimizer kernels ---*- C++ -*-===//
+//
+// Between Optimizer.cpp (argument checks, as the cpu kernels) and
+// Optimizer.cu (the device code): accumulate, fill, sum_squares and the adamw
+// and sgd steps. Every launcher enqueues on `stream` and returns the launch's
+// error; none waits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_KERNELS_CUDA_OPTIMIZERLAUNCH_H
+#define ZCC_KERNELS_CUDA_OPTIMIZERLAUNCH_H
+
+#include "kernels/cuda/LaunchTypes.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zcc::cuda {
+
+/// target[i] = target[i] + T(value[i]): `target` f32 or f64, `value` any
+/// float type, one rounding per element.
+struct AccumulateParams {
+  ElementType targetType = ElementType::kUnspecified;
+  ElementType valueType = ElementType::kUnspecified;
+  void *target = nullptr;
+  const void *value = nullptr;
+  int64_t count = 0;
+};
+cudaError_t launchAccumulate(const AccumulateParams &params,
+                             cudaStream_t stream);
+
+/// Sets each of the `count` elements of `elementBytes` (2, 4 or 8) bytes at
+/// `target` to the low `elementBytes` bytes of `pattern`.
+cudaError_t launchFillPattern(void *target, int elementBytes, uint64_t pattern,
+                              int64_t count, cudaStream_t stream);
+
+/// One operand of sum_squares.
+struct SumSquaresInput {
+  const void *data = nullptr;
+  int64_t count = 0;
+  ElementType type = ElementType::kUnspecified;
+};
+
+/// Operands a single partial-sums launch takes (its parameter block holds
+/// them by value).
+constexpr int kSumSquaresInputsPerLaunch = 32;
+
+/// Partial sums one operand of `count` elements contributes (0 for an empty
+/// one). The host lays the partials out operand after operand.
+int64_t sumSquaresPartialCount(int64_t count);
+
+/// Writes the partial sums of squares (in double) of `inputCount` <=
+/// kSumSquaresInputsPerLaunch operands to partials[first...], operand after
+/// operand, sumSquaresPartialCount(count) for each.
+cudaError_t launchSumSquaresPartials(const SumSquaresInput *inputs,
+                                     int inputCount, double *partials,
+                                     int64_t first, cudaStream_t stream);
+
+/// result[0] = the sum of partials[0, count), in a fixed order.
+cudaError_t launchSumSquaresFinal(const double *partials, int64_t count,
+                                  double *result, cudaStream_t stream);
+
+/// torch.optim.Adam(W)'s single-tensor step (kernels/cpu/Optimizer.cpp);
+/// `scalars` is the device f64[8] (lr, beta1, beta2, eps, weight_decay,
+/// step, grad_scale, momentum).
+struct AdamwParams {
+  ElementType type = ElementType::kUnspecified; // f32 or f64
+  const void *param = nullptr, *grad = nullptr, *expAvg = nullptr,
+             *expAvgSq = nullptr;
+  void *paramOut = nullptr, *expAvgOut = nullptr, *expAvgSqOut = nullptr;
+  const double *scalars = nullptr;
+  int64_t count = 0;
+  bool decoupled = true;
+};
+cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream);
+
+/// torch.optim.SGD's single-tensor step, as AdamwParams.
+struct SgdParams {
+  ElementType type = ElementType::kUnspecified; // f32 or f64
+  const void *param = nullptr, *grad = nullptr, *buffer = nullptr;
+  void *paramOut = nullptr, *bufferOut = nullptr;
+  const double *scalars = nullptr;
+  int64_t count = 0;
+  double dampening = 0;
+  bool nesterov = false;
+};
+cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream);
+
+} // namespace zcc::cuda
+
+#endif // ZCC_KERNELS_CUDA_OPTIMIZERLAUNCH_H

@@ -1,0 +1,58 @@
+//===- CudaBackend.h - Plans on one CUDA device -----------------*- C++ -*-===//
+//
+// One backend per rank and device: the arena is one cudaMalloc, kernels are
+// the cuda kernels (kernels/cuda) enqueued on one CUDA stream in plan order,
+// and the stream, the cuBLASLt handle and the kernels' workspace are made at
+// creation, so a step only enqueues. The plan's stream indices all map to
+// that one stream for now: the plan states no events between streams yet,
+// and one stream keeps plan order without them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_RUNTIME_CUDA_CUDABACKEND_H
+#define ZCC_RUNTIME_CUDA_CUDABACKEND_H
+
+#include "kernels/cuda/CudaKernels.h"
+#include "runtime/Backend.h"
+
+#include <memory>
+#include <vector>
+
+namespace zcc {
+
+class CudaBackend final : public Backend {
+public:
+  /// A backend on device `ordinal`, which becomes the calling thread's
+  /// current device.
+  static StatusOr<std::unique_ptr<CudaBackend>> create(int ordinal);
+  ~CudaBackend() override;
+
+  const char *name() const override { return "cuda"; }
+  Status allocate(uint64_t bytes, uint64_t alignment, void **memory) override;
+  void deallocate(void *memory) override;
+  uint64_t allocatedBytes() const override { return allocatedBytes_; }
+  Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
+  Status copyToHost(void *host, const void *device, uint64_t bytes) override;
+  Status copyOnDevice(void *destination, const void *source,
+                      uint64_t bytes) override;
+  StatusOr<KernelHandle> resolveKernel(const std::string &name) override;
+  Status launch(KernelHandle kernel, const KernelArgs &args,
+                uint32_t stream) override;
+  Status synchronize(const std::function<Status()> &healthCheck) override;
+  void *nativeStream(uint32_t index) override;
+
+  int deviceOrdinal() const { return ordinal_; }
+
+private:
+  CudaBackend() = default;
+
+  int ordinal_ = 0;
+  cuda::LaunchContext context_;
+  std::vector<cuda::KernelFn> kernels_;
+  std::vector<std::pair<void *, uint64_t>> allocations_;
+  uint64_t allocatedBytes_ = 0;
+};
+
+} // namespace zcc
+
+#endif // ZCC_RUNTIME_CUDA_CUDABACKEND_H

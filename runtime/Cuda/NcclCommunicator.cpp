@@ -1,0 +1,308 @@
+//===- NcclCommunicator.cpp - Collectives between GPUs through NCCL -------===//
+
+#include "runtime/Cuda/NcclCommunicator.h"
+
+#include "runtime/Cuda/CudaStatus.h"
+#include "schema/DTypes.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <thread>
+
+namespace zcc {
+
+namespace {
+
+Status ncclError(ncclResult_t result, const char *what, ncclComm_t comm) {
+  std::string detail = comm ? ncclGetLastError(comm) : "";
+  return makeStatus(StatusCode::kInternal, "NCCL %s failed: %s%s%s", what,
+                    ncclGetErrorString(result), detail.empty() ? "" : ": ",
+                    detail.c_str());
+}
+
+StatusOr<ncclDataType_t> ncclType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return ncclFloat32;
+  case plan::F16:
+    return ncclFloat16;
+  case plan::BF16:
+    return ncclBfloat16;
+  case plan::F64:
+    return ncclFloat64;
+  case plan::I64:
+    return ncclInt64;
+  case plan::I32:
+    return ncclInt32;
+  case plan::I8:
+    return ncclInt8;
+  case plan::BOOL:
+    return ncclUint8;
+  default:
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "NCCL cannot move elements of type %s",
+                      plan::dtypeName(dtype));
+  }
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) { return op == ReduceOp::kAverage ? ncclAvg : ncclSum; }
+
+bool isDevicePointer(const void *pointer) {
+  cudaPointerAttributes attributes;
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice ||
+         attributes.type == cudaMemoryTypeManaged;
+}
+
+} // namespace
+
+std::string ncclIdToHex(const ncclUniqueId &id) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    unsigned char byte = static_cast<unsigned char>(id.internal[i]);
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  return hex;
+}
+
+Status ncclIdFromHex(const std::string &hex, ncclUniqueId &id) {
+  if (hex.size() != 2 * sizeof(id.internal))
+    return Status(StatusCode::kInvalidArgument,
+                  "a NCCL id is " + std::to_string(2 * sizeof(id.internal)) +
+                      " hex digits, not " + std::to_string(hex.size()));
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    int high = digit(hex[2 * i]), low = digit(hex[2 * i + 1]);
+    if (high < 0 || low < 0)
+      return Status(StatusCode::kInvalidArgument, "a NCCL id is hex digits only");
+    id.internal[i] = static_cast<char>(high * 16 + low);
+  }
+  return Status::ok();
+}
+
+StatusOr<ncclUniqueId> makeNcclId() {
+  ncclUniqueId id;
+  ncclResult_t result = ncclGetUniqueId(&id);
+  if (result != ncclSuccess)
+    return ncclError(result, "ncclGetUniqueId", nullptr);
+  return id;
+}
+
+StatusOr<std::unique_ptr<NcclCommunicator>>
+NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
+                         std::chrono::milliseconds timeout) {
+  std::unique_ptr<NcclCommunicator> communicator(new NcclCommunicator());
+  communicator->rank_ = rank;
+  communicator->size_ = size;
+  communicator->timeout_ = timeout;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t result =
+      ncclCommInitRankConfig(&communicator->comm_, size, id, rank, &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    return ncclError(result, "communicator creation", communicator->comm_);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(communicator->comm_, &state);
+    if (state == ncclSuccess)
+      break;
+    if (state != ncclInProgress)
+      return ncclError(state, "communicator creation", communicator->comm_);
+    if (std::chrono::steady_clock::now() > deadline) {
+      ncclCommAbort(communicator->comm_);
+      communicator->comm_ = nullptr;
+      return makeStatus(StatusCode::kDeadlineExceeded,
+                        "rank %d: the other ranks of the NCCL group (%d ranks) "
+                        "did not join within %lld s",
+                        rank, size, static_cast<long long>(timeout.count() / 1000));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ZCC_CUDA_RETURN_IF_ERROR(cudaMalloc(&communicator->staging_, kStagingBytes));
+  return communicator;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_) {
+    if (aborted_.load())
+      ; // ncclCommAbort already released it.
+    else
+      ncclCommDestroy(comm_);
+  }
+  if (staging_)
+    cudaFree(staging_);
+}
+
+void NcclCommunicator::setStream(void *stream) { stream_ = stream; }
+
+Status NcclCommunicator::abortedStatus() const {
+  return makeStatus(StatusCode::kUnavailable, "the NCCL communicator of rank %d was aborted: %s",
+                    rank_, abortReason_.c_str());
+}
+
+Status NcclCommunicator::settle(ncclResult_t result, const char *what) {
+  if (aborted_.load())
+    return abortedStatus();
+  if (result == ncclSuccess)
+    return Status::ok();
+  if (result != ncclInProgress)
+    return ncclError(result, what, comm_);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state == ncclSuccess)
+      return Status::ok();
+    if (state != ncclInProgress)
+      return ncclError(state, what, comm_);
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort(std::string("NCCL ") + what + " did not complete within the timeout");
+      return abortedStatus();
+    }
+    std::this_thread::yield();
+  }
+}
+
+Status NcclCommunicator::staged(const void *input, void *output, uint64_t bytes,
+                                const std::function<Status(const void *, void *)> &body) {
+  if (isDevicePointer(output))
+    return body(input, output);
+  if (bytes > kStagingBytes)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "a collective on host memory moves at most %llu bytes "
+                      "(it has %llu); pass device memory",
+                      static_cast<unsigned long long>(kStagingBytes),
+                      static_cast<unsigned long long>(bytes));
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging_, input, bytes,
+                                           cudaMemcpyHostToDevice, stream));
+  ZCC_RETURN_IF_ERROR(body(staging_, staging_), "on rank %d", rank_);
+  ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(output, staging_, bytes,
+                                           cudaMemcpyDeviceToHost, stream));
+  // Host data must be there on return: wait, watching for a failed peer.
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t result = cudaStreamQuery(stream);
+    if (result == cudaSuccess)
+      break;
+    if (result != cudaErrorNotReady)
+      ZCC_CUDA_RETURN_IF_ERROR(result);
+    ZCC_RETURN_IF_ERROR(checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - start)),
+                        "while reducing host values");
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return Status::ok();
+}
+
+Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t count,
+                                   plan::DType dtype, ReduceOp op) {
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return staged(input, output, count * plan::dtypeBytes(dtype),
+                [&](const void *in, void *out) {
+                  return settle(ncclAllReduce(in, out, count, *type, ncclOp(op), comm_,
+                                              static_cast<cudaStream_t>(stream_)),
+                                "all-reduce");
+                });
+}
+
+Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t count,
+                                       plan::DType dtype, ReduceOp op) {
+  if (count % static_cast<uint64_t>(size_) != 0)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "reduce-scatter of %llu elements over %d ranks: not a multiple",
+                      static_cast<unsigned long long>(count), size_);
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return settle(ncclReduceScatter(input, output, count / size_, *type, ncclOp(op), comm_,
+                                  static_cast<cudaStream_t>(stream_)),
+                "reduce-scatter");
+}
+
+Status NcclCommunicator::allGather(const void *input, void *output, uint64_t count,
+                                   plan::DType dtype) {
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return settle(ncclAllGather(input, output, count, *type, comm_,
+                              static_cast<cudaStream_t>(stream_)),
+                "all-gather");
+}
+
+Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t count,
+                                   plan::DType dtype, int root) {
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return settle(ncclBroadcast(input, output, count, *type, root, comm_,
+                              static_cast<cudaStream_t>(stream_)),
+                "broadcast");
+}
+
+Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dtype,
+                              int peer) {
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return settle(ncclSend(input, count, *type, peer, comm_, static_cast<cudaStream_t>(stream_)),
+                "send");
+}
+
+Status NcclCommunicator::recv(void *output, uint64_t count, plan::DType dtype, int peer) {
+  StatusOr<ncclDataType_t> type = ncclType(dtype);
+  if (!type.isOk())
+    return type.takeStatus();
+  return settle(ncclRecv(output, count, *type, peer, comm_, static_cast<cudaStream_t>(stream_)),
+                "recv");
+}
+
+Status NcclCommunicator::barrier() {
+  int32_t token = 0;
+  return allReduce(&token, &token, 1, plan::I32, ReduceOp::kSum);
+}
+
+void NcclCommunicator::abort(const std::string &reason) {
+  std::lock_guard<std::mutex> lock(abortMutex_);
+  if (aborted_.load())
+    return;
+  abortReason_ = reason;
+  aborted_.store(true);
+  if (comm_)
+    ncclCommAbort(comm_);
+}
+
+Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {
+  if (aborted_.load())
+    return abortedStatus();
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(comm_, &state);
+  if (state != ncclSuccess && state != ncclInProgress) {
+    Status failed = ncclError(state, "collective", comm_);
+    abort(failed.message());
+    return failed;
+  }
+  if (waited > timeout_) {
+    abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
+                       "hangs (raise --comm-timeout if steps are this slow)",
+                       rank_, static_cast<long long>(waited.count() / 1000)));
+    return makeStatus(StatusCode::kDeadlineExceeded, "%s", abortReason_.c_str());
+  }
+  return Status::ok();
+}
+
+} // namespace zcc

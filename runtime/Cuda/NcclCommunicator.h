@@ -1,0 +1,94 @@
+//===- NcclCommunicator.h - Collectives between GPUs through NCCL -*- C++ -*-===//
+//
+// The Communicator of the cuda backend: one NCCL communicator per rank,
+// created from a unique id every rank of the group shares (zrun passes it to
+// the ranks it starts, or exchanges it over TCP under a torchrun-style
+// launch). Collectives are enqueued on the stream setStream() names (the
+// backend's stream), so they run in plan order with the kernels.
+//
+// Failure never hangs a rank: the communicator is non-blocking, so creation
+// is polled against the timeout; while the backend waits for its stream it
+// calls checkHealth(), which reports NCCL's asynchronous errors and, once a
+// wait has outlived the timeout (a peer died or hangs), aborts the
+// communicator and says so.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZCC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
+#define ZCC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
+
+#include "runtime/Comm/Communicator.h"
+
+#include <nccl.h>
+
+#include <atomic>
+#include <functional>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace zcc {
+
+/// NCCL's 128-byte unique id as text (hex), for environment variables.
+std::string ncclIdToHex(const ncclUniqueId &id);
+Status ncclIdFromHex(const std::string &hex, ncclUniqueId &id);
+
+/// A fresh unique id (made by the process that will host NCCL's bootstrap).
+StatusOr<ncclUniqueId> makeNcclId();
+
+class NcclCommunicator final : public Communicator {
+public:
+  /// Joins the group of `size` ranks identified by `id` as `rank`, on the
+  /// calling thread's current CUDA device. Fails after `timeout` if the
+  /// other ranks do not join.
+  static StatusOr<std::unique_ptr<NcclCommunicator>>
+  create(const ncclUniqueId &id, int rank, int size,
+         std::chrono::milliseconds timeout);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status allReduce(const void *input, void *output, uint64_t count,
+                   plan::DType dtype, ReduceOp op) override;
+  Status reduceScatter(const void *input, void *output, uint64_t count,
+                       plan::DType dtype, ReduceOp op) override;
+  Status allGather(const void *input, void *output, uint64_t count,
+                   plan::DType dtype) override;
+  Status broadcast(const void *input, void *output, uint64_t count,
+                   plan::DType dtype, int root) override;
+  Status send(const void *input, uint64_t count, plan::DType dtype,
+              int peer) override;
+  Status recv(void *output, uint64_t count, plan::DType dtype,
+              int peer) override;
+  Status barrier() override;
+  void abort(const std::string &reason) override;
+  void setStream(void *stream) override;
+  Status checkHealth(std::chrono::milliseconds waited) override;
+
+private:
+  NcclCommunicator() = default;
+  /// Waits for a non-blocking call's ncclInProgress to settle; the error
+  /// names `what`.
+  Status settle(ncclResult_t result, const char *what);
+  Status abortedStatus() const;
+  /// Runs `body` on device memory: host pointers (the training loop's
+  /// scalars) are staged through the communicator's own device buffer.
+  Status staged(const void *input, void *output, uint64_t bytes,
+                const std::function<Status(const void *, void *)> &body);
+
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, size_ = 1;
+  void *stream_ = nullptr;
+  std::chrono::milliseconds timeout_{0};
+  /// A device buffer for host operands (small: loss values, flags).
+  void *staging_ = nullptr;
+  static constexpr uint64_t kStagingBytes = 4096;
+  std::mutex abortMutex_;
+  std::atomic<bool> aborted_{false};
+  std::string abortReason_;
+};
+
+} // namespace zcc
+
+#endif // ZCC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H

@@ -1,0 +1,720 @@
+//===- CudaKernelsLinalgTest.cpp - Products, attention, optimizers --------===//
+//
+// The cuda matmul (cuBLASLt), attention and attention_grad (flash-attention
+// style kernels) and the optimizer kernels against their cpu references
+// (CudaConformance.h), for every dtype each takes, with shapes that leave
+// partial tiles and blocks, and the argument errors both must refuse alike.
+//
+//===----------------------------------------------------------------------===//
+
+#include "test/Runtime/CudaConformance.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace zcc::test {
+namespace {
+
+using plan::DType;
+
+constexpr DType kFloatTypes[] = {plan::F32, plan::F64, plan::F16, plan::BF16};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// The tolerance of a result computed in `dtype` with short sums.
+double toleranceFor(DType dtype) {
+  switch (dtype) {
+  case plan::F64:
+    return 1e-12;
+  case plan::F32:
+    return 1e-5;
+  default:
+    return 1e-2;
+  }
+}
+
+Tensor randomTensor(DType dtype, const std::vector<int64_t> &shape,
+                    uint32_t seed, double lo = -1, double hi = 1) {
+  return encode(dtype, shape, randomValues(countOf(shape), seed, lo, hi));
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b) {
+  auto text = [](const std::vector<int64_t> &shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  return std::string(cpu::dtypeName(dtype)) + " " + text(a) + " x " + text(b);
+}
+
+//===----------------------------------------------------------------------===//
+// matmul
+//===----------------------------------------------------------------------===//
+
+/// numpy.matmul's result shape of lhs x rhs (both valid).
+std::vector<int64_t> matmulShape(const std::vector<int64_t> &lhs,
+                                 const std::vector<int64_t> &rhs) {
+  std::vector<int64_t> lhsBatch(lhs.begin(),
+                                lhs.end() - (lhs.size() == 1 ? 1 : 2));
+  std::vector<int64_t> rhsBatch(rhs.begin(),
+                                rhs.end() - (rhs.size() == 1 ? 1 : 2));
+  size_t rank = std::max(lhsBatch.size(), rhsBatch.size());
+  std::vector<int64_t> shape(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    size_t fromEnd = rank - d;
+    int64_t a =
+        fromEnd <= lhsBatch.size() ? lhsBatch[lhsBatch.size() - fromEnd] : 1;
+    int64_t b =
+        fromEnd <= rhsBatch.size() ? rhsBatch[rhsBatch.size() - fromEnd] : 1;
+    shape[d] = a == 1 ? b : a;
+  }
+  if (lhs.size() > 1)
+    shape.push_back(lhs[lhs.size() - 2]);
+  if (rhs.size() > 1)
+    shape.push_back(rhs.back());
+  return shape;
+}
+
+void expectMatmulMatches(DType dtype, const std::vector<int64_t> &lhs,
+                         const std::vector<int64_t> &rhs, double tolerance,
+                         uint32_t seed) {
+  SCOPED_TRACE(describe(dtype, lhs, rhs));
+  Call call("matmul");
+  call.in(randomTensor(dtype, lhs, seed))
+      .in(randomTensor(dtype, rhs, seed + 1))
+      .out(dtype, matmulShape(lhs, rhs));
+  expectCudaMatchesCpu(call, tolerance);
+}
+
+// Every shape numpy.matmul takes: plain, rank-1 on either side, equal
+// batches (one strided batch), a shared rhs (folded into rows), a shared
+// lhs (batch stride 0), and batches that broadcast on both sides (one
+// strided batch per outer slice); sizes off every tile size.
+TEST(CudaKernelsLinalg, MatmulShapes) {
+  ZCC_REQUIRE_GPU();
+  const std::vector<std::vector<int64_t>> shapes[] = {
+      {{37, 53}, {53, 29}},
+      {{1, 1}, {1, 1}},
+      {{53}, {53, 29}},
+      {{37, 53}, {53}},
+      {{53}, {53}},
+      {{53}, {4, 53, 29}},
+      {{4, 37, 53}, {53}},
+      {{4, 37, 53}, {4, 53, 29}},
+      {{2, 3, 37, 53}, {53, 29}},
+      {{37, 53}, {3, 53, 29}},
+      {{3, 1, 37, 53}, {5, 53, 29}},
+      {{1, 37, 53}, {6, 53, 29}},
+      {{2, 1, 3, 7, 9}, {4, 1, 9, 5}},
+      {{2, 3, 1, 7, 9}, {3, 4, 9, 5}},
+      {{5, 1, 16}, {5, 16, 1}},
+  };
+  uint32_t seed = 100;
+  for (DType dtype : kFloatTypes)
+    for (const auto &pair : shapes)
+      expectMatmulMatches(dtype, pair[0], pair[1], toleranceFor(dtype),
+                          seed += 2);
+}
+
+// Products large enough for cuBLASLt's tiled (and split) algorithms; the
+// longer contraction gets the long-sum tolerance.
+TEST(CudaKernelsLinalg, MatmulLarge) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 300;
+  for (DType dtype : kFloatTypes) {
+    double tolerance = dtype == plan::F32 ? 1e-4 : toleranceFor(dtype);
+    expectMatmulMatches(dtype, {2, 130, 257}, {257, 190}, tolerance, seed += 2);
+    expectMatmulMatches(dtype, {3, 64, 768}, {3, 768, 96}, tolerance,
+                        seed += 2);
+    expectMatmulMatches(dtype, {4, 1000}, {1000, 3}, tolerance, seed += 2);
+  }
+}
+
+// An empty contraction is all zeros; empty batches and rows write nothing.
+TEST(CudaKernelsLinalg, MatmulEmpty) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : kFloatTypes) {
+    expectMatmulMatches(dtype, {3, 0}, {0, 4}, 0, 500);
+    expectMatmulMatches(dtype, {2, 3, 0}, {0, 4}, 0, 502);
+    expectMatmulMatches(dtype, {0, 3, 4}, {4, 5}, 0, 504);
+    expectMatmulMatches(dtype, {0, 4}, {4, 5}, 0, 506);
+  }
+}
+
+TEST(CudaKernelsLinalg, MatmulRefusesLikeCpu) {
+  ZCC_REQUIRE_GPU();
+  auto call = [](Tensor lhs, Tensor rhs, DType resultType,
+                 std::vector<int64_t> resultShape) {
+    Call c("matmul");
+    c.in(std::move(lhs)).in(std::move(rhs)).out(resultType, resultShape);
+    return c;
+  };
+  // Rank 0.
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {}, 1),
+                                randomTensor(plan::F32, {3}, 2), plan::F32,
+                                {}));
+  // Contractions differ.
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {2, 3}, 1),
+                                randomTensor(plan::F32, {4, 5}, 2), plan::F32,
+                                {2, 5}));
+  // Batches that do not broadcast.
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {2, 2, 3}, 1),
+                                randomTensor(plan::F32, {3, 3, 5}, 2),
+                                plan::F32, {2, 2, 5}));
+  // The wrong result shape, and the wrong result type.
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {2, 3}, 1),
+                                randomTensor(plan::F32, {3, 5}, 2), plan::F32,
+                                {5, 2}));
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {2, 3}, 1),
+                                randomTensor(plan::F32, {3, 5}, 2), plan::F64,
+                                {2, 5}));
+  // Mixed and integer operands.
+  expectCudaRefusesLikeCpu(call(randomTensor(plan::F32, {2, 3}, 1),
+                                randomTensor(plan::F16, {3, 5}, 2), plan::F32,
+                                {2, 5}));
+  expectCudaRefusesLikeCpu(call(i64({2, 2}, {1, 2, 3, 4}),
+                                i64({2, 2}, {1, 2, 3, 4}), plan::I64, {2, 2}));
+}
+
+//===----------------------------------------------------------------------===//
+// attention, attention_grad
+//===----------------------------------------------------------------------===//
+
+struct AttentionCase {
+  std::vector<int64_t> batch;
+  int64_t queries, keys, headSize, valueSize;
+  bool causal;
+};
+
+std::vector<int64_t> withLast(std::vector<int64_t> batch, int64_t rows,
+                              int64_t columns) {
+  batch.push_back(rows);
+  batch.push_back(columns);
+  return batch;
+}
+
+std::string describe(const AttentionCase &c, DType dtype) {
+  std::string s = cpu::dtypeName(dtype);
+  s += " batch";
+  for (int64_t d : c.batch)
+    s += " " + std::to_string(d);
+  s += " q " + std::to_string(c.queries) + " k " + std::to_string(c.keys) +
+       " d " + std::to_string(c.headSize) + " dv " +
+       std::to_string(c.valueSize) + (c.causal ? " causal" : "");
+  return s;
+}
+
+Call attentionCall(const AttentionCase &c, DType dtype, bool gradient,
+                   uint32_t seed) {
+  auto q = withLast(c.batch, c.queries, c.headSize),
+       k = withLast(c.batch, c.keys, c.headSize),
+       v = withLast(c.batch, c.keys, c.valueSize),
+       o = withLast(c.batch, c.queries, c.valueSize);
+  Call call(gradient ? "attention_grad" : "attention");
+  call.in(randomTensor(dtype, q, seed, -2, 2))
+      .in(randomTensor(dtype, k, seed + 1, -2, 2))
+      .in(randomTensor(dtype, v, seed + 2, -2, 2));
+  if (gradient)
+    call.in(randomTensor(dtype, o, seed + 3, -2, 2))
+        .out(dtype, q)
+        .out(dtype, k)
+        .out(dtype, v);
+  else
+    call.out(dtype, o);
+  call.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(
+                                    std::max<int64_t>(c.headSize, 1))));
+  if (c.causal)
+    call.unitAttr("causal");
+  return call;
+}
+
+// Sequence lengths off the tile sizes (16, 32, 64), several heads, fewer
+// queries than keys (causal aligns them at the end), head sizes in each of
+// the kernels' register tilings (up to 64, 128 and 256).
+const AttentionCase kAttentionCases[] = {
+    {{2, 3}, 77, 77, 64, 64, false},  {{2, 3}, 77, 77, 64, 64, true},
+    {{3}, 50, 130, 32, 48, false},    {{3}, 50, 130, 32, 48, true},
+    {{1}, 1, 1, 8, 8, true},          {{2}, 129, 129, 100, 72, true},
+    {{2}, 33, 70, 200, 256, false},   {{2}, 33, 70, 256, 130, true},
+    {{1, 2}, 300, 300, 64, 64, true}, {{2}, 70, 200, 128, 8, true},
+    {{2}, 65, 65, 20, 100, false},
+};
+
+TEST(CudaKernelsLinalg, Attention) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kAttentionCases) {
+      SCOPED_TRACE(describe(c, dtype));
+      expectCudaMatchesCpu(attentionCall(c, dtype, false, seed += 4),
+                           toleranceFor(dtype));
+    }
+}
+
+// Without keys every softmax is 0 / 0 (NaN) on both backends; without a
+// head size every score is 0.
+TEST(CudaKernelsLinalg, AttentionEdgeSizes) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : kFloatTypes) {
+    for (const AttentionCase &c : {AttentionCase{{2}, 5, 0, 4, 3, false},
+                                   AttentionCase{{2}, 5, 7, 0, 3, false},
+                                   AttentionCase{{2}, 5, 7, 0, 3, true},
+                                   AttentionCase{{0}, 5, 7, 4, 3, false},
+                                   AttentionCase{{2}, 0, 7, 4, 3, false}}) {
+      SCOPED_TRACE(describe(c, dtype));
+      expectCudaMatchesCpu(attentionCall(c, dtype, false, 800),
+                           toleranceFor(dtype));
+    }
+  }
+}
+
+/// attention_grad's tolerance against the cpu: it sums in double, but
+/// rounds the key and value gradients of 16-bit types after every query.
+double gradToleranceFor(DType dtype) {
+  switch (dtype) {
+  case plan::F64:
+    return 1e-12;
+  case plan::F32:
+    return 2e-5;
+  case plan::F16:
+    return 1e-2;
+  default:
+    return 4e-2;
+  }
+}
+
+/// Runs `call` (16-bit operands) on the cuda kernel, and its operands'
+/// values in f64 on the cpu kernel, and expects the cuda results within
+/// `tolerance` of the f64 ones: the 16-bit kernel's accuracy itself.
+void expectCudaNearF64(const Call &call, double tolerance) {
+  Call actual = call, reference = call;
+  ASSERT_OK(runOnCuda(actual));
+  for (size_t i = 0; i < reference.inputCount(); ++i) {
+    Tensor &input = reference.input(i);
+    input = encode(plan::F64, input.shape, decode(input));
+  }
+  for (size_t i = 0; i < reference.outputCount(); ++i) {
+    Tensor &output = reference.result(i);
+    output = encode(plan::F64, output.shape,
+                    std::vector<double>(countOf(output.shape), 0.0));
+  }
+  ASSERT_OK(reference.run());
+  for (size_t i = 0; i < actual.outputCount(); ++i)
+    expectNear(actual.values(i), reference.values(i), tolerance,
+               call.kernel() + " output " + std::to_string(i) + " against f64");
+}
+
+TEST(CudaKernelsLinalg, AttentionGrad) {
+  ZCC_REQUIRE_GPU();
+  const AttentionCase cases[] = {
+      {{2, 2}, 45, 45, 64, 64, false},  {{2, 2}, 45, 45, 64, 64, true},
+      {{3}, 20, 70, 16, 40, true},      {{3}, 20, 70, 16, 40, false},
+      {{1}, 1, 1, 8, 8, true},          {{2}, 37, 37, 96, 128, true},
+      {{1}, 40, 23, 256, 200, false},   {{1}, 33, 33, 130, 20, true},
+      {{1}, 100, 100, 32, 32, true},    {{2}, 200, 260, 64, 64, true},
+      {{2}, 150, 150, 128, 128, false},
+  };
+  uint32_t seed = 900;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : cases) {
+      SCOPED_TRACE(describe(c, dtype));
+      Call call = attentionCall(c, dtype, true, seed += 4);
+      bool wide = dtype == plan::F32 || dtype == plan::F64;
+      // The cpu's 16-bit key and value gradients drift with its rounding
+      // after every query: beyond short sequences, 16-bit types are held to
+      // f64 alone.
+      if (wide || c.queries <= 20)
+        expectCudaMatchesCpu(call, gradToleranceFor(dtype));
+      if (!wide)
+        expectCudaNearF64(call, dtype == plan::F16 ? 1e-2 : 2e-2);
+    }
+}
+
+// The 16-bit forward against f64 too (its probabilities enter the tensor
+// cores rounded to 16 bits).
+TEST(CudaKernelsLinalg, AttentionHalfAccuracy) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 950;
+  for (DType dtype : {plan::F16, plan::BF16})
+    for (const AttentionCase &c : kAttentionCases) {
+      SCOPED_TRACE(describe(c, dtype));
+      expectCudaNearF64(attentionCall(c, dtype, false, seed += 4),
+                        dtype == plan::F16 ? 5e-3 : 1e-2);
+    }
+}
+
+// No queries: zero key and value gradients; no keys: zero query gradients.
+TEST(CudaKernelsLinalg, AttentionGradEdgeSizes) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : {plan::F32, plan::F64}) {
+    for (const AttentionCase &c : {AttentionCase{{2}, 0, 7, 4, 3, false},
+                                   AttentionCase{{2}, 5, 0, 4, 3, false},
+                                   AttentionCase{{2}, 5, 7, 0, 3, true},
+                                   AttentionCase{{2}, 5, 7, 4, 0, false}}) {
+      SCOPED_TRACE(describe(c, dtype));
+      expectCudaMatchesCpu(attentionCall(c, dtype, true, 1000),
+                           toleranceFor(dtype));
+    }
+  }
+}
+
+TEST(CudaKernelsLinalg, AttentionRefusesLikeCpu) {
+  ZCC_REQUIRE_GPU();
+  for (bool gradient : {false, true}) {
+    // More queries than keys under causal.
+    expectCudaRefusesLikeCpu(
+        attentionCall({{1}, 5, 4, 8, 8, true}, plan::F32, gradient, 1));
+    // Missing scale.
+    Call noScale(gradient ? "attention_grad" : "attention");
+    noScale.in(randomTensor(plan::F32, {2, 4}, 1))
+        .in(randomTensor(plan::F32, {3, 4}, 2))
+        .in(randomTensor(plan::F32, {3, 4}, 3));
+    if (gradient)
+      noScale.in(randomTensor(plan::F32, {2, 4}, 4))
+          .out(plan::F32, {2, 4})
+          .out(plan::F32, {3, 4})
+          .out(plan::F32, {3, 4});
+    else
+      noScale.out(plan::F32, {2, 4});
+    expectCudaRefusesLikeCpu(noScale);
+    // Key and query head sizes differ.
+    Call heads(gradient ? "attention_grad" : "attention");
+    heads.in(randomTensor(plan::F32, {2, 4}, 1))
+        .in(randomTensor(plan::F32, {3, 5}, 2))
+        .in(randomTensor(plan::F32, {3, 4}, 3));
+    if (gradient)
+      heads.in(randomTensor(plan::F32, {2, 4}, 4))
+          .out(plan::F32, {2, 4})
+          .out(plan::F32, {3, 5})
+          .out(plan::F32, {3, 4});
+    else
+      heads.out(plan::F32, {2, 4});
+    heads.floatAttr("scale", 1.0);
+    expectCudaRefusesLikeCpu(heads);
+  }
+  // A gradient of the wrong shape.
+  Call keyGrad = attentionCall({{1}, 2, 3, 4, 4, false}, plan::F32, true, 5);
+  keyGrad.result(1) = randomTensor(plan::F32, {2, 4}, 6);
+  expectCudaRefusesLikeCpu(keyGrad);
+  // attention_grad's own head size limit.
+  expectCudaRefusesLikeCpu(
+      attentionCall({{1}, 1, 1, 1025, 2, false}, plan::F32, true, 7));
+  // Mixed element types.
+  Call mixed = attentionCall({{1}, 2, 3, 4, 4, false}, plan::F32, false, 8);
+  mixed.input(1) = randomTensor(plan::F64, {1, 3, 4}, 9);
+  expectCudaRefusesLikeCpu(mixed);
+}
+
+// Head sizes past what the kernels keep on chip: a clear refusal.
+TEST(CudaKernelsLinalg, AttentionRefusesWideHeads) {
+  ZCC_REQUIRE_GPU();
+  for (bool gradient : {false, true}) {
+    Call call =
+        attentionCall({{1}, 2, 3, 300, 4, false}, plan::F32, gradient, 11);
+    Status status = runOnCuda(call);
+    EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.toString();
+    EXPECT_NE(status.message().find("head size 300 exceeds the 256"),
+              std::string::npos)
+        << status.message();
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// accumulate, fill, sum_squares
+//===----------------------------------------------------------------------===//
+
+const int64_t kFlatSizes[] = {1, 1000, 4099, (1 << 20) + 3};
+
+TEST(CudaKernelsLinalg, Accumulate) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1100;
+  for (DType target : {plan::F32, plan::F64})
+    for (DType value : kFloatTypes)
+      for (int64_t n : kFlatSizes) {
+        SCOPED_TRACE(describe(target, {n}, {n}) +
+                     " += " + cpu::dtypeName(value));
+        seed += 2;
+        Call call("accumulate");
+        call.in(randomTensor(value, {n}, seed))
+            .out(randomTensor(target, {n}, seed + 1));
+        expectCudaMatchesCpu(call, 0);
+      }
+}
+
+TEST(CudaKernelsLinalg, Fill) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : kFloatTypes)
+    for (double value : {0.0, -0.0, 0.1, -3.0, 65504.0, 1e10})
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1001},
+                        int64_t{(1 << 20) + 5}}) {
+        SCOPED_TRACE(describe(dtype, {n}, {}) + " " + std::to_string(value));
+        Call call("fill");
+        call.out(dtype, {n}).floatAttr("value", value);
+        Call reference = call, actual = call;
+        ASSERT_OK(reference.run());
+        ASSERT_OK(runOnCuda(actual));
+        // Bit-exact: the one rounding of the value, everywhere.
+        EXPECT_EQ(actual.result().bytes, reference.result().bytes);
+      }
+}
+
+TEST(CudaKernelsLinalg, SumSquares) {
+  ZCC_REQUIRE_GPU();
+  // One operand of each size and type.
+  uint32_t seed = 1200;
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{3 << 20}}) {
+      SCOPED_TRACE(describe(dtype, {n}, {}));
+      Call call("sum_squares");
+      call.in(randomTensor(dtype, {n}, seed += 1)).out(plan::F64, {});
+      expectCudaMatchesCpu(call, 1e-12);
+    }
+  // Many operands of mixed types and sizes, some empty: more than one
+  // launch's worth of operands.
+  Call many("sum_squares");
+  for (int i = 0; i < 75; ++i) {
+    DType dtype = kFloatTypes[i % 4];
+    int64_t n = i % 7 == 0 ? 0 : (i * 7919) % 20000 + 1;
+    many.in(randomTensor(dtype, {n}, seed += 1, -3, 3));
+  }
+  many.in(randomTensor(plan::F32, {1 << 21}, seed += 1));
+  many.out(plan::F64, {});
+  expectCudaMatchesCpu(many, 1e-12);
+  // Only empty operands.
+  Call empty("sum_squares");
+  empty.in(encode(plan::F32, {0}, {})).out(plan::F64, {});
+  expectCudaMatchesCpu(empty, 0);
+}
+
+// Overflowed gradients show in the norm: the loss scaler skips the step.
+TEST(CudaKernelsLinalg, SumSquaresPropagatesInfinityAndNaN) {
+  ZCC_REQUIRE_GPU();
+  Call inf("sum_squares");
+  inf.in(randomTensor(plan::F32, {5000}, 1))
+      .in(encode(plan::F16, {3}, {-kInf, 1, 2}))
+      .out(plan::F64, {});
+  expectCudaMatchesCpu(inf, 0);
+  Call nan("sum_squares");
+  nan.in(encode(plan::F32, {2}, {1, kNaN}))
+      .in(encode(plan::F64, {1}, {kInf}))
+      .out(plan::F64, {});
+  expectCudaMatchesCpu(nan, 0);
+  // Squares that overflow f32 are fine in the double sum.
+  Call large("sum_squares");
+  large.in(encode(plan::F32, {2}, {1e20, -1e20})).out(plan::F64, {});
+  expectCudaMatchesCpu(large, 1e-15);
+}
+
+TEST(CudaKernelsLinalg, AccumulateFillSumSquaresRefuseLikeCpu) {
+  ZCC_REQUIRE_GPU();
+  Call half("accumulate");
+  half.in(randomTensor(plan::F32, {2}, 1)).out(randomTensor(plan::F16, {2}, 2));
+  expectCudaRefusesLikeCpu(half);
+  Call integer("accumulate");
+  integer.in(i32({2}, {1, 2})).out(randomTensor(plan::F32, {2}, 2));
+  expectCudaRefusesLikeCpu(integer);
+  Call shape("accumulate");
+  shape.in(randomTensor(plan::F32, {3}, 1))
+      .out(randomTensor(plan::F32, {2}, 2));
+  expectCudaRefusesLikeCpu(shape);
+
+  Call missing("fill");
+  missing.out(plan::F32, {2});
+  expectCudaRefusesLikeCpu(missing);
+  Call intFill("fill");
+  intFill.out(plan::I64, {2}).floatAttr("value", 1);
+  expectCudaRefusesLikeCpu(intFill);
+
+  Call none("sum_squares");
+  none.out(plan::F64, {});
+  expectCudaRefusesLikeCpu(none);
+  Call result("sum_squares");
+  result.in(randomTensor(plan::F32, {1}, 1)).out(plan::F32, {});
+  expectCudaRefusesLikeCpu(result);
+  Call resultShape("sum_squares");
+  resultShape.in(randomTensor(plan::F32, {1}, 1)).out(plan::F64, {1});
+  expectCudaRefusesLikeCpu(resultShape);
+  Call intInput("sum_squares");
+  intInput.in(randomTensor(plan::F32, {1}, 1))
+      .in(i64({1}, {1}))
+      .out(plan::F64, {});
+  expectCudaRefusesLikeCpu(intInput);
+}
+
+//===----------------------------------------------------------------------===//
+// adamw, sgd
+//===----------------------------------------------------------------------===//
+
+struct Hyper {
+  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0,
+         gradScale = 1, momentum = 0;
+};
+
+Tensor scalarsTensor(const Hyper &h, double step) {
+  return f64({8}, {h.lr, h.beta1, h.beta2, h.eps, h.weightDecay, step,
+                   h.gradScale, h.momentum});
+}
+
+std::vector<Hyper> hypers() {
+  Hyper plain;
+  Hyper decayed;
+  decayed.weightDecay = 0.1;
+  decayed.gradScale = 0.25;
+  decayed.lr = 3e-2;
+  decayed.momentum = 0.9;
+  Hyper fast; // beta1 < 0.5 takes torch.lerp's other form.
+  fast.beta1 = 0.4;
+  fast.beta2 = 0.9;
+  fast.weightDecay = 0.01;
+  fast.gradScale = 2;
+  fast.momentum = 0.5;
+  return {plain, decayed, fast};
+}
+
+/// f32 steps round operation by operation as the cpu's do: they match to
+/// the last bit but for the device's pow (bias corrections) in the last
+/// place of a double.
+double optimizerToleranceFor(DType dtype) {
+  return dtype == plan::F64 ? 1e-13 : 1e-6;
+}
+
+TEST(CudaKernelsLinalg, Adamw) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1300;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (bool decoupled : {true, false})
+        for (double step : {1.0, 2.0, 37.0})
+          for (int64_t n : {int64_t{7}, int64_t{1000}, int64_t{100003}})
+            for (bool inPlace : {true, false}) {
+              SCOPED_TRACE(describe(dtype, {n}, {}) + " step " +
+                           std::to_string(step) +
+                           (decoupled ? " adamw" : " adam") +
+                           (inPlace ? " in place" : ""));
+              seed += 4;
+              Call call("adamw");
+              call.in(randomTensor(dtype, {n}, seed))
+                  .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+                  .in(randomTensor(dtype, {n}, seed + 2, -0.5, 0.5))
+                  .in(randomTensor(dtype, {n}, seed + 3, 0, 0.3))
+                  .in(scalarsTensor(h, step));
+              if (inPlace)
+                call.inPlace(0).inPlace(2).inPlace(3);
+              else
+                call.out(dtype, {n}).out(dtype, {n}).out(dtype, {n});
+              if (!decoupled)
+                call.boolAttr("adam_w_mode", false);
+              expectCudaMatchesCpu(call, optimizerToleranceFor(dtype));
+            }
+}
+
+TEST(CudaKernelsLinalg, Sgd) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1500;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (double dampening : {0.0, 0.1})
+        for (bool nesterov : {false, true})
+          for (double step : {1.0, 5.0})
+            for (int64_t n : {int64_t{6}, int64_t{100003}}) {
+              SCOPED_TRACE(describe(dtype, {n}, {}) + " step " +
+                           std::to_string(step) + " momentum " +
+                           std::to_string(h.momentum) +
+                           (nesterov ? " nesterov" : ""));
+              seed += 3;
+              Call call("sgd");
+              call.in(randomTensor(dtype, {n}, seed))
+                  .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+                  .in(randomTensor(dtype, {n}, seed + 2))
+                  .in(scalarsTensor(h, step))
+                  .inPlace(0)
+                  .inPlace(2);
+              if (dampening != 0)
+                call.floatAttr("dampening", dampening);
+              if (nesterov)
+                call.unitAttr("nesterov");
+              expectCudaMatchesCpu(call, optimizerToleranceFor(dtype));
+            }
+}
+
+TEST(CudaKernelsLinalg, OptimizersRefuseLikeCpu) {
+  ZCC_REQUIRE_GPU();
+  Hyper h;
+  auto adamw = [&](Tensor scalars, std::vector<int64_t> stateShape,
+                   DType paramType) {
+    Call call("adamw");
+    call.in(randomTensor(paramType, {3}, 1))
+        .in(randomTensor(paramType, {3}, 2))
+        .in(randomTensor(paramType, stateShape, 3))
+        .in(randomTensor(paramType, {3}, 4, 0, 1))
+        .in(std::move(scalars))
+        .inPlace(0)
+        .inPlace(2)
+        .inPlace(3);
+    return call;
+  };
+  expectCudaRefusesLikeCpu(adamw(scalarsTensor(h, 1), {4}, plan::F32));
+  expectCudaRefusesLikeCpu(adamw(scalarsTensor(h, 1), {3}, plan::F16));
+  expectCudaRefusesLikeCpu(
+      adamw(f64({7}, std::vector<double>(7, 1.0)), {3}, plan::F32));
+  expectCudaRefusesLikeCpu(adamw(
+      encode(plan::F32, {8}, std::vector<double>(8, 1.0)), {3}, plan::F32));
+  Call attr = adamw(scalarsTensor(h, 1), {3}, plan::F32);
+  attr.stringAttr("adam_w_mode", "yes");
+  expectCudaRefusesLikeCpu(attr);
+
+  Call sgd("sgd");
+  sgd.in(randomTensor(plan::F32, {3}, 1))
+      .in(randomTensor(plan::F64, {3}, 2))
+      .in(randomTensor(plan::F32, {3}, 3))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2);
+  expectCudaRefusesLikeCpu(sgd);
+  Call damp("sgd");
+  damp.in(randomTensor(plan::F32, {3}, 1))
+      .in(randomTensor(plan::F32, {3}, 2))
+      .in(randomTensor(plan::F32, {3}, 3))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .stringAttr("dampening", "no");
+  expectCudaRefusesLikeCpu(damp);
+}
+
+// The cpu refuses a step below 1 by reading the scalars; the cuda kernel
+// cannot read device memory on the host, so it leaves the state alone.
+TEST(CudaKernelsLinalg, OptimizerStepZeroLeavesStateAlone) {
+  ZCC_REQUIRE_GPU();
+  Hyper h;
+  h.momentum = 0.9;
+  Call adamw("adamw");
+  adamw.in(randomTensor(plan::F32, {100}, 1))
+      .in(randomTensor(plan::F32, {100}, 2))
+      .in(randomTensor(plan::F32, {100}, 3))
+      .in(randomTensor(plan::F32, {100}, 4, 0, 1))
+      .in(scalarsTensor(h, 0))
+      .out(plan::F32, {100})
+      .out(plan::F32, {100})
+      .out(plan::F32, {100});
+  ASSERT_OK(runOnCuda(adamw));
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(adamw.result(i).bytes, adamw.input(i == 0 ? 0 : i + 1).bytes);
+  Call sgd("sgd");
+  sgd.in(randomTensor(plan::F64, {100}, 1))
+      .in(randomTensor(plan::F64, {100}, 2))
+      .in(randomTensor(plan::F64, {100}, 3))
+      .in(scalarsTensor(h, 0))
+      .out(plan::F64, {100})
+      .out(plan::F64, {100});
+  ASSERT_OK(runOnCuda(sgd));
+  EXPECT_EQ(sgd.result(0).bytes, sgd.input(0).bytes);
+  EXPECT_EQ(sgd.result(1).bytes, sgd.input(2).bytes);
+}
+
+} // namespace
+} // namespace zcc::test

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# On a GPU machine (no MLIR needed): builds the runtime with the compiler
+# switched off, runs the gpu-labelled tests, then checks the cuda backend
+# against the cpu backend on the plans tools/gpu/make-plans.sh compiled:
+#   tools/gpu/check.sh [PLANS_DIR]        (default build-gpu-plans)
+# Logs go to $OUT (default gpu-check-out); the summary is the last lines.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+plans=${1:-$root/build-gpu-plans}
+out=${OUT:-$root/gpu-check-out}
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+python=${PYTHON:-python3}
+inputs=$root/test/E2E/Inputs
+summary=$out/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+steps=${STEPS:-20}
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cmake -G Ninja -S "$root" -B "$root/build-gpu" -DCMAKE_BUILD_TYPE=Release \
+    -DZCC_BUILD_COMPILER=OFF > "$out/cmake.log" 2>&1 || { note "cmake failed"; tail -30 "$out/cmake.log"; exit 1; }
+  ninja -C "$root/build-gpu" > "$out/build.log" 2>&1 || { note "build failed"; grep -B2 -A12 -m3 "error" "$out/build.log"; exit 1; }
+  note "build: ok"
+fi
+zrun=$root/build-gpu/bin/zrun
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$summary"
+gpus=$(nvidia-smi -L | wc -l)
+
+if [ -z "${SKIP_TESTS:-}" ]; then
+  ctest --test-dir "$root/build-gpu" -L gpu -j4 --output-on-failure > "$out/ctest-gpu.log" 2>&1
+  note "gpu tests: $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log")"
+  grep -E "^\s*[0-9]+ - .*\(Failed|Exception|Timeout\)|Failed  |\*\*\*" "$out/ctest-gpu.log" | head -40 | tee -a "$summary"
+fi
+
+# Training: every plan on both backends, the same data, the logs compared
+# step by step (fp32 within 1e-4 relative, bf16 within 2e-2).
+for plan in "$plans"/z*r*-*.plan; do
+  name=$(basename "$plan" .plan)
+  world=${name#*r}; world=${world%%-*}
+  if [ "$world" -gt "$gpus" ]; then note "$name: skipped ($world GPUs needed)"; continue; fi
+  tol=1e-4; [[ $name == *bf16 ]] && tol=2e-2
+  "$zrun" "$plan" --backend cpu --nproc "$world" --steps "$steps" --data "$plans/tokens.bin" \
+    --log-json "$out/$name.cpu.jsonl" > "$out/$name.cpu.log" 2>&1 || { note "$name: cpu run failed"; tail -5 "$out/$name.cpu.log"; continue; }
+  start=$(date +%s.%N)
+  "$zrun" "$plan" --backend cuda --nproc "$world" --steps "$steps" --data "$plans/tokens.bin" \
+    --log-json "$out/$name.cuda.jsonl" > "$out/$name.cuda.log" 2>&1 || { note "$name: cuda run failed"; tail -15 "$out/$name.cuda.log" | tee -a "$summary"; continue; }
+  end=$(date +%s.%N)
+  result=$($python "$inputs/compare_losses.py" "$out/$name.cuda.jsonl" "$out/$name.cpu.jsonl" \
+    --rtol $tol --fields loss,lr,grad_norm 2>&1 | tail -8)
+  note "$name (rtol $tol, $(printf %.1f "$(echo "$end - $start" | bc)") s): $result"
+done
+
+# Inference: the cuda outputs against the cpu outputs.
+for pair in "infer:input_ids.npy" "infer-wide:input_ids_wide.npy"; do
+  name=${pair%%:*}; input=${pair#*:}
+  [ -f "$plans/$name.plan" ] || continue
+  for backend in cpu cuda; do
+    "$zrun" "$plans/$name.plan" --backend $backend --input input_ids="$plans/$input" \
+      --output-dir "$out/$name-$backend" > "$out/$name-$backend.log" 2>&1 || { note "$name: $backend run failed"; tail -10 "$out/$name-$backend.log" | tee -a "$summary"; }
+  done
+  for file in "$out/$name-cpu"/*.npy; do
+    note "$name $(basename "$file"): $($python "$inputs/compare_npy.py" "$out/$name-cuda/$(basename "$file")" "$file" --rtol 1e-4 2>&1 | tail -3)"
+  done
+done
+
+# float64 finite-difference gradient checks of every differentiable op, run
+# on the cuda kernels.
+if [ -f "$plans/gradcheck/models.txt" ]; then
+  passed=0; failed=0
+  for model in $(cat "$plans/gradcheck/models.txt"); do
+    if "$zrun" "$plans/gradcheck/$model.plan" --backend cuda --check-gradients --check-elements 32 \
+        > "$out/gradcheck-$model.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1)); note "gradcheck $model: FAILED"; tail -6 "$out/gradcheck-$model.log" >> "$summary"
+    fi
+  done
+  note "gradcheck on cuda: $passed passed, $failed failed"
+fi
+
+# The trained export read by the outside world: onnxruntime runs
+# trained.onnx and gives zcc's outputs; torch's safetensors reader loads the
+# weights with the values of trained.onnx's initializers.
+if [ -d "$plans/export" ]; then
+  $python - "$plans/export" > "$out/export-check.log" 2>&1 <<'PY'
+import sys, numpy as np, onnx, onnxruntime as ort
+from onnx import numpy_helper
+from safetensors.torch import load_file
+d = sys.argv[1]
+ids = np.load(f"{d}/ids.npy").astype(np.int64)
+session = ort.InferenceSession(f"{d}/trained.onnx", providers=["CPUExecutionProvider"])
+feeds = {i.name: ids for i in session.get_inputs()}
+names = [o.name for o in session.get_outputs()]
+worst = 0.0
+for name, value in zip(names, session.run(None, feeds)):
+    mine = np.load(f"{d}/zcc-out/{name.replace('/', '_')}.npy")
+    err = float(np.max(np.abs(mine - value) / np.maximum(1.0, np.abs(value))))
+    worst = max(worst, err)
+    print(f"onnxruntime {name}: max relative error {err:.2e}")
+model = onnx.load(f"{d}/trained.onnx")
+initializers = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+tensors = load_file(f"{d}/trained.safetensors")
+same = sum(1 for k, v in tensors.items() if k in initializers and np.array_equal(v.numpy(), initializers[k]))
+print(f"safetensors (torch): {len(tensors)} tensors, {same} equal to trained.onnx's initializers")
+print("export check:", "ok" if worst < 1e-4 and same == len(tensors) else "FAILED")
+PY
+  note "$(tail -4 "$out/export-check.log")"
+fi
+
+# A rank killed mid-run: the other ranks must exit within 60 s, saying why.
+if [ "$gpus" -ge 2 ] && [ -f "$plans/z0r2-fp32.plan" ]; then
+  "$zrun" "$plans/z0r2-fp32.plan" --backend cuda --nproc 2 --steps 100000 --data "$plans/tokens.bin" \
+    --comm-timeout 20 > "$out/kill.log" 2>&1 &
+  launcher=$!
+  sleep 8
+  victim=""
+  for pid in $(pgrep -f "z0r2-fp32.plan"); do
+    if tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "ZCC_RANK=1"; then victim=$pid; fi
+  done
+  if [ -n "$victim" ]; then
+    killed=$(date +%s)
+    kill -9 "$victim"
+    wait $launcher; status=$?
+    took=$(( $(date +%s) - killed ))
+    note "kill rank 1: the job exited with status $status $took s after the kill"
+    tail -6 "$out/kill.log" | tee -a "$summary"
+  else
+    note "kill rank 1: rank 1 not found"; kill $launcher
+  fi
+fi
+echo "---- summary"; cat "$summary"

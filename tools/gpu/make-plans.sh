@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Compiles, on a machine with zcc (no GPU needed), the plans that
+# tools/gpu/check.sh runs on the GPU machine, which has no MLIR:
+#   tools/gpu/make-plans.sh [BUILD_DIR] [OUT_DIR]
+# (defaults build and build-gpu-plans). Writes the models, configs, token
+# data and plans of the cuda-vs-cpu checks and a list of the gradient-check
+# models.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+out=${2:-$root/build-gpu-plans}
+python=${PYTHON:-/usr/bin/python3}
+zcc=$build/bin/zcc
+rm -rf "$out" && mkdir -p "$out/gradcheck"
+inputs=$root/test/E2E/Inputs
+
+# The tiny GPT-2 of the ZeRO tests, its token data, and configs for ZeRO 0
+# and 3 on 1 and 2 ranks (batch 8 in every case), each in fp32 and bf16.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 -o "$out/gpt2.onnx"
+$python "$root/examples/models/train_torch.py" --make-data "$out/tokens.bin" --tokens 8192 \
+  --vocab 128 --seed 7 --distribution markov
+$python - "$inputs" "$out" <<'PY'
+import json, sys
+inputs, out = sys.argv[1], sys.argv[2]
+base = {"z0": "ds_dp_gas4.json", "z3": "ds_zero3_gas2.json"}
+for stage, name in base.items():
+    config = json.load(open(f"{inputs}/{name}"))
+    for world in (1, 2):
+        config["gradient_accumulation_steps"] = 8 // (2 * world)
+        for precision in ("fp32", "bf16"):
+            c = json.loads(json.dumps(config))
+            if precision == "bf16":
+                c["bf16"] = {"enabled": True}
+            json.dump(c, open(f"{out}/{stage}r{world}-{precision}.json", "w"), indent=1)
+PY
+for stage in z0 z3; do
+  for world in 1 2; do
+    for precision in fp32 bf16; do
+      name=$stage"r"$world-$precision
+      "$zcc" "$out/gpt2.onnx" -c "$out/$name.json" --world-size $world -o "$out/$name.plan"
+    done
+  done
+done
+# Inference: the model without its loss, a larger one (width 256, 4
+# layers, sequence 256: several tiles of every kernel) and their inputs.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss -o "$out/gpt2-infer.onnx"
+"$zcc" "$out/gpt2-infer.onnx" -c "$inputs/ds_dp_gas4.json" --mode infer -o "$out/infer.plan"
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss --layers 4 \
+  --width 256 --heads 4 --vocab 1000 --seq 256 -o "$out/gpt2-wide.onnx"
+"$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_dp_gas4.json" --mode infer -o "$out/infer-wide.plan"
+$python - "$out" <<'PY'
+import numpy as np, sys
+out = sys.argv[1]
+rng = np.random.default_rng(3)
+np.save(f"{out}/input_ids.npy", rng.integers(0, 128, size=(2, 32)).astype(np.int64))
+np.save(f"{out}/input_ids_wide.npy", rng.integers(0, 1000, size=(2, 256)).astype(np.int64))
+PY
+
+# A trained export (issue: checkpoints): 5 steps of ZeRO-3 on 2 cpu ranks,
+# exported as safetensors and as an ONNX model with trained initializers;
+# zcc's inference plan of trained.onnx gives the outputs onnxruntime must
+# reproduce on the GPU machine.
+mkdir -p "$out/export"
+"$zcc" "$out/gpt2.onnx" -c "$inputs/ds_reshard_zero3.json" --world-size 2 -o "$out/export/z3.plan" 2>/dev/null
+"$build/bin/zrun" "$out/export/z3.plan" --nproc 2 --steps 5 --data "$out/tokens.bin" --save "$out/export/ckpt" > /dev/null
+"$build/bin/zplan" export "$out/export/ckpt" -o "$out/export/trained.safetensors"
+"$build/bin/zplan" export "$out/export/ckpt" --onnx "$out/gpt2.onnx" -o "$out/export/trained.onnx"
+rm -rf "$out/export/ckpt" "$out/export/z3.plan"
+$python -c "import numpy as np; ids = (np.arange(64).reshape(2, 32) * 7) % 128; np.save('$out/export/ids.npy', ids)"
+"$zcc" "$out/export/trained.onnx" -c "$inputs/ds_reshard_zero3.json" --mode infer -o "$out/export/trained.plan" 2>/dev/null
+"$build/bin/zrun" "$out/export/trained.plan" --input input_ids="$out/export/ids.npy" \
+  --input labels="$out/export/ids.npy" --output-dir "$out/export/zcc-out" > /dev/null
+
+# float64 gradient checks of every differentiable op, on the cuda kernels.
+for model in $($python "$inputs/gradcheck_models.py" --list); do
+  $python "$inputs/gradcheck_models.py" "$model" -o "$out/gradcheck/$model.onnx"
+  "$zcc" "$out/gradcheck/$model.onnx" -c "$inputs/ds_gradcheck.json" -o "$out/gradcheck/$model.plan"
+  rm "$out/gradcheck/$model.onnx"
+  echo "$model" >> "$out/gradcheck/models.txt"
+done
+echo "plans in $out"
