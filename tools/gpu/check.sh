@@ -80,7 +80,7 @@ fi
 # The trained export read by the outside world: onnxruntime runs
 # trained.onnx and gives zcc's outputs; torch's safetensors reader loads the
 # weights with the values of trained.onnx's initializers.
-if [ -d "$plans/export" ]; then
+if [ -d "$plans/export" ] && [ -z "${SKIP_EXPORT:-}" ]; then
   $python - "$plans/export" > "$out/export-check.log" 2>&1 <<'PY'
 import sys, numpy as np, onnx, onnxruntime as ort
 from onnx import numpy_helper
@@ -107,7 +107,7 @@ PY
 fi
 
 # A rank killed mid-run: the other ranks must exit within 60 s, saying why.
-if [ "$gpus" -ge 2 ] && [ -f "$plans/z0r2-fp32.plan" ]; then
+if [ "$gpus" -ge 2 ] && [ -f "$plans/z0r2-fp32.plan" ] && [ -z "${SKIP_KILL:-}" ]; then
   "$zrun" "$plans/z0r2-fp32.plan" --backend cuda --nproc 2 --steps 100000 --data "$plans/tokens.bin" \
     --comm-timeout 20 > "$out/kill.log" 2>&1 &
   launcher=$!

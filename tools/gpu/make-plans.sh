@@ -75,7 +75,6 @@ $python -c "import numpy as np; ids = (np.arange(64).reshape(2, 32) * 7) % 128; 
 for model in $($python "$inputs/gradcheck_models.py" --list); do
   $python "$inputs/gradcheck_models.py" "$model" -o "$out/gradcheck/$model.onnx"
   "$zcc" "$out/gradcheck/$model.onnx" -c "$inputs/ds_gradcheck.json" -o "$out/gradcheck/$model.plan"
-  rm "$out/gradcheck/$model.onnx"
   echo "$model" >> "$out/gradcheck/models.txt"
 done
 echo "plans in $out"
