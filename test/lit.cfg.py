@@ -21,3 +21,16 @@ config.substitutions.append(("%python", config.python_executable))
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(["zcc", "zcc-opt", "zrun", "zplan"], [config.zcc_tools_dir])
+
+# `gpu` where a CUDA device answers (nvidia-smi lists one), so tests of the
+# cuda backend's behaviour without a device can say UNSUPPORTED: gpu.
+import shutil
+import subprocess
+
+if shutil.which("nvidia-smi"):
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20)
+        if listed.returncode == 0 and b"GPU" in listed.stdout:
+            config.available_features.add("gpu")
+    except (OSError, subprocess.TimeoutExpired):
+        pass

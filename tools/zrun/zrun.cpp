@@ -495,11 +495,17 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     }
     ncclUniqueId id;
     ZCC_RETURN_IF_ERROR(ncclIdFromHex(idHex, id), "rank %d", role->rank);
-    if (cudaSetDevice(role->localRank) != cudaSuccess)
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
       return makeStatus(StatusCode::kUnavailable,
-                        "rank %d: cannot use CUDA device %d (LOCAL_RANK); this node has "
-                        "fewer GPUs than ranks",
-                        role->rank, role->localRank);
+                        "rank %d: the cuda backend needs a CUDA device, and there is none "
+                        "here; run with --backend cpu",
+                        role->rank);
+    if (role->localRank >= devices || cudaSetDevice(role->localRank) != cudaSuccess)
+      return makeStatus(StatusCode::kUnavailable,
+                        "rank %d: cannot use CUDA device %d (its local rank): this node has "
+                        "%d; start at most %d ranks per node",
+                        role->rank, role->localRank, devices, devices);
     StatusOr<std::unique_ptr<NcclCommunicator>> created =
         NcclCommunicator::create(id, role->rank, world, timeout);
     if (!created.isOk())
