@@ -175,6 +175,16 @@ static Status drawSlice(const plan::RandomInit &init, plan::DType dtype,
   }
 }
 
+uint32_t randomStreamOf(const std::string &name) {
+  // FNV-1a: fixed across builds and platforms, unlike std::hash.
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
 Status drawRandomWeight(const plan::RandomInit &init, plan::DType dtype,
                         uint64_t seed, uint32_t weightIndex, uint64_t count,
                         void *host) {
@@ -522,7 +532,7 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
     Status status = Status::ok();
     switch (options.source) {
     case WeightSource::kRandom:
-      status = loadRandomWeight(weight, static_cast<uint32_t>(i), buffer,
+      status = loadRandomWeight(weight, randomStreamOf(weight.name()), buffer,
                                 options.seed, options.shardIndex, staging, backend,
                                 destination);
       break;

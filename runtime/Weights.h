@@ -58,9 +58,15 @@ Status loadWeights(const LoadedPlan &plan, const WeightOptions &options,
 /// Writes `count` elements of `dtype` drawn by `init` into `host`. The
 /// values depend only on `seed`, `weightIndex` and the element's position,
 /// so a run is repeatable and each weight independent of the others.
+/// `--weights random` draws weight W from stream randomStreamOf(W's name):
+/// plans that order their weights differently (other world sizes, ZeRO
+/// stages) start from the same values.
 Status drawRandomWeight(const plan::RandomInit &init, plan::DType dtype,
                         uint64_t seed, uint32_t weightIndex, uint64_t count,
                         void *host);
+
+/// The random stream of the weight named `name`.
+uint32_t randomStreamOf(const std::string &name);
 
 } // namespace zcc
 

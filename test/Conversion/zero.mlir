@@ -15,8 +15,6 @@
 // The other functions are untouched.
 // CHECK-LABEL: func.func @zero_grads
 // CHECK-NOT: zdist.all_reduce
-// Gather and prefetch buckets are not built yet, and the pass says so.
-// expected-warning @+1 {{zero_optimization.allgather_bucket_size and stage3_prefetch_bucket_size are not applied yet: reduce-scatters and all-gathers run per parameter (reduce_bucket_size buckets the all-reduced gradients)}}
 module attributes {zcc.config = {zero_optimization = {stage = 0 : i64, reduce_bucket_size = 4 : i64}}} {
   zdist.mesh @mesh ["dp" = 2]
   func.func @grad_norm() -> tensor<f64> {
@@ -48,7 +46,6 @@ module attributes {zcc.config = {zero_optimization = {stage = 0 : i64, reduce_bu
 // CHECK-NEXT: zgraph.assign %[[RA]] into %[[A]]
 // CHECK-NEXT: zgraph.assign %[[RB]] into %[[B]]
 // CHECK-NEXT: zgraph.sum_squares %[[RA]], %[[RB]]
-// expected-warning @+1 {{zero_optimization.allgather_bucket_size and stage3_prefetch_bucket_size are not applied yet}}
 module attributes {zcc.config = {zero_optimization = {stage = 0 : i64}}} {
   zdist.mesh @mesh ["dp" = 2]
   func.func @grad_norm() -> tensor<f64> {

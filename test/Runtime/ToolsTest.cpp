@@ -167,9 +167,18 @@ TEST_F(ZrunTest, WeightsFolderAndRandom) {
                   "files");
 }
 
-TEST_F(ZrunTest, NotSupportedYetIsNeverSilent) {
-  expectError({plan, "--input", "x=" + input, "--backend", "cuda"},
-              "--backend cuda is not supported yet; run with --backend cpu");
+// Where there is no GPU (or zrun was built without CUDA), --backend cuda
+// says why it cannot run and what to do instead, in one line; where there
+// is one, the plan runs.
+TEST_F(ZrunTest, CudaWithoutADeviceSaysWhy) {
+  Result result = zrun({plan, "--input", "x=" + input, "--backend", "cuda",
+                        "--output-dir", dir.file("cuda-out")});
+  if (result.exitCode == 0)
+    GTEST_SKIP() << "a CUDA device is present: the plan ran";
+  EXPECT_EQ(result.exitCode, 1) << result.output;
+  EXPECT_EQ(result.output.rfind("zrun: error: ", 0), 0u) << result.output;
+  EXPECT_NE(result.output.find("run with --backend cpu\n"), std::string::npos) << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
 }
 
 TEST_F(ZrunTest, WorldSizeMustMatch) {

@@ -18,11 +18,7 @@
 #include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Launch.h"
 #include "tools/zrun/Train.h"
-#ifdef ZCC_HAVE_CUDA_BACKEND
-#include "runtime/Cuda/NcclCommunicator.h"
-
-#include <cuda_runtime_api.h>
-#endif
+#include "runtime/CudaPlugin.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -463,19 +459,21 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
 
   // One rank: this thread. More: the ranks of the job as threads, each with
   // its own executor (its own arena) and its communicator of one group.
-#ifdef ZCC_HAVE_CUDA_BACKEND
   // On the cuda backend each rank is a process of its own, with its GPU.
-  std::unique_ptr<NcclCommunicator> nccl;
+  std::unique_ptr<Communicator> nccl;
   if (options.backend == "cuda" && world > 1) {
     StatusOr<ProcessRole> role = processRole();
     if (!role.isOk())
       return role.takeStatus();
+    StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
+    if (!plugin.isOk())
+      return plugin.takeStatus();
     std::chrono::seconds timeout(options.commTimeoutSeconds);
     if (!role->isRank) {
-      StatusOr<ncclUniqueId> id = makeNcclId();
+      StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
       if (!id.isOk())
         return id.takeStatus();
-      return launchRanks(options.argv, world, ncclIdToHex(*id), timeout + std::chrono::seconds(15))
+      return launchRanks(options.argv, world, *id, timeout + std::chrono::seconds(15))
           .addContext(path);
     }
     if (role->worldSize != world)
@@ -486,34 +484,21 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     std::string idHex = role->ncclIdHex;
     if (idHex.empty()) {
       if (role->rank == 0) {
-        StatusOr<ncclUniqueId> id = makeNcclId();
+        StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
         if (!id.isOk())
           return id.takeStatus();
-        idHex = ncclIdToHex(*id);
+        idHex = *id;
       }
       ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
     }
-    ncclUniqueId id;
-    ZCC_RETURN_IF_ERROR(ncclIdFromHex(idHex, id), "rank %d", role->rank);
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-      return makeStatus(StatusCode::kUnavailable,
-                        "rank %d: the cuda backend needs a CUDA device, and there is none "
-                        "here; run with --backend cpu",
-                        role->rank);
-    if (role->localRank >= devices || cudaSetDevice(role->localRank) != cudaSuccess)
-      return makeStatus(StatusCode::kUnavailable,
-                        "rank %d: cannot use CUDA device %d (its local rank): this node has "
-                        "%d; start at most %d ranks per node",
-                        role->rank, role->localRank, devices, devices);
-    StatusOr<std::unique_ptr<NcclCommunicator>> created =
-        NcclCommunicator::create(id, role->rank, world, timeout);
+    ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(role->localRank, role->rank), "%s", path.c_str());
+    StatusOr<std::unique_ptr<Communicator>> created =
+        (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
     if (!created.isOk())
       return created.takeStatus().addContext(formatString("rank %d", role->rank));
     nccl = std::move(*created);
     executorOptions.deviceOrdinal = role->localRank;
   }
-#endif
   std::unique_ptr<LocalCommunicatorGroup> group;
   if (world > 1 && options.backend == "cpu") {
     StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
@@ -525,10 +510,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   std::vector<uint64_t> allocated(world, 0);
   std::string backendName;
   auto communicatorOf = [&](int rank) -> Communicator * {
-#ifdef ZCC_HAVE_CUDA_BACKEND
     if (nccl)
       return nccl.get();
-#endif
     return group ? group->communicator(rank) : nullptr;
   };
   auto runRank = [&](int rank, LoadedPlan plan) {

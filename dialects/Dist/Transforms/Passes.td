@@ -25,13 +25,30 @@ def VerifyDistPass : Pass<"zcc-dist-verify", "mlir::ModuleOp"> {
 def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
   let summary = "ZeRO partitioning of the training step over the data-parallel axis";
   let description = [{
-    Reads `zero_optimization.stage` from `zcc.config` and the "dp" axis of
-    the mesh. On one data-parallel rank, or for an inference plan, it changes
-    nothing. Stage 0 (plain data parallelism): at the start of `@grad_norm`
-    each gradient accumulator is averaged over the group (`zdist.all_reduce
-    ... reduction = avg`) and written back (`zgraph.assign`), so every rank
-    computes the same norm and takes the same optimizer step. Stages 1 to 3
-    on more than one rank are not built yet and are an error that says so.
+    Reads `zero_optimization` from `zcc.config` and the "dp" axis of the
+    mesh. On one data-parallel rank, or for an inference plan, it changes
+    nothing. A parameter is partitioned by blocks of rows when the
+    data-parallel size divides its first dimension (and, in stage 3, when it
+    has more than `stage3_param_persistence_threshold` elements).
+
+    - Stage 0: at the start of `@grad_norm` whole gradients are averaged over
+      the group (`zdist.all_reduce ... reduction = avg`) in buckets of at most
+      `reduce_bucket_size` elements and written back (`zgraph.assign`).
+    - Stage 1: each rank keeps its rows of the optimizer state and an fp32
+      master copy of its rows (initialised by `@init`); `@optimizer_step`
+      updates them and all-gathers the updated rows into the parameter.
+    - Stage 2: each micro-step reduce-scatters the gradient into the rank's
+      shard accumulator.
+    - Stage 3: the parameter itself is a shard. From the whole `@micro_step`
+      the pass decides where each whole copy is gathered and released:
+      a parameter used again within `stage3_max_reuse_distance` elements of
+      other parameters stays resident, otherwise it is released after its
+      use and gathered again; at the first use of a copy not yet gathered
+      one coalesced all-gather (concat, gather, slice) fetches it with the
+      next copies in use order, up to min(`stage3_max_live_parameters` -
+      resident elements, `stage3_prefetch_bucket_size`) elements.
+
+    Offload and `overlap_comm` are warned about: not applied yet.
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];

@@ -10,10 +10,11 @@
 //            all-gathers the updated rows into the whole parameter;
 //   stage 2  gradients partitioned too: every micro-step reduce-scatters its
 //            gradient into the rank's shard accumulator;
-//   stage 3  parameters partitioned too: the parameter is stored as a shard,
-//            all-gathered before its forward uses and again before its
-//            backward uses (so the whole parameter is not kept between them),
-//            and updated in place.
+//   stage 3  parameters partitioned too: the parameter is stored as a shard
+//            and updated in place; scheduleGathers places its coalesced,
+//            prefetching all-gathers and releases from the whole micro-step
+//            by stage3_max_live_parameters, stage3_max_reuse_distance and
+//            stage3_prefetch_bucket_size.
 // A parameter is partitioned by rows, so collectives move contiguous bytes;
 // one whose first dimension the data-parallel size does not divide (or, in
 // stage 3, one at or below stage3_param_persistence_threshold elements) stays
@@ -40,17 +41,36 @@ namespace zcc::zdist {
 namespace {
 
 int64_t configInt(DictionaryAttr dict, StringRef name, int64_t defaultValue) {
-  auto value = dict ? dict.getAs<IntegerAttr>(name) : IntegerAttr();
-  return value ? value.getInt() : defaultValue;
+  if (!dict)
+    return defaultValue;
+  if (auto value = dict.getAs<IntegerAttr>(name))
+    return value.getInt();
+  // JSON writes DeepSpeed's large defaults as 1e9.
+  if (auto value = dict.getAs<FloatAttr>(name))
+    return static_cast<int64_t>(value.getValueAsDouble());
+  return defaultValue;
 }
+
+/// Stage 3's fetch schedule knobs, in elements (DeepSpeed's meanings).
+struct Stage3Schedule {
+  /// Gathered parameter elements resident at once, prefetches included.
+  int64_t maxLiveParameters = 1000000000;
+  /// A parameter used again within this many gathered elements of other
+  /// parameters stays resident; otherwise it is released and re-gathered.
+  int64_t maxReuseDistance = 1000000000;
+  /// The most elements one coalesced all-gather prefetches ahead of use.
+  int64_t prefetchBucketSize = 50000000;
+};
 
 /// The rewrite of one training step for one stage.
 class ZeroPartitioner {
 public:
   ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
-                  int64_t persistenceThreshold, int64_t reduceBucketSize)
+                  int64_t persistenceThreshold, int64_t reduceBucketSize,
+                  Stage3Schedule schedule)
       : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
         persistenceThreshold(persistenceThreshold), reduceBucketSize(reduceBucketSize),
+        schedule(schedule),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
         axes(builder.getStrArrayAttr({"dp"})) {}
 
@@ -98,6 +118,7 @@ private:
   }
 
   void partitionMicroStep(func::FuncOp step);
+  void scheduleGathers(func::FuncOp step);
   void partitionGradNorm(func::FuncOp gradNorm);
   void partitionOptimizerStep(func::FuncOp update);
   void addInit(func::FuncOp update);
@@ -105,6 +126,7 @@ private:
   ModuleOp module;
   OpBuilder builder;
   int64_t dataParallel, stage, persistenceThreshold, reduceBucketSize;
+  Stage3Schedule schedule;
   FlatSymbolRefAttr meshRef;
   ArrayAttr axes;
   /// The full type of every partitioned parameter, by name.
@@ -154,49 +176,179 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     Value shard = reduceScatter(accumulate.getLoc(), accumulate.getValue());
     accumulate.getValueMutable().assign(shard);
   }
-  if (stage != 3)
-    return;
+  if (stage == 3)
+    scheduleGathers(step);
+}
+
+/// Stage 3: every partitioned parameter is a shard, and this decides, from
+/// the whole micro-step, where its whole copy is all-gathered and how long
+/// it stays, as DeepSpeed's coordinator does at run time from its trace:
+///  - release: after a use, a parameter stays resident up to its next use
+///    when the other parameters used in between hold at most
+///    stage3_max_reuse_distance elements; otherwise it is released after
+///    the use (its whole copy's last use) and gathered again. Each run of
+///    uses kept resident is a segment, with one whole copy.
+///  - fetch and prefetch: at the first use of a segment not yet gathered,
+///    one coalesced all-gather fetches it together with the next segments
+///    in use order, as long as they add at most min(stage3_max_live_
+///    parameters - resident elements, stage3_prefetch_bucket_size)
+///    elements (of the same element type).
+/// The memory planner then sees each whole copy live from its gather to
+/// its segment's last use, so the knobs move the planned peak.
+void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   Block &body = step.getBody().front();
-  // The backward pass starts at the first use of the loss-scale seed.
-  Operation *backwardStart = nullptr;
-  for (Operation &op : body) {
-    for (Value operand : op.getOperands())
-      if (auto argument = dyn_cast<BlockArgument>(operand))
-        if (auto name = step.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
-            name && name.getValue() == "zcc.loss_scale")
-          backwardStart = &op;
-    if (backwardStart)
-      break;
+  struct Param {
+    zgraph::ParamOp op;
+    RankedTensorType full;
+    int64_t elements;
+  };
+  SmallVector<Param> params;
+  Operation *lastMoved = nullptr;
+  for (auto param : llvm::to_vector(step.getOps<zgraph::ParamOp>())) {
+    auto it = sharded.find(param.getName());
+    if (it == sharded.end())
+      continue;
+    // Sources without operands: at the top (in their order), every gather
+    // may use them.
+    if (lastMoved)
+      param->moveAfter(lastMoved);
+    else
+      param->moveBefore(&body.front());
+    lastMoved = param;
+    params.push_back({param, it->second, it->second.getNumElements()});
+    param.getResult().setType(shardType(it->second));
+    param->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
   }
   llvm::DenseMap<Operation *, int64_t> position;
   int64_t index = 0;
   for (Operation &op : body)
     position[&op] = index++;
-  int64_t backwardAt = backwardStart ? position[backwardStart] : index;
-  for (auto param : llvm::to_vector(step.getOps<zgraph::ParamOp>())) {
-    auto it = sharded.find(param.getName());
-    if (it == sharded.end())
+
+  // The trace: which parameter each op uses, in op order.
+  SmallVector<std::pair<int64_t, unsigned>> trace;
+  SmallVector<SmallVector<OpOperand *>> usesOf(params.size());
+  for (auto [i, param] : llvm::enumerate(params)) {
+    for (OpOperand &use : param.op->getUses())
+      usesOf[i].push_back(&use);
+    llvm::stable_sort(usesOf[i], [&](OpOperand *a, OpOperand *b) {
+      return position.lookup(a->getOwner()) < position.lookup(b->getOwner());
+    });
+    int64_t last = -1;
+    for (OpOperand *use : usesOf[i]) {
+      int64_t at = position.lookup(use->getOwner());
+      if (at != last)
+        trace.push_back({at, static_cast<unsigned>(i)});
+      last = at;
+    }
+  }
+  llvm::sort(trace);
+  // Elements of the other parameters used strictly between two positions.
+  auto distance = [&](unsigned self, int64_t from, int64_t to) {
+    llvm::SmallDenseSet<unsigned> seen;
+    int64_t elements = 0;
+    auto it = llvm::upper_bound(trace, std::make_pair(from, ~0u));
+    for (; it != trace.end() && it->first < to; ++it)
+      if (it->second != self && seen.insert(it->second).second)
+        elements += params[it->second].elements;
+    return elements;
+  };
+
+  struct Segment {
+    unsigned param;
+    SmallVector<OpOperand *> uses;
+    int64_t first = 0, last = 0;
+  };
+  SmallVector<Segment> segments;
+  for (unsigned i = 0; i < params.size(); ++i) {
+    for (OpOperand *use : usesOf[i]) {
+      int64_t at = position.lookup(use->getOwner());
+      bool startNew = segments.empty() || segments.back().param != i ||
+                      (at != segments.back().last &&
+                       distance(i, segments.back().last, at) > schedule.maxReuseDistance);
+      if (startNew)
+        segments.push_back({i, {}, at, at});
+      segments.back().uses.push_back(use);
+      segments.back().last = at;
+    }
+  }
+  llvm::stable_sort(segments, [](const Segment &a, const Segment &b) { return a.first < b.first; });
+
+  // One all-gather per bucket: a bucket of several shards is flattened into
+  // one buffer, gathered rank-major ([ranks, elements]) and each whole
+  // parameter cut back out of it (rows are blocks, so a parameter's column
+  // range over all ranks is its whole row-major data).
+  auto gatherBucket = [&](ArrayRef<unsigned> bucket) {
+    SmallVector<Value> wholes;
+    Location loc = params[segments[bucket.front()].param].op.getLoc();
+    if (bucket.size() == 1) {
+      Param &param = params[segments[bucket.front()].param];
+      wholes.push_back(allGather(loc, param.op, param.full));
+      return wholes;
+    }
+    Type element = params[segments[bucket.front()].param].full.getElementType();
+    SmallVector<Value> flats;
+    int64_t total = 0;
+    for (unsigned m : bucket) {
+      Param &param = params[segments[m].param];
+      int64_t size = param.elements / dataParallel;
+      flats.push_back(builder.create<zgraph::ReshapeOp>(
+          loc, RankedTensorType::get({size}, element), param.op));
+      total += size;
+    }
+    Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
+                                                  flats, builder.getI64IntegerAttr(0));
+    Value gathered = allGather(loc, flat, RankedTensorType::get({dataParallel * total}, element));
+    Value byRank = builder.create<zgraph::ReshapeOp>(
+        loc, RankedTensorType::get({dataParallel, total}, element), gathered);
+    int64_t offset = 0;
+    for (unsigned m : bucket) {
+      Param &param = params[segments[m].param];
+      int64_t size = param.elements / dataParallel;
+      Value columns = builder.create<zgraph::SliceOp>(
+          loc, RankedTensorType::get({dataParallel, size}, element), byRank,
+          builder.getDenseI64ArrayAttr({0, offset}),
+          builder.getDenseI64ArrayAttr({dataParallel, offset + size}),
+          builder.getDenseI64ArrayAttr({1, 1}));
+      wholes.push_back(builder.create<zgraph::ReshapeOp>(loc, param.full, columns));
+      offset += size;
+    }
+    return wholes;
+  };
+
+  SmallVector<bool> fetched(segments.size(), false);
+  for (unsigned k = 0; k < segments.size(); ++k) {
+    if (fetched[k])
       continue;
-    RankedTensorType full = it->second;
-    SmallVector<OpOperand *> forwardUses, backwardUses;
-    for (OpOperand &use : param->getUses())
-      (position.lookup(use.getOwner()) < backwardAt ? forwardUses : backwardUses).push_back(&use);
-    param.getResult().setType(shardType(full));
-    param->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
-    auto gatherBefore = [&](ArrayRef<OpOperand *> uses) {
-      if (uses.empty())
-        return;
-      Operation *first = uses.front()->getOwner();
-      for (OpOperand *use : uses)
-        if (position.lookup(use->getOwner()) < position.lookup(first))
-          first = use->getOwner();
-      builder.setInsertionPoint(first);
-      Value whole = allGather(param.getLoc(), param, full);
-      for (OpOperand *use : uses)
+    int64_t at = segments[k].first;
+    Type element = params[segments[k].param].full.getElementType();
+    int64_t resident = 0;
+    for (unsigned j = 0; j < k; ++j)
+      if (fetched[j] && segments[j].last >= at)
+        resident += params[segments[j].param].elements;
+    int64_t budget = std::min(schedule.maxLiveParameters - resident - params[segments[k].param].elements,
+                              schedule.prefetchBucketSize);
+    SmallVector<unsigned> bucket = {k};
+    fetched[k] = true;
+    int64_t prefetched = 0;
+    for (unsigned m = k + 1; m < segments.size() && budget > 0; ++m) {
+      const Param &candidate = params[segments[m].param];
+      if (fetched[m] || candidate.full.getElementType() != element)
+        continue;
+      if (prefetched + candidate.elements > budget)
+        break;
+      bucket.push_back(m);
+      fetched[m] = true;
+      prefetched += candidate.elements;
+    }
+    builder.setInsertionPoint(segments[k].uses.front()->getOwner());
+    SmallVector<Value> wholes = gatherBucket(bucket);
+    for (auto [m, whole] : llvm::zip(bucket, wholes))
+      for (OpOperand *use : segments[m].uses)
         use->set(whole);
-    };
-    gatherBefore(forwardUses);
-    gatherBefore(backwardUses);
+  }
+  for (Param &param : params) {
+    param.op.getResult().setType(shardType(param.full));
+    param.op->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
   }
 }
 
@@ -372,10 +524,10 @@ void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
   if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
     emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "
                        "program order, between the kernels around them");
-  emitWarning(module.getLoc(), "zero_optimization.allgather_bucket_size and "
-                     "stage3_prefetch_bucket_size are not applied yet: reduce-scatters and "
-                     "all-gathers run per parameter (reduce_bucket_size buckets the "
-                     "all-reduced gradients)");
+  if (zero && zero.get("allgather_bucket_size"))
+    emitWarning(module.getLoc(), "zero_optimization.allgather_bucket_size is not applied yet: "
+                                 "stage 1 and 2 all-gather each updated parameter alone "
+                                 "(stage 3 coalesces by stage3_prefetch_bucket_size)");
 }
 
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
@@ -407,8 +559,15 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     }
     // "auto" (a string) leaves DeepSpeed's default.
     int64_t bucket = configInt(zero, "reduce_bucket_size", 500000000);
+    Stage3Schedule schedule;
+    schedule.maxLiveParameters =
+        configInt(zero, "stage3_max_live_parameters", schedule.maxLiveParameters);
+    schedule.maxReuseDistance =
+        configInt(zero, "stage3_max_reuse_distance", schedule.maxReuseDistance);
+    schedule.prefetchBucketSize =
+        configInt(zero, "stage3_prefetch_bucket_size", schedule.prefetchBucketSize);
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
-                                std::max<int64_t>(1, bucket));
+                                std::max<int64_t>(1, bucket), schedule);
     if (failed(partitioner.run()))
       return signalPassFailure();
   }
