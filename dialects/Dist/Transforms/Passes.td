@@ -36,9 +36,11 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       `reduce_bucket_size` elements and written back (`zgraph.assign`).
     - Stage 1: each rank keeps its rows of the optimizer state and an fp32
       master copy of its rows (initialised by `@init`); `@optimizer_step`
-      updates them and all-gathers the updated rows into the parameter.
-    - Stage 2: each micro-step reduce-scatters the gradient into the rank's
-      shard accumulator.
+      updates them and all-gathers the updated rows into the parameters, in
+      buckets of at most `allgather_bucket_size` elements.
+    - Stage 2: each micro-step reduce-scatters its gradients into the rank's
+      shard accumulators, coalesced in buckets of at most `reduce_bucket_size`
+      elements (one reduce-scatter per bucket, at its last gradient).
     - Stage 3: the parameter itself is a shard. From the whole `@micro_step`
       the pass decides where each whole copy is gathered and released:
       a parameter used again within `stage3_max_reuse_distance` elements of

@@ -7,9 +7,11 @@
 //            start of @grad_norm) each gradient is averaged over the group;
 //   stage 1  optimizer state partitioned: each rank keeps its rows of Adam's
 //            moments and an fp32 master copy of its rows, updates them, and
-//            all-gathers the updated rows into the whole parameter;
+//            all-gathers the updated rows into the whole parameters, in
+//            buckets of allgather_bucket_size elements;
 //   stage 2  gradients partitioned too: every micro-step reduce-scatters its
-//            gradient into the rank's shard accumulator;
+//            gradients, coalesced in buckets of reduce_bucket_size elements,
+//            into the rank's shard accumulators;
 //   stage 3  parameters partitioned too: the parameter is stored as a shard
 //            and updated in place; scheduleGathers places its coalesced,
 //            prefetching all-gathers and releases from the whole micro-step
@@ -67,10 +69,10 @@ class ZeroPartitioner {
 public:
   ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
                   int64_t persistenceThreshold, int64_t reduceBucketSize,
-                  Stage3Schedule schedule)
+                  int64_t allgatherBucketSize, Stage3Schedule schedule)
       : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
         persistenceThreshold(persistenceThreshold), reduceBucketSize(reduceBucketSize),
-        schedule(schedule),
+        allgatherBucketSize(allgatherBucketSize), schedule(schedule),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
         axes(builder.getStrArrayAttr({"dp"})) {}
 
@@ -119,13 +121,14 @@ private:
 
   void partitionMicroStep(func::FuncOp step);
   void scheduleGathers(func::FuncOp step);
+  void reduceScatterBucket(ArrayRef<zgraph::AccumulateOp> bucket);
   void partitionGradNorm(func::FuncOp gradNorm);
   void partitionOptimizerStep(func::FuncOp update);
   void addInit(func::FuncOp update);
 
   ModuleOp module;
   OpBuilder builder;
-  int64_t dataParallel, stage, persistenceThreshold, reduceBucketSize;
+  int64_t dataParallel, stage, persistenceThreshold, reduceBucketSize, allgatherBucketSize;
   Stage3Schedule schedule;
   FlatSymbolRefAttr meshRef;
   ArrayAttr axes;
@@ -168,16 +171,75 @@ LogicalResult ZeroPartitioner::run() {
 /// accumulator. Stage 3 also: the parameter itself is a shard, gathered
 /// whole before its forward uses and again before its backward uses.
 void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
+  // Gradients in the order the backward pass produces them, coalesced into
+  // buckets of at most reduce_bucket_size elements of one element type.
+  SmallVector<SmallVector<zgraph::AccumulateOp>> buckets;
+  int64_t filled = 0;
   for (auto accumulate : llvm::to_vector(step.getOps<zgraph::AccumulateOp>())) {
     auto state = accumulate.getTarget().getDefiningOp<zgraph::StateOp>();
     if (!state || !sharded.count(state.getName()))
       continue;
-    builder.setInsertionPoint(accumulate);
-    Value shard = reduceScatter(accumulate.getLoc(), accumulate.getValue());
-    accumulate.getValueMutable().assign(shard);
+    auto type = cast<RankedTensorType>(accumulate.getValue().getType());
+    bool fits = !buckets.empty() && filled + type.getNumElements() <= reduceBucketSize &&
+                cast<RankedTensorType>(buckets.back().front().getValue().getType())
+                        .getElementType() == type.getElementType();
+    if (!fits) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(accumulate);
+    filled += type.getNumElements();
   }
+  for (SmallVector<zgraph::AccumulateOp> &bucket : buckets)
+    reduceScatterBucket(bucket);
   if (stage == 3)
     scheduleGathers(step);
+}
+
+/// One reduce-scatter for a bucket of gradients, at the last one's
+/// accumulation (the others wait there). Each gradient is viewed as
+/// [ranks, its shard's elements] (its rows are blocks), the views are
+/// concatenated along their second dimension, so the flat buffer holds every
+/// rank's part contiguously, and each rank cuts its shards out of its part.
+void ZeroPartitioner::reduceScatterBucket(ArrayRef<zgraph::AccumulateOp> bucket) {
+  zgraph::AccumulateOp last = bucket.back();
+  builder.setInsertionPoint(last);
+  Location loc = last.getLoc();
+  if (bucket.size() == 1) {
+    last.getValueMutable().assign(reduceScatter(loc, last.getValue()));
+    return;
+  }
+  Type element = cast<RankedTensorType>(last.getValue().getType()).getElementType();
+  SmallVector<Value> views;
+  int64_t total = 0;
+  for (zgraph::AccumulateOp accumulate : bucket) {
+    int64_t part = cast<RankedTensorType>(accumulate.getValue().getType()).getNumElements() /
+                   dataParallel;
+    views.push_back(builder.create<zgraph::ReshapeOp>(
+        loc, RankedTensorType::get({dataParallel, part}, element), accumulate.getValue()));
+    total += part;
+  }
+  Value byRank = builder.create<zgraph::ConcatOp>(
+      loc, RankedTensorType::get({dataParallel, total}, element), views,
+      builder.getI64IntegerAttr(1));
+  Value flat = builder.create<zgraph::ReshapeOp>(
+      loc, RankedTensorType::get({dataParallel * total}, element), byRank);
+  Value mine = reduceScatter(loc, flat);
+  int64_t offset = 0;
+  for (zgraph::AccumulateOp accumulate : bucket) {
+    auto full = cast<RankedTensorType>(accumulate.getValue().getType());
+    int64_t part = full.getNumElements() / dataParallel;
+    Value piece = builder.create<zgraph::SliceOp>(
+        loc, RankedTensorType::get({part}, element), mine, builder.getDenseI64ArrayAttr({offset}),
+        builder.getDenseI64ArrayAttr({offset + part}), builder.getDenseI64ArrayAttr({1}));
+    Value shard = full.getRank() == 1
+                      ? piece
+                      : Value(builder.create<zgraph::ReshapeOp>(loc, shardType(full), piece));
+    accumulate.getValueMutable().assign(shard);
+    if (accumulate != last)
+      accumulate->moveBefore(last);
+    offset += part;
+  }
 }
 
 /// Stage 3: every partitioned parameter is a shard, and this decides, from
@@ -447,6 +509,13 @@ void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
 /// whose update is all-gathered back into the whole parameter; stage 3
 /// updates the parameter shard itself.
 void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
+  struct Updated {
+    Operation *op;
+    Value master;
+    zgraph::ParamOp param;
+    RankedTensorType full;
+  };
+  SmallVector<Updated> updated;
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
     Value param, grad;
     if (auto adamw = dyn_cast<zgraph::AdamWOp>(op)) {
@@ -474,9 +543,59 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     auto master = builder.create<zgraph::StateOp>(loc, shardType(full), paramOp.getNameAttr(),
                                                   builder.getStringAttr("master"));
     op.setOperand(0, master);
-    builder.setInsertionPointAfter(&op);
-    Value whole = allGather(loc, master, full);
-    builder.create<zgraph::AssignOp>(loc, paramOp, whole);
+    updated.push_back({&op, master, paramOp, full});
+  }
+  // The updated rows go back into the whole parameters in all-gathers of at
+  // most allgather_bucket_size elements (one element type each), each after
+  // the last update of its bucket.
+  SmallVector<SmallVector<Updated>> buckets;
+  int64_t filled = 0;
+  for (Updated &update : updated) {
+    bool fits = !buckets.empty() && filled + update.full.getNumElements() <= allgatherBucketSize &&
+                buckets.back().front().full.getElementType() == update.full.getElementType();
+    if (!fits) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(update);
+    filled += update.full.getNumElements();
+  }
+  for (SmallVector<Updated> &bucket : buckets) {
+    builder.setInsertionPointAfter(bucket.back().op);
+    Location loc = bucket.back().op->getLoc();
+    if (bucket.size() == 1) {
+      Value whole = allGather(loc, bucket.front().master, bucket.front().full);
+      builder.create<zgraph::AssignOp>(loc, bucket.front().param, whole);
+      continue;
+    }
+    Type element = bucket.front().full.getElementType();
+    SmallVector<Value> flats;
+    int64_t total = 0;
+    for (Updated &update : bucket) {
+      int64_t part = update.full.getNumElements() / dataParallel;
+      flats.push_back(update.full.getRank() == 1
+                          ? update.master
+                          : Value(builder.create<zgraph::ReshapeOp>(
+                                loc, RankedTensorType::get({part}, element), update.master)));
+      total += part;
+    }
+    Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
+                                                  flats, builder.getI64IntegerAttr(0));
+    Value gathered = allGather(loc, flat, RankedTensorType::get({dataParallel * total}, element));
+    Value byRank = builder.create<zgraph::ReshapeOp>(
+        loc, RankedTensorType::get({dataParallel, total}, element), gathered);
+    int64_t offset = 0;
+    for (Updated &update : bucket) {
+      int64_t part = update.full.getNumElements() / dataParallel;
+      Value columns = builder.create<zgraph::SliceOp>(
+          loc, RankedTensorType::get({dataParallel, part}, element), byRank,
+          builder.getDenseI64ArrayAttr({0, offset}),
+          builder.getDenseI64ArrayAttr({dataParallel, offset + part}),
+          builder.getDenseI64ArrayAttr({1, 1}));
+      Value whole = builder.create<zgraph::ReshapeOp>(loc, update.full, columns);
+      builder.create<zgraph::AssignOp>(loc, update.param, whole);
+      offset += part;
+    }
   }
 }
 
@@ -524,10 +643,6 @@ void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
   if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
     emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "
                        "program order, between the kernels around them");
-  if (zero && zero.get("allgather_bucket_size"))
-    emitWarning(module.getLoc(), "zero_optimization.allgather_bucket_size is not applied yet: "
-                                 "stage 1 and 2 all-gather each updated parameter alone "
-                                 "(stage 3 coalesces by stage3_prefetch_bucket_size)");
 }
 
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
@@ -566,8 +681,10 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
         configInt(zero, "stage3_max_reuse_distance", schedule.maxReuseDistance);
     schedule.prefetchBucketSize =
         configInt(zero, "stage3_prefetch_bucket_size", schedule.prefetchBucketSize);
+    int64_t gatherBucket = configInt(zero, "allgather_bucket_size", 500000000);
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
-                                std::max<int64_t>(1, bucket), schedule);
+                                std::max<int64_t>(1, bucket), std::max<int64_t>(1, gatherBucket),
+                                schedule);
     if (failed(partitioner.run()))
       return signalPassFailure();
   }
