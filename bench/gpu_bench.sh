@@ -74,9 +74,11 @@ print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps
                   "loss_last": steps[-1]["loss"] if steps else None}))
 PY
   peer=$([ "$stage" = 0 ] && echo ddp || echo fsdp2)
+  [ -n "${SKIP_PEERS:-}" ] && continue
   torchrun --nproc-per-node 2 "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
     2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
 done
+[ -n "${SKIP_PEERS:-}" ] && { $python "$root/bench/table.py" "$results"; exit 0; }
 $python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
 torchrun --nproc-per-node 2 "$root/bench/peers.py" --system pipeline --preset gpt2-xl --batch 32 --chunks 8 \
   2> "$out/pipeline.err" | tail -1 >> "$results" || tail -5 "$out/pipeline.err"
