@@ -29,7 +29,9 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -184,9 +186,95 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
 void rejectUnbuiltFlags() {
   if (report.getNumOccurrences() && report != "" && report != "text" && report != "json")
     fail("--report takes text or json, got '" + report + "'");
-  if (deviceMemoryLimit.getNumOccurrences())
-    fail("--device-memory-limit is not supported yet: the memory planner is not built in "
-         "this version");
+}
+
+/// "16GiB", "16 GB", "1.5TiB", "17179869184": bytes, or -1 when unreadable.
+int64_t parseByteSize(StringRef text) {
+  text = text.trim();
+  size_t digits = 0;
+  while (digits < text.size() && (isDigit(text[digits]) || text[digits] == '.'))
+    ++digits;
+  double value = 0;
+  if (digits == 0 || text.take_front(digits).getAsDouble(value))
+    return -1;
+  std::string lower = text.drop_front(digits).trim().lower();
+  double scale = 0;
+  if (lower.empty() || lower == "b")
+    scale = 1;
+  else if (lower == "kib" || lower == "k")
+    scale = 1024.0;
+  else if (lower == "mib" || lower == "m")
+    scale = 1024.0 * 1024;
+  else if (lower == "gib" || lower == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (lower == "tib" || lower == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (lower == "kb")
+    scale = 1e3;
+  else if (lower == "mb")
+    scale = 1e6;
+  else if (lower == "gb")
+    scale = 1e9;
+  else if (lower == "tb")
+    scale = 1e12;
+  else
+    return -1;
+  return static_cast<int64_t>(value * scale);
+}
+
+/// --device-memory-limit: the plan's per-rank peak (its arena) must fit.
+/// When it does not, says by how much, what takes the memory and which
+/// settings would shrink it.
+void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
+  if (deviceMemoryLimit.empty())
+    return;
+  int64_t limit = parseByteSize(deviceMemoryLimit);
+  if (limit <= 0)
+    fail("--device-memory-limit " + deviceMemoryLimit +
+         ": expected a size such as 16GiB, 80GB or 17179869184");
+  int64_t peak = static_cast<int64_t>(plan.arena_bytes());
+  if (peak <= limit)
+    return;
+  auto gib = [](int64_t bytes) { return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str(); };
+  std::map<std::string, int64_t> bytes;
+  for (const zcc::plan::MemoryCategory &category : plan.memory())
+    bytes[category.category()] = category.bytes();
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  std::string message = "the plan needs " + gib(peak) + " per rank, " + gib(peak - limit) +
+                        " over --device-memory-limit " + deviceMemoryLimit + " (parameters " +
+                        gib(bytes["parameters"]) + ", gradients " + gib(bytes["gradients"]) +
+                        ", optimizer state " + gib(bytes["optimizer_state"]) + ", activations " +
+                        gib(bytes["activations"]) + ")";
+  std::vector<std::string> fixes;
+  int64_t modelStates = bytes["parameters"] + bytes["gradients"] + bytes["optimizer_state"];
+  int64_t stage = 0;
+  if (auto config = zcc::config::Json::parse(plan.config_json(), nullptr, false);
+      config.is_object() && config.contains("zero_optimization") &&
+      config["zero_optimization"].is_object())
+    stage = config["zero_optimization"].value("stage", 0);
+  if (plan.mode() == "train" && world > 1 && stage < 3)
+    fixes.push_back(llvm::formatv("zero_optimization.stage 3 (this plan has stage {0}) "
+                                  "partitions parameters, gradients and optimizer state ({1} "
+                                  "now) over the {2} ranks",
+                                  stage, gib(modelStates), world)
+                        .str());
+  if (plan.mode() == "train" && world == 1)
+    fixes.push_back("more ranks (--world-size) with ZeRO stage 3 divide the " +
+                    gib(modelStates) + " of model state among them");
+  if (bytes["activations"] > limit / 4)
+    fixes.push_back("activation_checkpointing.number_checkpoints or a smaller "
+                    "train_micro_batch_size_per_gpu (activations take " +
+                    gib(bytes["activations"]) + ")");
+  if (plan.mode() == "train" && world > 1 && stage == 3)
+    fixes.push_back("lower stage3_max_live_parameters, stage3_prefetch_bucket_size or "
+                    "stage3_max_reuse_distance (fewer gathered parameters at once)");
+  message += "; to fit: ";
+  for (size_t i = 0; i < fixes.size(); ++i)
+    message += (i ? "; or " : "") + fixes[i];
+  message += " (offload to host memory is not built yet)";
+  fail(message);
 }
 
 } // namespace
@@ -254,6 +342,9 @@ int main(int argc, char **argv) {
     if (report.getNumOccurrences())
       fail("--report describes a compiled plan; --emit config stops before one (drop one "
            "of the two)");
+    if (deviceMemoryLimit.getNumOccurrences())
+      fail("--device-memory-limit checks a compiled plan; --emit config stops before one "
+           "(drop one of the two)");
     // Printed from the module attribute, so what is shown is what passes read.
     std::optional<zcc::config::Json> resolved =
         zcc::config::attributeToJson(zcc::config::getConfig(*module));
@@ -344,6 +435,7 @@ int main(int argc, char **argv) {
   std::string bytes = zcc::encodePlanFile(*plan, kProducer);
   if (report.getNumOccurrences())
     printReport(*plan, report == "json");
+  checkDeviceMemoryLimit(*plan);
   if (emit == EmitKind::PlanText) {
     zcc::StatusOr<zcc::LoadedPlan> loaded = zcc::parsePlanFile(bytes, "<plan>");
     if (!loaded.isOk())
