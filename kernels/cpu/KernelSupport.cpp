@@ -389,6 +389,33 @@ Status requiredFloat(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
+                              std::initializer_list<const char *> inputs,
+                              std::initializer_list<const char *> outputs,
+                              size_t scalarsIndex) {
+  if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk())
+    return s;
+  const TensorView &param = args.inputs[0];
+  if (param.dtype != plan::F32 && param.dtype != plan::F64)
+    return unsupportedDType(kernel, "param", param, "f32 and f64");
+  size_t i = 0;
+  for (const char *name : inputs) {
+    if (i != 0 && i != scalarsIndex)
+      if (Status s = expectLike(kernel, name, args.inputs[i], "param", param);
+          !s.isOk())
+        return s;
+    ++i;
+  }
+  i = 0;
+  for (const char *name : outputs) {
+    if (Status s = expectLike(kernel, name, args.outputs[i], "param", param);
+        !s.isOk())
+      return s;
+    ++i;
+  }
+  return Status::ok();
+}
+
 Status optionalBool(const KernelArgs &args, const char *kernel,
                     const char *name, bool defaultValue, bool &value) {
   const plan::Attribute *attr = findAttr(args, name);

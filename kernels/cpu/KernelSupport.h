@@ -226,6 +226,16 @@ Status optionalInt(const KernelArgs &args, const char *kernel, const char *name,
                    int64_t defaultValue, int64_t &value);
 Status requiredFloat(const KernelArgs &args, const char *kernel,
                      const char *name, double &value);
+/// Checks an in-place optimizer's operands (adamw, sgd): every tensor but
+/// `scalars` (input `scalarsIndex`) has the parameter's dtype (f32 or f64)
+/// and shape. The outputs are the updated param and state, normally in the
+/// inputs' own buffers; distinct ones work too, since every element is read
+/// before it is written.
+Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
+                              std::initializer_list<const char *> inputs,
+                              std::initializer_list<const char *> outputs,
+                              size_t scalarsIndex);
+
 Status optionalBool(const KernelArgs &args, const char *kernel,
                     const char *name, bool defaultValue, bool &value);
 /// `value` points into the attribute map: valid as long as the map is.

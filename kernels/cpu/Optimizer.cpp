@@ -60,36 +60,6 @@ Status readScalars(const char *kernel, const TensorView &view,
   return Status::ok();
 }
 
-/// Checks an in-place optimizer's operands: every tensor but `scalars` has
-/// the parameter's dtype (f32 or f64) and shape. The outputs are the
-/// updated param and state, normally in the inputs' own buffers; distinct
-/// ones work too, since every element is read before it is written.
-Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
-                              std::initializer_list<const char *> inputs,
-                              std::initializer_list<const char *> outputs,
-                              size_t scalarsIndex) {
-  if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk())
-    return s;
-  const TensorView &param = args.inputs[0];
-  if (param.dtype != plan::F32 && param.dtype != plan::F64)
-    return unsupportedDType(kernel, "param", param, "f32 and f64");
-  size_t i = 0;
-  for (const char *name : inputs) {
-    if (i != 0 && i != scalarsIndex)
-      if (Status s = expectLike(kernel, name, args.inputs[i], "param", param);
-          !s.isOk())
-        return s;
-    ++i;
-  }
-  i = 0;
-  for (const char *name : outputs) {
-    if (Status s = expectLike(kernel, name, args.outputs[i], "param", param);
-        !s.isOk())
-      return s;
-    ++i;
-  }
-  return Status::ok();
-}
 
 /// torch.lerp(self, end, weight): the form is chosen by the weight's size
 /// for accuracy (aten/src/ATen/native/Lerp.h).
