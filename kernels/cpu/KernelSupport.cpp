@@ -389,6 +389,75 @@ Status requiredFloat(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+Status checkConcatOperands(const KernelArgs &args, const char *kernel,
+                           SmallShape &expected, int &a) {
+  if (Status s = checkVariadicOperands(args, kernel, 1, "inputs", "result");
+      !s.isOk())
+    return s;
+  const TensorView &first = args.inputs[0], &out = args.outputs[0];
+  expected = SmallShape(first.shape);
+  int64_t axis = 0;
+  if (Status s = requiredAxis(args, kernel, expected.rank(), axis); !s.isOk())
+    return s;
+  a = static_cast<int>(axis);
+  expected[a] = 0;
+  for (size_t t = 0; t < args.inputs.size(); ++t) {
+    const TensorView &in = args.inputs[t];
+    if (in.dtype != first.dtype)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "input #%zu has element type %s, but input #0 has %s",
+                         t, dtypeName(in.dtype), dtypeName(first.dtype));
+    bool compatible = in.shape.size() == first.shape.size();
+    for (size_t d = 0; compatible && d < in.shape.size(); ++d)
+      compatible = static_cast<int>(d) == a || in.shape[d] == first.shape[d];
+    if (!compatible)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "input #%zu has shape %s, which differs from input "
+                         "#0's %s outside axis %d",
+                         t, shapeString(in.shape).c_str(),
+                         shapeString(first.shape).c_str(), a);
+    expected[a] += in.shape[a];
+  }
+  if (Status s = expectSameDType(kernel, "result", out, "inputs", first);
+      !s.isOk())
+    return s;
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+  return Status::ok();
+}
+
+Status checkWhereOperands(const KernelArgs &args, const char *kernel) {
+  if (Status s = checkOperands(
+          args, kernel, {"condition", "on_true", "on_false"}, {"result"});
+      !s.isOk())
+    return s;
+  const TensorView &cond = args.inputs[0], &onTrue = args.inputs[1],
+                   &onFalse = args.inputs[2], &out = args.outputs[0];
+  if (Status s = expectDType(kernel, "condition", cond, plan::BOOL); !s.isOk())
+    return s;
+  if (Status s =
+          expectSameDType(kernel, "on_false", onFalse, "on_true", onTrue);
+      !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "result", out, "on_true", onTrue);
+      !s.isOk())
+    return s;
+  SmallShape shapes[3] = {SmallShape(cond.shape), SmallShape(onTrue.shape),
+                          SmallShape(onFalse.shape)};
+  SmallShape partial, shape;
+  if (!broadcastShapes(shapes[0], shapes[1], partial) ||
+      !broadcastShapes(partial, shapes[2], shape))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "operand shapes %s, %s and %s are not "
+                       "broadcast-compatible",
+                       shapeString(cond.shape).c_str(),
+                       shapeString(onTrue.shape).c_str(),
+                       shapeString(onFalse.shape).c_str());
+  if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
+    return s;
+  return Status::ok();
+}
+
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,

@@ -226,6 +226,15 @@ Status optionalInt(const KernelArgs &args, const char *kernel, const char *name,
                    int64_t defaultValue, int64_t &value);
 Status requiredFloat(const KernelArgs &args, const char *kernel,
                      const char *name, double &value);
+/// Checks concat's operands: one element type, shapes equal outside the
+/// `axis` attribute's dimension; gives the result's shape and the axis.
+Status checkConcatOperands(const KernelArgs &args, const char *kernel,
+                           SmallShape &expected, int &axis);
+
+/// Checks where's operands: a bool condition, branches and result of one
+/// element type, the result shaped as the three operands' broadcast.
+Status checkWhereOperands(const KernelArgs &args, const char *kernel);
+
 /// Checks an in-place optimizer's operands (adamw, sgd): every tensor but
 /// `scalars` (input `scalarsIndex`) has the parameter's dtype (f32 or f64)
 /// and shape. The outputs are the updated param and state, normally in the

@@ -195,34 +195,9 @@ Status greater(const KernelArgs &args, const LaunchContext &context) {
 
 Status where(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "where";
-  if (Status s = checkOperands(
-          args, kernel, {"condition", "on_true", "on_false"}, {"result"});
-      !s.isOk())
+  if (Status s = checkWhereOperands(args, kernel); !s.isOk())
     return s;
-  const TensorView &cond = args.inputs[0], &onTrue = args.inputs[1],
-                   &onFalse = args.inputs[2], &out = args.outputs[0];
-  if (Status s = expectDType(kernel, "condition", cond, plan::BOOL); !s.isOk())
-    return s;
-  if (Status s =
-          expectSameDType(kernel, "on_false", onFalse, "on_true", onTrue);
-      !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "result", out, "on_true", onTrue);
-      !s.isOk())
-    return s;
-  SmallShape shapes[3] = {SmallShape(cond.shape), SmallShape(onTrue.shape),
-                          SmallShape(onFalse.shape)};
-  SmallShape partial, shape;
-  if (!broadcastShapes(shapes[0], shapes[1], partial) ||
-      !broadcastShapes(partial, shapes[2], shape))
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "operand shapes %s, %s and %s are not "
-                       "broadcast-compatible",
-                       shapeString(cond.shape).c_str(),
-                       shapeString(onTrue.shape).c_str(),
-                       shapeString(onFalse.shape).c_str());
-  if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
-    return s;
+  const TensorView &out = args.outputs[0];
   // The branches are selected by bytes, so any element type works.
   return launchStatus(launchWhere(static_cast<int>(dtypeBytes(out.dtype)),
                                   broadcastOperands(args), context.stream),

@@ -157,38 +157,11 @@ Status transpose(const KernelArgs &args, const LaunchContext &context) {
 
 Status concat(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "concat";
-  if (Status s = checkVariadicOperands(args, kernel, 1, "inputs", "result");
-      !s.isOk())
+  SmallShape expected;
+  int a = 0;
+  if (Status s = checkConcatOperands(args, kernel, expected, a); !s.isOk())
     return s;
-  const TensorView &first = args.inputs[0], &out = args.outputs[0];
-  SmallShape expected(first.shape);
-  int64_t axis = 0;
-  if (Status s = requiredAxis(args, kernel, expected.rank(), axis); !s.isOk())
-    return s;
-  int a = static_cast<int>(axis);
-  expected[a] = 0;
-  for (size_t t = 0; t < args.inputs.size(); ++t) {
-    const TensorView &in = args.inputs[t];
-    if (in.dtype != first.dtype)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "input #%zu has element type %s, but input #0 has %s",
-                         t, dtypeName(in.dtype), dtypeName(first.dtype));
-    bool compatible = in.shape.size() == first.shape.size();
-    for (size_t d = 0; compatible && d < in.shape.size(); ++d)
-      compatible = static_cast<int>(d) == a || in.shape[d] == first.shape[d];
-    if (!compatible)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "input #%zu has shape %s, which differs from input "
-                         "#0's %s outside axis %d",
-                         t, shapeString(in.shape).c_str(),
-                         shapeString(first.shape).c_str(), a);
-    expected[a] += in.shape[a];
-  }
-  if (Status s = expectSameDType(kernel, "result", out, "inputs", first);
-      !s.isOk())
-    return s;
-  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
-    return s;
+  const TensorView &out = args.outputs[0];
 
   // Each input is a [outer, length * inner] block of the result's [outer,
   // total * inner] rows, at its column offset: one strided scatter each.
