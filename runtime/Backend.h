@@ -45,6 +45,12 @@ public:
                           void **memory) = 0;
   /// Frees what allocate returned; null is ignored.
   virtual void deallocate(void *memory) = 0;
+  /// Allocates `bytes` of zero-filled host memory that copyAsync moves to
+  /// and from the device without staging (pinned memory on GPUs), for the
+  /// plan's host arena. `*memory` is null unless this succeeds.
+  virtual Status allocateHost(uint64_t bytes, uint64_t alignment, void **memory) = 0;
+  /// Frees what allocateHost returned; null is ignored.
+  virtual void deallocateHost(void *memory) = 0;
   /// Bytes of device memory allocate() handed out and not yet freed: the
   /// measured side of "predicted memory is actual memory".
   virtual uint64_t allocatedBytes() const = 0;
@@ -56,6 +62,10 @@ public:
   /// launched before it). Called in the step loop: it must not allocate.
   virtual Status copyOnDevice(void *destination, const void *source,
                               uint64_t bytes) = 0;
+  /// Copies between device memory and memory from allocateHost, either way,
+  /// in launch order; the host side must not be touched until a
+  /// synchronize. Called in the step loop: it must not allocate.
+  virtual Status copyAsync(void *destination, const void *source, uint64_t bytes) = 0;
 
   /// Looks a kernel up once so that launching it needs no lookup.
   virtual StatusOr<KernelHandle> resolveKernel(const std::string &name) = 0;

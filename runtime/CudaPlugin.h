@@ -44,7 +44,7 @@ struct CudaPlugin {
       std::chrono::milliseconds timeout) = nullptr;
 };
 
-constexpr uint32_t kCudaPluginAbi = 1;
+constexpr uint32_t kCudaPluginAbi = 2;
 
 /// The plugin, loaded once (later calls return the same one or the same
 /// error): lib/libzcc_cuda.so beside the program's bin/ folder, or

@@ -11,8 +11,10 @@ namespace zcc {
 Executor::Executor(LoadedPlan plan) : plan_(std::move(plan)) {}
 
 Executor::~Executor() {
-  if (backend_)
+  if (backend_) {
     backend_->deallocate(arena_);
+    backend_->deallocateHost(hostArena_);
+  }
 }
 
 StatusOr<std::unique_ptr<Executor>>
@@ -24,10 +26,15 @@ Executor::instantiate(LoadedPlan plan, const ExecutorOptions &options) {
   return StatusOr<std::unique_ptr<Executor>>(std::move(executor));
 }
 
+uint8_t *Executor::addressOf(uint32_t id) const {
+  const plan::Buffer &buffer = plan_.plan.buffers(id);
+  return (buffer.space() == plan::HOST ? hostArena_ : arena_) + buffer.offset();
+}
+
 TensorView Executor::viewOf(uint32_t bufferId) const {
   const plan::Buffer &buffer = plan_.plan.buffers(bufferId);
   TensorView view;
-  view.data = arena_ + buffer.offset();
+  view.data = addressOf(bufferId);
   view.dtype = buffer.dtype();
   view.shape.assign(buffer.shape().begin(), buffer.shape().end());
   return view;
@@ -127,6 +134,13 @@ Status Executor::prepare(const ExecutorOptions &options) {
       backend_->allocate(plan.arena_bytes(), plan.arena_alignment(), &arena),
       "cannot allocate the arena");
   arena_ = static_cast<uint8_t *>(arena);
+  if (plan.host_arena_bytes() > 0) {
+    void *host = nullptr;
+    ZCC_RETURN_IF_ERROR(
+        backend_->allocateHost(plan.host_arena_bytes(), plan.arena_alignment(), &host),
+        "cannot allocate the host arena for offloaded state");
+    hostArena_ = static_cast<uint8_t *>(host);
+  }
 
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.kind() == plan::CONSTANT)
@@ -135,7 +149,7 @@ Status Executor::prepare(const ExecutorOptions &options) {
                                  buffer.constant_data().data(), buffer.bytes()),
           "while copying constant %s", describeBuffer(buffer).c_str());
 
-  ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_),
+  ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_, hostArena_),
                       "cannot load the weights");
 
   // Training state starts at zero: gradient accumulators, Adam's moments,
@@ -145,7 +159,7 @@ Status Executor::prepare(const ExecutorOptions &options) {
     if (buffer.kind() == plan::GRADIENT || buffer.kind() == plan::OPTIMIZER_STATE) {
       zeros.assign(static_cast<size_t>(buffer.bytes()), 0);
       ZCC_RETURN_IF_ERROR(
-          backend_->copyToDevice(arena_ + buffer.offset(), zeros.data(), buffer.bytes()),
+          backend_->copyToDevice(addressOf(buffer.id()), zeros.data(), buffer.bytes()),
           "while clearing %s", describeBuffer(buffer).c_str());
     }
   std::vector<int> inputOfBuffer(plan.buffers_size(), -1);
@@ -171,6 +185,31 @@ Status Executor::prepare(const ExecutorOptions &options) {
           step.args.inputs.push_back(viewOf(id));
         for (uint32_t id : instruction.outputs())
           step.args.outputs.push_back(viewOf(id));
+        continue;
+      }
+      bool onHost = false;
+      for (uint32_t id : instruction.inputs())
+        onHost |= plan.buffers(id).space() == plan::HOST;
+      for (uint32_t id : instruction.outputs())
+        onHost |= plan.buffers(id).space() == plan::HOST;
+      if (isTransferKernel(instruction.kernel())) {
+        step.transfer = true;
+      } else if (onHost) {
+        // The loader checked that every buffer of it is a host one.
+        step.hostKernel = cpu::findKernel(instruction.kernel());
+        if (!step.hostKernel)
+          return makeStatus(StatusCode::kNotFound,
+                            "no host kernel '%s' for %s of program '%s'",
+                            instruction.kernel().c_str(),
+                            describeInstruction(i, instruction).c_str(),
+                            program.name().c_str());
+      }
+      if (step.transfer || step.hostKernel) {
+        for (uint32_t id : instruction.inputs())
+          step.args.inputs.push_back(viewOf(id));
+        for (uint32_t id : instruction.outputs())
+          step.args.outputs.push_back(viewOf(id));
+        step.args.attributes = &instruction.attributes();
         continue;
       }
       StatusOr<KernelHandle> kernel =
@@ -259,7 +298,7 @@ Status Executor::setInput(const std::string &name, const void *data,
                       dtypeText(dtype).c_str(), shapeText(shape).c_str(),
                       static_cast<unsigned long long>(buffer.bytes()));
   ZCC_RETURN_IF_ERROR(
-      backend_->copyToDevice(arena_ + buffer.offset(), data, bytes),
+      backend_->copyToDevice(addressOf(buffer.id()), data, bytes),
       "while writing input '%s'", name.c_str());
   inputWritten_[index] = true;
   return Status::ok();
@@ -278,7 +317,7 @@ StatusOr<HostTensor> Executor::output(const std::string &name) const {
     tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
     tensor.data.resize(static_cast<size_t>(buffer.bytes()));
     ZCC_RETURN_IF_ERROR(backend_->copyToHost(tensor.data.data(),
-                                             arena_ + buffer.offset(),
+                                             addressOf(buffer.id()),
                                              buffer.bytes()),
                         "while reading output '%s'", name.c_str());
     return tensor;
@@ -308,7 +347,7 @@ StatusOr<HostTensor> Executor::readBuffer(uint32_t id) const {
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
   tensor.data.resize(static_cast<size_t>(buffer.bytes()));
   ZCC_RETURN_IF_ERROR(
-      backend_->copyToHost(tensor.data.data(), arena_ + buffer.offset(), buffer.bytes()),
+      backend_->copyToHost(tensor.data.data(), addressOf(id), buffer.bytes()),
       "while reading %s", describeBuffer(buffer).c_str());
   return tensor;
 }
@@ -323,7 +362,7 @@ Status Executor::writeBuffer(uint32_t id, const void *data, uint64_t bytes) {
                       describeBuffer(buffer).c_str(),
                       static_cast<unsigned long long>(buffer.bytes()),
                       static_cast<unsigned long long>(bytes));
-  ZCC_RETURN_IF_ERROR(backend_->copyToDevice(arena_ + buffer.offset(), data, bytes),
+  ZCC_RETURN_IF_ERROR(backend_->copyToDevice(addressOf(id), data, bytes),
                       "while writing %s", describeBuffer(buffer).c_str());
   return Status::ok();
 }
@@ -356,16 +395,6 @@ Status Executor::run(const std::string &programName) {
                         "' was never written; pass it (zrun --input " +
                         plan_.plan.inputs(i).name() + "=FILE.npy)");
 
-  // The step loop: launches only. Everything it reads was built by
-  // instantiate().
-  for (size_t i = 0; i < program->instructions.size(); ++i) {
-    const PreparedInstruction &step = program->instructions[i];
-    Status status = step.collective != Collective::kNone
-                        ? runCollective(step)
-                        : backend_->launch(step.kernel, step.args, step.stream);
-    if (!status.isOk())
-      return kernelFailed(std::move(status), *program, i);
-  }
   // A rank with peers watches them while it waits: a dead or hung peer ends
   // the wait with the communicator's error instead of blocking forever.
   auto start = std::chrono::steady_clock::now();
@@ -375,6 +404,36 @@ Status Executor::run(const std::string &programName) {
       return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - start));
     };
+
+  // The step loop: launches only. Everything it reads was built by
+  // instantiate(). A host kernel first waits for the device work before it
+  // (the offloads it reads, the fetches still reading host buffers it may
+  // overwrite).
+  bool devicePending = false;
+  for (size_t i = 0; i < program->instructions.size(); ++i) {
+    const PreparedInstruction &step = program->instructions[i];
+    Status status = Status::ok();
+    if (step.hostKernel) {
+      if (devicePending)
+        status = backend_->synchronize(watchPeers);
+      devicePending = false;
+      if (status.isOk())
+        status = step.hostKernel(step.args);
+    } else if (step.transfer) {
+      const TensorView &in = step.args.inputs[0];
+      status = backend_->copyAsync(
+          step.args.outputs[0].data, in.data,
+          static_cast<uint64_t>(in.numElements()) * cpu::dtypeBytes(in.dtype));
+      devicePending = true;
+    } else {
+      status = step.collective != Collective::kNone
+                   ? runCollective(step)
+                   : backend_->launch(step.kernel, step.args, step.stream);
+      devicePending = true;
+    }
+    if (!status.isOk())
+      return kernelFailed(std::move(status), *program, i);
+  }
   Status status = backend_->synchronize(watchPeers);
   if (!status.isOk())
     return status.addContext("while finishing program '" + programName + "'");

@@ -76,6 +76,11 @@ private:
     uint32_t stream = 0;
     /// A collective runs through the communicator instead of a kernel.
     Collective collective = Collective::kNone;
+    /// An instruction on host buffers runs this cpu kernel on the calling
+    /// thread, once the device has finished what came before it.
+    cpu::KernelFn hostKernel = nullptr;
+    /// "offload" / "fetch": a copy between the arenas, in launch order.
+    bool transfer = false;
     ReduceOp reduction = ReduceOp::kSum;
   };
   Status prepareCollective(const plan::Instruction &instruction,
@@ -91,6 +96,8 @@ private:
   explicit Executor(LoadedPlan plan);
   Status prepare(const ExecutorOptions &options);
   TensorView viewOf(uint32_t bufferId) const;
+  /// Where buffer `id` starts: in the device arena or the host arena.
+  uint8_t *addressOf(uint32_t id) const;
   Status kernelFailed(Status status, const PreparedProgram &program,
                       size_t index) const;
 
@@ -98,6 +105,9 @@ private:
   std::unique_ptr<Backend> backend_;
   Communicator *communicator_ = nullptr;
   uint8_t *arena_ = nullptr;
+  /// Pinned host memory for the plan's HOST buffers (CPU offload); null
+  /// when it has none.
+  uint8_t *hostArena_ = nullptr;
   std::vector<PreparedProgram> programs_;
   /// Whether each plan input has been written, so a run never reads an
   /// input the caller forgot.

@@ -504,7 +504,7 @@ static Status partitionedByNameUnsupported(const plan::Weight &weight) {
 }
 
 Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
-                   Backend &backend, uint8_t *arena) {
+                   Backend &backend, uint8_t *arena, uint8_t *hostArena) {
   const plan::Plan &plan = loaded.plan;
   // A named source is indexed once, then every weight looked up in it.
   OnnxInitializers initializers;
@@ -526,7 +526,8 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
   for (int i = 0; i < plan.weights_size(); ++i) {
     const plan::Weight &weight = plan.weights(i);
     const plan::Buffer &buffer = plan.buffers(weight.buffer());
-    uint8_t *destination = arena + buffer.offset();
+    uint8_t *destination =
+        (buffer.space() == plan::HOST ? hostArena : arena) + buffer.offset();
     if (byName && weight.shards() > 1)
       return partitionedByNameUnsupported(weight);
     Status status = Status::ok();

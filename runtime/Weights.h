@@ -51,9 +51,9 @@ std::string weightFilePath(const plan::Plan &plan, const plan::Weight &weight,
                            const WeightOptions &options);
 
 /// Fills every parameter buffer of `plan` in `arena` (device memory of
-/// `backend`).
+/// `backend`) or, for HOST buffers, in `hostArena` (its allocateHost memory).
 Status loadWeights(const LoadedPlan &plan, const WeightOptions &options,
-                   Backend &backend, uint8_t *arena);
+                   Backend &backend, uint8_t *arena, uint8_t *hostArena);
 
 /// Writes `count` elements of `dtype` drawn by `init` into `host`. The
 /// values depend only on `seed`, `weightIndex` and the element's position,

@@ -41,11 +41,20 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
-void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
+void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createGraphToDistPass());
   pm.addPass(zdist::createZeroPass());
+  pm.addPass(zdist::createOffloadPass());
+}
+
+void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createDistToPlanPass());
   pm.addPass(zplan::createVerifyPlanPass());
+}
+
+void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
+  buildDistPipeline(pm);
+  buildLowerToPlanPipeline(pm);
 }
 
 void zcc::registerZccPasses() {

@@ -27,7 +27,15 @@ void registerZccPasses();
 /// (`zcc-graph-pipeline` in zcc-opt).
 void buildGraphPipeline(mlir::OpPassManager &pm);
 
-/// From the graph to the plan (`zcc-plan-pipeline` in zcc-opt).
+/// The dist phase: place the graph on the mesh, ZeRO partitioning, CPU
+/// offload (what `zcc --emit dist` prints).
+void buildDistPipeline(mlir::OpPassManager &pm);
+
+/// From the dist phase's output to the verified plan module.
+void buildLowerToPlanPipeline(mlir::OpPassManager &pm);
+
+/// From the graph to the plan: both of the above (`zcc-plan-pipeline` in
+/// zcc-opt).
 void buildPlanPipeline(mlir::OpPassManager &pm);
 
 /// The training step from the verified forward graph: autodiff (`lossName`

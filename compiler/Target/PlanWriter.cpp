@@ -249,19 +249,35 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
 
 FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   plan::Plan result;
+  // The device arena, and a host arena where the plan offloads.
   auto arenas = llvm::to_vector(module.getOps<zplan::ArenaOp>());
-  if (arenas.size() != 1 || arenas[0].getSymName() != "device")
-    return module.emitError("expects one arena @device (run zcc-dist-to-plan first)"), failure();
-  zplan::ArenaOp arena = arenas[0];
-  result.set_arena_bytes(arena.getSize());
-  result.set_arena_alignment(arena.getAlignment());
+  auto isDevice = [](zplan::ArenaOp arena) {
+    return arena.getSymName() == "device" && arena.getMemorySpace() == zplan::MemorySpace::Device;
+  };
+  auto isHost = [](zplan::ArenaOp arena) {
+    return arena.getSymName() == "host" && arena.getMemorySpace() == zplan::MemorySpace::Host;
+  };
+  bool valid = !arenas.empty() && arenas.size() <= 2 && isDevice(arenas[0]) &&
+               (arenas.size() == 1 || isHost(arenas[1]));
+  if (!valid)
+    return module.emitError("expects an arena @device and optionally an arena @host in host "
+                            "memory (run zcc-dist-to-plan first)"),
+           failure();
+  result.set_arena_bytes(arenas[0].getSize());
+  result.set_arena_alignment(arenas[0].getAlignment());
+  if (arenas.size() == 2)
+    result.set_host_arena_bytes(arenas[1].getSize());
 
   llvm::StringMap<uint32_t> ids;
+  for (zplan::ArenaOp arena : arenas)
   for (zplan::BufferOp buffer : arena.getOps<zplan::BufferOp>()) {
     uint32_t id = result.buffers_size();
-    ids[buffer.getSymName()] = id;
+    if (!ids.try_emplace(buffer.getSymName(), id).second)
+      return buffer.emitError("buffer name used in both arenas"), failure();
     plan::Buffer *out = result.add_buffers();
     out->set_id(id);
+    if (isHost(arena))
+      out->set_space(plan::HOST);
     auto type = buffer->getAttrOfType<TypeAttr>("type");
     auto kind = buffer->getAttrOfType<StringAttr>("kind");
     if (!type || !kind)
@@ -380,12 +396,15 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
     result.set_mode(mode.str());
   if (auto model = module->getAttrOfType<StringAttr>("zcc.model_path"))
     result.set_model_path(model.str());
-  if (auto memory = module->getAttrOfType<DictionaryAttr>("zplan.memory"))
-    for (NamedAttribute category : memory) {
-      plan::MemoryCategory *out = result.add_memory();
-      out->set_category(category.getName().str());
-      out->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
-    }
+  for (StringRef space : {"zplan.memory", "zplan.host_memory"})
+    if (auto memory = module->getAttrOfType<DictionaryAttr>(space))
+      for (NamedAttribute category : memory) {
+        plan::MemoryCategory *out = result.add_memory();
+        out->set_category(category.getName().str());
+        out->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
+        if (space == "zplan.host_memory")
+          out->set_space(plan::HOST);
+      }
   DictionaryAttr config = config::getConfig(module);
   if (config)
     if (std::optional<config::Json> json = config::attributeToJson(config))

@@ -35,6 +35,13 @@ Status CpuBackend::allocate(uint64_t bytes, uint64_t alignment, void **memory) {
   return Status::ok();
 }
 
+Status CpuBackend::allocateHost(uint64_t bytes, uint64_t alignment, void **memory) {
+  ZCC_RETURN_IF_ERROR(allocate(bytes, alignment, memory), "for the host arena");
+  allocations_.back().second = 0;
+  allocatedBytes_ -= bytes;
+  return Status::ok();
+}
+
 void CpuBackend::deallocate(void *memory) {
   for (size_t i = 0; i < allocations_.size(); ++i)
     if (allocations_[i].first == memory) {

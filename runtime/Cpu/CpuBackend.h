@@ -20,6 +20,13 @@ public:
   const char *name() const override { return "cpu"; }
   Status allocate(uint64_t bytes, uint64_t alignment, void **memory) override;
   void deallocate(void *memory) override;
+  /// Host memory is the cpu backend's device memory, but it is not counted
+  /// in allocatedBytes().
+  Status allocateHost(uint64_t bytes, uint64_t alignment, void **memory) override;
+  void deallocateHost(void *memory) override { deallocate(memory); }
+  Status copyAsync(void *destination, const void *source, uint64_t bytes) override {
+    return copyOnDevice(destination, source, bytes);
+  }
   uint64_t allocatedBytes() const override { return allocatedBytes_; }
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;
@@ -35,7 +42,8 @@ public:
 private:
   /// Resolved kernels, indexed by KernelHandle::index.
   std::vector<cpu::KernelFn> kernels_;
-  /// Live allocations and their requested sizes (a plan makes one or two).
+  /// Live allocations and the bytes each counts in allocatedBytes() (a
+  /// plan makes one or two).
   std::vector<std::pair<void *, uint64_t>> allocations_;
   uint64_t allocatedBytes_ = 0;
 };

@@ -5,6 +5,7 @@
 #include "runtime/Cuda/CudaStatus.h"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 namespace zcc {
@@ -47,6 +48,8 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(context_.stream);
   for (auto &[memory, bytes] : allocations_)
     cudaFree(memory);
+  for (void *memory : hostAllocations_)
+    cudaFreeHost(memory);
   if (context_.workspace)
     cudaFree(context_.workspace);
   if (context_.blasLt)
@@ -107,8 +110,9 @@ Status CudaBackend::copyToDevice(void *device, const void *host,
   if (!bytes)
     return Status::ok();
   // The host buffer may go away on return: finish the copy first.
+  // Default: `device` may be in the pinned host arena (offloaded state).
   ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes,
-                                           cudaMemcpyHostToDevice,
+                                           cudaMemcpyDefault,
                                            context_.stream));
   ZCC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(context_.stream));
   return Status::ok();
@@ -119,7 +123,7 @@ Status CudaBackend::copyToHost(void *host, const void *device,
   if (!bytes)
     return Status::ok();
   ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes,
-                                           cudaMemcpyDeviceToHost,
+                                           cudaMemcpyDefault,
                                            context_.stream));
   ZCC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(context_.stream));
   return Status::ok();
@@ -133,6 +137,55 @@ Status CudaBackend::copyOnDevice(void *destination, const void *source,
                                            cudaMemcpyDeviceToDevice,
                                            context_.stream));
   return Status::ok();
+}
+
+Status CudaBackend::copyAsync(void *destination, const void *source,
+                              uint64_t bytes) {
+  if (!bytes)
+    return Status::ok();
+  // One side is the pinned host arena: the copy engine reads or writes it
+  // directly, in stream order.
+  ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination, source, bytes,
+                                           cudaMemcpyDefault,
+                                           context_.stream));
+  return Status::ok();
+}
+
+Status CudaBackend::allocateHost(uint64_t bytes, uint64_t alignment,
+                                 void **memory) {
+  *memory = nullptr;
+  // cudaHostAlloc returns page-aligned memory.
+  if (alignment > 4096 || (alignment & (alignment - 1)) != 0)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "pinned host memory is aligned to 4096 bytes, not %llu",
+                      static_cast<unsigned long long>(alignment));
+  void *allocation = nullptr;
+  cudaError_t result = cudaHostAlloc(&allocation, bytes ? bytes : 256,
+                                     cudaHostAllocPortable);
+  if (result != cudaSuccess) {
+    cudaGetLastError();
+    return makeStatus(StatusCode::kResourceExhausted,
+                      "cannot pin %.2f GiB of host memory for offloaded state "
+                      "(%s); give the job more host memory or offload less",
+                      static_cast<double>(bytes) / (1ull << 30),
+                      cudaGetErrorString(result));
+  }
+  std::memset(allocation, 0, bytes ? bytes : 256);
+  *memory = allocation;
+  hostAllocations_.push_back(allocation);
+  return Status::ok();
+}
+
+void CudaBackend::deallocateHost(void *memory) {
+  if (!memory)
+    return;
+  cudaStreamSynchronize(context_.stream);
+  for (size_t i = 0; i < hostAllocations_.size(); ++i)
+    if (hostAllocations_[i] == memory) {
+      hostAllocations_.erase(hostAllocations_.begin() + i);
+      break;
+    }
+  cudaFreeHost(memory);
 }
 
 StatusOr<KernelHandle> CudaBackend::resolveKernel(const std::string &name) {

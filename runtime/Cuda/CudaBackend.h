@@ -30,6 +30,9 @@ public:
   const char *name() const override { return "cuda"; }
   Status allocate(uint64_t bytes, uint64_t alignment, void **memory) override;
   void deallocate(void *memory) override;
+  Status allocateHost(uint64_t bytes, uint64_t alignment, void **memory) override;
+  void deallocateHost(void *memory) override;
+  Status copyAsync(void *destination, const void *source, uint64_t bytes) override;
   uint64_t allocatedBytes() const override { return allocatedBytes_; }
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;
@@ -50,6 +53,8 @@ private:
   cuda::LaunchContext context_;
   std::vector<cuda::KernelFn> kernels_;
   std::vector<std::pair<void *, uint64_t>> allocations_;
+  /// The pinned host allocations (the plan's host arena).
+  std::vector<void *> hostAllocations_;
   uint64_t allocatedBytes_ = 0;
 };
 

@@ -342,15 +342,27 @@ private:
                        "alignment %u",
                        static_cast<unsigned long long>(buffer.offset()),
                        plan_.arena_alignment()));
-    if (buffer.offset() > plan_.arena_bytes() ||
-        buffer.bytes() > plan_.arena_bytes() - buffer.offset())
+    if (!plan::MemorySpace_IsValid(buffer.space()))
+      return invalid(path_, item,
+                     formatString("has no known memory space (%d)",
+                                  static_cast<int>(buffer.space())));
+    bool host = buffer.space() == plan::HOST;
+    uint64_t arenaBytes = host ? plan_.host_arena_bytes() : plan_.arena_bytes();
+    if (buffer.offset() > arenaBytes ||
+        buffer.bytes() > arenaBytes - buffer.offset())
       return invalid(
           path_, item,
           formatString(
-              "bytes [%llu, %llu) lie outside the arena of %llu bytes",
+              "bytes [%llu, %llu) lie outside the %s arena of %llu bytes",
               static_cast<unsigned long long>(buffer.offset()),
               static_cast<unsigned long long>(buffer.offset() + buffer.bytes()),
-              static_cast<unsigned long long>(plan_.arena_bytes())));
+              host ? "host" : "device",
+              static_cast<unsigned long long>(arenaBytes)));
+    if (host && (buffer.kind() == plan::INPUT || buffer.kind() == plan::OUTPUT ||
+                 buffer.kind() == plan::SCALARS || buffer.kind() == plan::CONSTANT))
+      return invalid(path_, item,
+                     "is in host memory, but inputs, outputs, scalars and "
+                     "constants live on the device");
     if (buffer.kind() == plan::CONSTANT &&
         buffer.constant_data().size() != buffer.bytes())
       return invalid(
@@ -435,19 +447,57 @@ private:
         const plan::Instruction &instruction = program.instructions(i);
         std::string item =
             programItem + ", " + describeInstruction(i, instruction);
-        if (!cpu::findKernel(instruction.kernel()) &&
-            !isCollectiveKernel(instruction.kernel()))
-          return invalid(path_, item,
-                         unknownKernelProblem(instruction.kernel()));
+        const std::string &kernel = instruction.kernel();
+        if (!cpu::findKernel(kernel) && !isCollectiveKernel(kernel) &&
+            !isTransferKernel(kernel))
+          return invalid(path_, item, unknownKernelProblem(kernel));
         for (uint32_t id : instruction.inputs())
           if (!isBuffer(id))
             return invalid(path_, item, missingBuffer("reads", id));
         for (uint32_t id : instruction.outputs())
           if (!isBuffer(id))
             return invalid(path_, item, missingBuffer("writes", id));
+        if (std::string problem = spaceProblem(instruction); !problem.empty())
+          return invalid(path_, item, problem);
       }
     }
     return Status::ok();
+  }
+
+  /// Host and device memory meet only in "offload" (device to host) and
+  /// "fetch" (host to device), each one buffer to one of its size; a
+  /// collective's buffers are on the device; any other kernel's buffers
+  /// are all in one memory, where it runs.
+  std::string spaceProblem(const plan::Instruction &instruction) {
+    auto onHost = [&](uint32_t id) { return plan_.buffers(id).space() == plan::HOST; };
+    const std::string &kernel = instruction.kernel();
+    if (isTransferKernel(kernel)) {
+      bool offload = kernel == "offload";
+      if (instruction.inputs_size() != 1 || instruction.outputs_size() != 1)
+        return (kernel + " copies one buffer into one");
+      const plan::Buffer &in = plan_.buffers(instruction.inputs(0));
+      const plan::Buffer &out = plan_.buffers(instruction.outputs(0));
+      if (onHost(in.id()) == offload || onHost(out.id()) != offload)
+        return (kernel + (offload ? " copies a device buffer into a host one"
+                                        : " copies a host buffer into a device one") +
+                          ", not " + describeBuffer(in) + " into " + describeBuffer(out));
+      if (in.bytes() != out.bytes() || in.dtype() != out.dtype())
+        return (kernel + " needs buffers of one dtype and size, not " +
+                          describeBuffer(in) + " and " + describeBuffer(out));
+      return "";
+    }
+    std::vector<uint32_t> ids(instruction.inputs().begin(), instruction.inputs().end());
+    ids.insert(ids.end(), instruction.outputs().begin(), instruction.outputs().end());
+    if (ids.empty())
+      return "";
+    bool host = onHost(ids.front());
+    for (uint32_t id : ids)
+      if (onHost(id) != host || (host && isCollectiveKernel(kernel)))
+        return ("mixes host and device buffers (" + describeBuffer(plan_.buffers(id)) +
+                          " is in " + (onHost(id) ? "host" : "device") +
+                          " memory); only offload and fetch cross between them, and "
+                          "collectives run on the device");
+    return "";
   }
 
   /// "an output buffer": how messages name a buffer kind.
@@ -583,6 +633,10 @@ private:
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {
   return PlanValidator(plan, path).validate();
+}
+
+bool isTransferKernel(const std::string &kernel) {
+  return kernel == "offload" || kernel == "fetch";
 }
 
 bool isCollectiveKernel(const std::string &kernel) {

@@ -80,6 +80,10 @@ template <typename Shape> std::string shapeText(const Shape &shape) {
 /// the group of the mesh axes in its "axes" attribute.
 bool isCollectiveKernel(const std::string &kernel);
 
+/// Whether `kernel` copies between host and device memory: "offload"
+/// (device to host) or "fetch" (host to device).
+bool isTransferKernel(const std::string &kernel);
+
 } // namespace zcc
 
 #endif // ZCC_RUNTIME_PLAN_PLANLOADER_H

@@ -238,9 +238,12 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
   out += "model_path: " + quote(plan.model_path()) + "\n";
   out += "arena: " + u64(plan.arena_bytes()) + " bytes, alignment " +
          u64(plan.arena_alignment()) + "\n";
+  if (plan.host_arena_bytes())
+    out += "host arena: " + u64(plan.host_arena_bytes()) + " bytes\n";
   out += "memory:";
   for (const plan::MemoryCategory &category : plan.memory())
-    out += " " + quote(category.category()) + "=" + u64(category.bytes());
+    out += std::string(" ") + (category.space() == plan::HOST ? "host:" : "") +
+           quote(category.category()) + "=" + u64(category.bytes());
   out += "\n";
 
   out += "buffers: " + std::to_string(plan.buffers_size()) + "\n";
@@ -250,8 +253,8 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
       shape += (i ? "x" : "") + std::to_string(buffer.shape(i));
     out += "  %" + u64(buffer.id()) + " " + kindText(buffer.kind()) + " " +
            quote(buffer.name()) + " " + dtypeText(buffer.dtype()) + "[" +
-           shape + "] offset " + u64(buffer.offset()) + " bytes " +
-           u64(buffer.bytes());
+           shape + "] " + (buffer.space() == plan::HOST ? "host " : "") + "offset " +
+           u64(buffer.offset()) + " bytes " + u64(buffer.bytes());
     if (!buffer.constant_data().empty())
       out += " data " + u64(buffer.constant_data().size());
     out += "\n";

@@ -58,11 +58,9 @@ module attributes {zcc.config = {zero_optimization = {stage = 0 : i64}}} {
 
 // -----
 
-// One data-parallel rank: nothing to reduce. Offload is not applied yet,
-// and the pass says so.
+// One data-parallel rank: nothing to reduce (offload is the offload pass's).
 // CHECK-LABEL: func.func @grad_norm
 // CHECK-NOT: zdist.all_reduce
-// expected-warning @+1 {{zero_optimization.offload_optimizer.device 'cpu' is not applied yet: the plan keeps optimizer state in the device arena (on the cpu backend that is host memory); offload to pinned host memory comes with the CUDA backend}}
 module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, offload_optimizer = {device = "cpu"}}}} {
   zdist.mesh @mesh ["dp" = 1]
   func.func @grad_norm() -> tensor<f64> {

@@ -351,14 +351,56 @@ TEST(PlanValidation, OffsetAlignedAndInsideTheArena) {
                 kFix);
   EXPECT_EQ(validationError([](plan::Plan &p) { p.set_arena_bytes(264); }),
             std::string("p.bin: buffer 4 ('y'): bytes [256, 272) lie outside "
-                        "the arena of 264 bytes") +
+                        "the device arena of 264 bytes") +
                 kFix);
   EXPECT_EQ(validationError([](plan::Plan &p) {
               p.mutable_buffers(4)->set_offset(~0ull << 6);
             }),
             std::string("p.bin: buffer 4 ('y'): bytes [18446744073709551552, "
-                        "18446744073709551568) lie outside the arena of 320 "
-                        "bytes") +
+                        "18446744073709551568) lie outside the device arena of "
+                        "320 bytes") +
+                kFix);
+}
+
+// Host buffers (CPU offload) live in the host arena; only "offload" and
+// "fetch" cross between the arenas, and inputs stay on the device.
+TEST(PlanValidation, HostBuffersStayInTheirArena) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(3)->set_space(plan::HOST);
+            }),
+            std::string("p.bin: buffer 3 ('w'): bytes [192, 216) lie outside "
+                        "the host arena of 0 bytes") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_host_arena_bytes(512);
+              p.mutable_buffers(0)->set_space(plan::HOST);
+            }),
+            std::string("p.bin: buffer 0 ('x'): is in host memory, but inputs, "
+                        "outputs, scalars and constants live on the device") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(3)->set_space(static_cast<plan::MemorySpace>(7));
+            }),
+            std::string("p.bin: buffer 3 ('w'): has no known memory space (7)") + kFix);
+  // The matmul reads t on the device and w on the host.
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_host_arena_bytes(512);
+              p.mutable_buffers(3)->set_space(plan::HOST);
+            }),
+            std::string("p.bin: program 'infer', instruction 1 (matmul, from "
+                        "node '/h.0/attn/MatMul'): mixes host and device buffers "
+                        "(buffer 3 ('w') is in host memory); only "
+                        "offload and fetch cross between them, and collectives "
+                        "run on the device") +
+                kFix);
+  // A fetch must read the host and write the device.
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_programs(0)->mutable_instructions(0)->set_kernel("fetch");
+              p.mutable_programs(0)->mutable_instructions(0)->mutable_inputs()->RemoveLast();
+            }),
+            std::string("p.bin: program 'infer', instruction 0 (fetch, from node "
+                        "'/Add'): fetch copies a host buffer into a device one, "
+                        "not buffer 0 ('x') into buffer 2 ('t')") +
                 kFix);
 }
 

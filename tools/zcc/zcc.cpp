@@ -157,10 +157,11 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
     for (int64_t r = 0; r < world; ++r) {
       zcc::config::Json rank = {{"rank", r},
                                 {"peak_device_bytes", {{"total", plan.arena_bytes()}}},
-                                {"host_bytes", 0},
+                                {"host_bytes", {{"total", plan.host_arena_bytes()}}},
                                 {"comm_bytes", zcc::config::Json::object()}};
       for (const zcc::plan::MemoryCategory &category : plan.memory())
-        rank["peak_device_bytes"][category.category()] = category.bytes();
+        rank[category.space() == zcc::plan::HOST ? "host_bytes" : "peak_device_bytes"]
+            [category.category()] = category.bytes();
       for (const auto &[kind, bytes] : comm)
         rank["comm_bytes"][kind] = bytes;
       ranks.push_back(rank);
@@ -173,8 +174,18 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"),
                          (long long)plan.arena_bytes());
   for (const zcc::plan::MemoryCategory &category : plan.memory())
-    outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
-                           (long long)category.bytes());
+    if (category.space() != zcc::plan::HOST)
+      outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
+                             (long long)category.bytes());
+  if (plan.host_arena_bytes() > 0) {
+    outs() << "host memory (pinned, offloaded state), per rank (bytes)\n";
+    outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"),
+                           (long long)plan.host_arena_bytes());
+    for (const zcc::plan::MemoryCategory &category : plan.memory())
+      if (category.space() == zcc::plan::HOST)
+        outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
+                               (long long)category.bytes());
+  }
   if (!comm.empty()) {
     outs() << "communication per optimizer step, per rank (bytes)\n";
     for (const auto &[kind, bytes] : comm)
@@ -238,7 +249,8 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   auto gib = [](int64_t bytes) { return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str(); };
   std::map<std::string, int64_t> bytes;
   for (const zcc::plan::MemoryCategory &category : plan.memory())
-    bytes[category.category()] = category.bytes();
+    if (category.space() != zcc::plan::HOST)
+      bytes[category.category()] = category.bytes();
   int64_t world = 1;
   for (int64_t size : plan.mesh().axis_sizes())
     world *= size;
@@ -270,10 +282,24 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   if (plan.mode() == "train" && world > 1 && stage == 3)
     fixes.push_back("lower stage3_max_live_parameters, stage3_prefetch_bucket_size or "
                     "stage3_max_reuse_distance (fewer gathered parameters at once)");
+  auto offloaded = [&](const char *section) {
+    auto config = zcc::config::Json::parse(plan.config_json(), nullptr, false);
+    return config.is_object() && config.contains("zero_optimization") &&
+           config["zero_optimization"].is_object() &&
+           config["zero_optimization"].contains(section) &&
+           config["zero_optimization"][section].is_object() &&
+           config["zero_optimization"][section].value("device", "none") == "cpu";
+  };
+  if (plan.mode() == "train" && stage >= 1 && !offloaded("offload_optimizer") &&
+      bytes["optimizer_state"] > 0)
+    fixes.push_back("zero_optimization.offload_optimizer.device \"cpu\" moves the optimizer "
+                    "state (" + gib(bytes["optimizer_state"]) + ") to host memory");
+  if (stage == 3 && !offloaded("offload_param") && bytes["parameters"] > 0)
+    fixes.push_back("zero_optimization.offload_param.device \"cpu\" keeps the parameter "
+                    "shards (" + gib(bytes["parameters"]) + ") in host memory");
   message += "; to fit: ";
   for (size_t i = 0; i < fixes.size(); ++i)
     message += (i ? "; or " : "") + fixes[i];
-  message += " (offload to host memory is not built yet)";
   fail(message);
 }
 
@@ -407,8 +433,7 @@ int main(int argc, char **argv) {
   }
 
   mlir::PassManager distPipeline(&context);
-  distPipeline.addPass(zcc::createGraphToDistPass());
-  distPipeline.addPass(zcc::zdist::createZeroPass());
+  zcc::buildDistPipeline(distPipeline);
   if (failed(distPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Dist) {
@@ -416,8 +441,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   mlir::PassManager planPipeline(&context);
-  planPipeline.addPass(zcc::createDistToPlanPass());
-  planPipeline.addPass(zcc::zplan::createVerifyPlanPass());
+  zcc::buildLowerToPlanPipeline(planPipeline);
   if (failed(planPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Plan) {

@@ -88,7 +88,18 @@ struct BufferInfo {
   Operation *definingOp = nullptr;
   int64_t firstUse = 0;
   int64_t lastUse = 0;
+  /// In the host arena (CPU offload) rather than the device arena.
+  bool host = false;
 };
+
+/// Whether the offload pass placed `op` (or the value it defines) in host
+/// memory.
+bool onHost(Operation *op) {
+  if (isa_and_nonnull<zdist::OffloadOp>(op))
+    return true;
+  auto memory = op ? op->getAttrOfType<StringAttr>("zdist.memory") : StringAttr();
+  return memory && memory.getValue() == "host";
+}
 
 uint64_t elementBytes(Type element) {
   unsigned bits = element.getIntOrFloatBitWidth();
@@ -166,6 +177,8 @@ DictionaryAttr collectiveParams(OpBuilder &builder, ArrayAttr axes, StringRef re
 std::string kernelName(Operation *op) {
   if (isa<zgraph::AssignOp>(op))
     return "cast";
+  if (isa<zdist::OffloadOp, zdist::FetchOp>(op))
+    return op->getName().stripDialect().str();
   return op->getName().stripDialect().str();
 }
 
@@ -239,7 +252,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                          int64_t index) {
       bufferOf[value] = buffers.size();
       buffers.push_back({kind, cast<RankedTensorType>(value.getType()), std::move(name), op,
-                         index, index});
+                         index, index, onHost(op)});
       return buffers.size() - 1;
     };
     auto addShared = [&](Value value, Kind kind, const std::string &key, std::string name,
@@ -254,6 +267,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         (op ? op->emitError() : module.emitError())
             << "'" << key << "' has type " << value.getType() << " here but "
             << buffers[it->second].type << " elsewhere";
+        return failure();
+      }
+      if (buffers[it->second].host != onHost(op)) {
+        op->emitError() << "'" << key << "' is in host memory in one function and in device "
+                        << "memory in another";
         return failure();
       }
       bufferOf[value] = it->second;
@@ -313,7 +331,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         }
         if (isa<func::ReturnOp>(op))
           continue;
-        DictionaryAttr params = op.getAttrDictionary();
+        // The kernel's attributes: the op's, less where the op runs (the
+        // buffers say that).
+        NamedAttrList attrs(op.getAttrDictionary());
+        attrs.erase("zdist.memory");
+        DictionaryAttr params = attrs.getDictionary(builder.getContext());
         if (auto allReduce = dyn_cast<zdist::AllReduceOp>(op)) {
           // A collective over the group of the named mesh axes.
           params = collectiveParams(builder, allReduce.getMeshAxes(),
@@ -342,6 +364,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
             return signalPassFailure();
           }
           params = collectiveParams(builder, split.front(), "");
+        } else if (isa<zdist::OffloadOp, zdist::FetchOp>(op)) {
+          params = builder.getDictionaryAttr({});
         } else if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
@@ -361,6 +385,26 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         for (Value result : op.getResults())
           instruction.outputs.push_back(
               addBuffer(result, Kind::Activation, locationName(op.getLoc()), &op, index));
+        // Host ops read and write host buffers; offload and fetch cross;
+        // everything else stays on the device.
+        bool hostOp = onHost(&op) && !isa<zdist::OffloadOp>(op);
+        bool readsHost = isa<zdist::FetchOp>(op) || hostOp;
+        bool writesHost = isa<zdist::OffloadOp>(op) || hostOp;
+        for (unsigned id : instruction.inputs)
+          if (buffers[id].host != readsHost) {
+            op.emitError() << "reads '" << buffers[id].name << "' from "
+                           << (buffers[id].host ? "host" : "device") << " memory but runs on the "
+                           << (readsHost ? "host" : "device")
+                           << "; copy it across with zdist.offload or zdist.fetch";
+            return signalPassFailure();
+          }
+        for (unsigned id : instruction.outputs)
+          if (buffers[id].host != writesHost) {
+            op.emitError() << "writes '" << buffers[id].name << "' in "
+                           << (buffers[id].host ? "host" : "device") << " memory but runs on the "
+                           << (writesHost ? "host" : "device");
+            return signalPassFailure();
+          }
         program.instructions.push_back(std::move(instruction));
       }
 
@@ -371,6 +415,10 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         auto nameAttr = func.getResultAttrOfType<StringAttr>(index, "zgraph.name");
         std::string name = nameAttr ? nameAttr.str() : "output" + std::to_string(index);
         unsigned id = bufferOf.lookup(value);
+        if (buffers[id].host) {
+          returnOp.emitError("returns a value in host memory; fetch it to the device first");
+          return signalPassFailure();
+        }
         if (buffers[id].kind != Kind::Activation) {
           int64_t at = clock++;
           buffers[id].lastUse = std::max(buffers[id].lastUse, at);
@@ -387,31 +435,55 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
     }
 
-    std::vector<PlannedBuffer> planned;
-    for (const BufferInfo &info : buffers) {
-      PlannedBuffer buffer;
-      buffer.bytes = std::max<uint64_t>(1, info.type.getNumElements()) *
-                     elementBytes(info.type.getElementType());
-      buffer.persistent = info.kind != Kind::Activation;
-      buffer.firstUse = info.firstUse;
-      buffer.lastUse = info.lastUse;
-      planned.push_back(buffer);
-    }
-    MemoryPlan memory = planMemory(planned, alignment);
+    // One memory plan per arena: the device's, and the host's for what the
+    // offload pass placed there.
+    std::vector<PlannedBuffer> planned(buffers.size());
+    auto planSpace = [&](bool host) {
+      std::vector<PlannedBuffer> space;
+      std::vector<unsigned> ids;
+      for (auto [id, info] : llvm::enumerate(buffers)) {
+        if (info.host != host)
+          continue;
+        PlannedBuffer buffer;
+        buffer.bytes = std::max<uint64_t>(1, info.type.getNumElements()) *
+                       elementBytes(info.type.getElementType());
+        buffer.persistent = info.kind != Kind::Activation;
+        buffer.firstUse = info.firstUse;
+        buffer.lastUse = info.lastUse;
+        space.push_back(buffer);
+        ids.push_back(id);
+      }
+      MemoryPlan memory = planMemory(space, alignment);
+      for (auto [i, id] : llvm::enumerate(ids))
+        planned[id] = space[i];
+      return memory;
+    };
+    MemoryPlan memory = planSpace(/*host=*/false);
+    MemoryPlan hostMemory = planSpace(/*host=*/true);
+    bool haveHost = llvm::any_of(buffers, [](const BufferInfo &info) { return info.host; });
 
     // The plan module: arena, programs, and the bindings as attributes.
     builder.setInsertionPointToEnd(module.getBody());
     Location loc = module.getLoc();
     auto arena = builder.create<zplan::ArenaOp>(loc, "device", zplan::MemorySpace::Device,
                                                 int64_t(memory.arenaBytes), int64_t(alignment));
-    builder.setInsertionPointToStart(&arena.getBodyRegion().emplaceBlock());
-    std::map<std::string, uint64_t> categoryBytes;
+    Block &deviceBody = arena.getBodyRegion().emplaceBlock();
+    Block *hostBody = nullptr;
+    if (haveHost) {
+      builder.setInsertionPointToEnd(module.getBody());
+      auto hostArena = builder.create<zplan::ArenaOp>(loc, "host", zplan::MemorySpace::Host,
+                                                      int64_t(hostMemory.arenaBytes),
+                                                      int64_t(alignment));
+      hostBody = &hostArena.getBodyRegion().emplaceBlock();
+    }
+    std::map<std::string, uint64_t> categoryBytes, hostCategoryBytes;
     auto symbol = [&](unsigned id) {
-      return SymbolRefAttr::get(builder.getStringAttr("device"),
+      return SymbolRefAttr::get(builder.getStringAttr(buffers[id].host ? "host" : "device"),
                                 {FlatSymbolRefAttr::get(builder.getContext(),
                                                         "b" + std::to_string(id))});
     };
     for (auto [id, info] : llvm::enumerate(buffers)) {
+      builder.setInsertionPointToEnd(info.host ? hostBody : &deviceBody);
       auto buffer = builder.create<zplan::BufferOp>(
           info.definingOp ? info.definingOp->getLoc() : loc, "b" + std::to_string(id),
           int64_t(planned[id].offset), int64_t(planned[id].bytes));
@@ -428,9 +500,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());
       if (info.kind != Kind::Activation)
-        categoryBytes[categoryName(info.kind).str()] += planned[id].bytes;
+        (info.host ? hostCategoryBytes : categoryBytes)[categoryName(info.kind).str()] +=
+            planned[id].bytes;
     }
     categoryBytes["activations"] = memory.arenaBytes - memory.persistentBytes;
+    if (haveHost)
+      hostCategoryBytes["activations"] = hostMemory.arenaBytes - hostMemory.persistentBytes;
 
     for (const Program &program : programs) {
       builder.setInsertionPointToEnd(module.getBody());
@@ -467,6 +542,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     memoryAttrs.push_back(
         builder.getNamedAttr("peak_live_activations", builder.getI64IntegerAttr(memory.peakLiveBytes)));
     module->setAttr("zplan.memory", builder.getDictionaryAttr(memoryAttrs));
+    if (haveHost) {
+      SmallVector<NamedAttribute> hostAttrs;
+      for (const auto &[category, bytes] : hostCategoryBytes)
+        hostAttrs.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(bytes)));
+      module->setAttr("zplan.host_memory", builder.getDictionaryAttr(hostAttrs));
+    }
 
     // The mesh becomes an attribute; the graph is gone.
     SmallVector<Operation *> erase;

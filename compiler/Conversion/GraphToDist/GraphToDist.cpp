@@ -1,6 +1,7 @@
 //===- GraphToDist.cpp - Place the graph on the device mesh ---------------===//
 
 #include "compiler/Conversion/Passes.h"
+#include "dialects/Dist/Transforms/ConfigValues.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -14,12 +15,7 @@ using namespace mlir;
 namespace zcc {
 namespace {
 
-int64_t configInt(DictionaryAttr config, StringRef name, int64_t defaultValue) {
-  if (!config)
-    return defaultValue;
-  auto value = config.getAs<IntegerAttr>(name);
-  return value ? value.getInt() : defaultValue;
-}
+using zdist::configInt;
 
 struct GraphToDistPass : impl::GraphToDistPassBase<GraphToDistPass> {
   void runOnOperation() override {

@@ -183,6 +183,46 @@ def ZDist_AllReduceOp : ZDist_CollectiveOp<"all_reduce",
 }
 
 //===----------------------------------------------------------------------===//
+// Host memory
+//===----------------------------------------------------------------------===//
+
+def ZDist_OffloadOp : ZDist_Op<"offload", [Pure, SameOperandsAndResultType]> {
+  let summary = "Copies a device value into host memory";
+  let description = [{
+    The result is the operand's value in the rank's (pinned) host memory.
+    CPU offload (`offload_optimizer`, `offload_param`) moves gradients to
+    the host this way before the host runs the optimizer. Ops marked
+    `zdist.memory = "host"` (and `zgraph.param` / `zgraph.state` ops so
+    marked) run on, or live in, host memory; every other value is on the
+    device, and a value only crosses between the two through `offload` and
+    `fetch`.
+
+    ```mlir
+    %g_host = zdist.offload %g : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def ZDist_FetchOp : ZDist_Op<"fetch", [Pure, SameOperandsAndResultType]> {
+  let summary = "Copies a host value into device memory";
+  let description = [{
+    The inverse of `zdist.offload`: the result is the host operand's value
+    in device memory, e.g. an offloaded parameter shard before its
+    all-gather, or a master shard the host optimizer updated.
+
+    ```mlir
+    %w_dev = zdist.fetch %w_host : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Lifetimes
 //===----------------------------------------------------------------------===//
 

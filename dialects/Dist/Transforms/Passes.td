@@ -50,7 +50,35 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       next copies in use order, up to min(`stage3_max_live_parameters` -
       resident elements, `stage3_prefetch_bucket_size`) elements.
 
-    Offload and `overlap_comm` are warned about: not applied yet.
+    `overlap_comm` is warned about: not applied yet. Offload is the next
+    pass's (`zcc-dist-offload`).
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
+  let summary = "CPU offload of optimizer state and parameter shards";
+  let description = [{
+    Reads `zero_optimization.offload_optimizer` and `offload_param` from
+    `zcc.config`; with neither set to "cpu" it changes nothing. Runs after
+    the ZeRO pass.
+
+    - offload_optimizer: Adam's moments (SGD's momentum) and the master copy
+      the rank updates live in host memory (`zdist.memory = "host"` on their
+      `zgraph.state` ops); every optimizer update runs on the host. An update
+      of a device parameter gets a host master state, set from the
+      parameter by `@init` and assigned back into it after the update.
+    - offload_param: the parameters ZeRO-3 partitioned (on one rank, those
+      above `stage3_param_persistence_threshold` elements) live in host
+      memory, and the host optimizer updates them in place; it needs
+      offload_optimizer.
+
+    Then each op runs where its in-place targets live, otherwise on the host
+    (`zdist.memory = "host"`) only when every tensor operand is there; an
+    operand in the other memory is copied right before its op with
+    `zdist.offload` (device to host) or `zdist.fetch` (host to device),
+    once per op.
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];

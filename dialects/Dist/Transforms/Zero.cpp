@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Dist/Transforms/ConfigValues.h"
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Graph/IR/ZGraph.h"
 
@@ -41,17 +42,6 @@ using namespace mlir;
 
 namespace zcc::zdist {
 namespace {
-
-int64_t configInt(DictionaryAttr dict, StringRef name, int64_t defaultValue) {
-  if (!dict)
-    return defaultValue;
-  if (auto value = dict.getAs<IntegerAttr>(name))
-    return value.getInt();
-  // JSON writes DeepSpeed's large defaults as 1e9.
-  if (auto value = dict.getAs<FloatAttr>(name))
-    return static_cast<int64_t>(value.getValueAsDouble());
-  return defaultValue;
-}
 
 /// Stage 3's fetch schedule knobs, in elements (DeepSpeed's meanings).
 struct Stage3Schedule {
@@ -621,24 +611,11 @@ void ZeroPartitioner::addInit(func::FuncOp update) {
   builder.create<func::ReturnOp>(loc);
 }
 
-/// Settings of the config that change where memory lives or when
-/// communication happens, which this version does not apply yet: each is a
-/// warning that says what the plan does instead, never a silent no-op.
+/// Settings of the config that change when communication happens, which
+/// this version does not apply yet: a warning that says what the plan does
+/// instead, never a silent no-op.
 void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
-  if (!zero)
-    return;
-  for (StringRef section : {"offload_optimizer", "offload_param"}) {
-    auto offload = zero.getAs<DictionaryAttr>(section);
-    auto device = offload ? offload.getAs<StringAttr>("device") : StringAttr();
-    if (device && device.getValue() != "none")
-      emitWarning(module.getLoc()) << "zero_optimization." << section << ".device '"
-                           << device.getValue()
-                           << "' is not applied yet: the plan keeps "
-                           << (section == "offload_param" ? "parameters" : "optimizer state")
-                           << " in the device arena (on the cpu backend that is host memory); "
-                              "offload to pinned host memory comes with the CUDA backend";
-  }
-  if (dataParallel == 1)
+  if (!zero || dataParallel == 1)
     return;
   if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
     emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "

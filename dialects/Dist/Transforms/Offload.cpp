@@ -1,0 +1,247 @@
+//===- Offload.cpp - CPU offload of optimizer state and parameters --------===//
+//
+// ZeRO-Offload and ZeRO-Infinity's CPU tier, decided at compile time:
+//   offload_optimizer  every optimizer update runs on the host: Adam's
+//                      moments (SGD's momentum) and an fp32 master copy of
+//                      what the rank updates live in host memory; the
+//                      gradient is offloaded after the accumulation
+//                      boundary, the host updates the master, and the
+//                      updated master is fetched back into the device
+//                      parameter (or all-gathered into it, stages 1 and 2);
+//   offload_param      (stage 3) the partitioned parameter shards live in
+//                      host memory; each gather fetches them to the device
+//                      first, and the host optimizer updates them in place.
+// Placement is then one forward walk over each function: an op runs where
+// its in-place targets live, otherwise on the host only when every tensor
+// it reads is there; an operand on the other side is copied across right
+// before the op (`zdist.offload`, `zdist.fetch`), once per op, never reused
+// across ops, since the states it copies are mutable.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Dist/Transforms/ConfigValues.h"
+#include "dialects/Dist/Transforms/Passes.h"
+#include "dialects/Graph/IR/ZGraph.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace zcc::zdist {
+#define GEN_PASS_DEF_OFFLOADPASS
+#include "dialects/Dist/Transforms/Passes.h.inc"
+} // namespace zcc::zdist
+
+using namespace mlir;
+
+namespace zcc::zdist {
+namespace {
+
+constexpr StringLiteral kMemory = "zdist.memory";
+
+bool onHost(Operation *op) {
+  auto memory = op ? op->getAttrOfType<StringAttr>(kMemory) : StringAttr();
+  return memory && memory.getValue() == "host";
+}
+
+void markHost(Operation *op) { op->setAttr(kMemory, StringAttr::get(op->getContext(), "host")); }
+
+bool onHost(Value value) { return onHost(value.getDefiningOp()) || value.getDefiningOp<OffloadOp>(); }
+
+StringRef offloadDevice(DictionaryAttr zero, StringRef section) {
+  auto offload = zero ? zero.getAs<DictionaryAttr>(section) : DictionaryAttr();
+  auto device = offload ? offload.getAs<StringAttr>("device") : StringAttr();
+  return device ? device.getValue() : "none";
+}
+
+/// The values an in-place op writes; empty for a pure op.
+SmallVector<Value> inPlaceTargets(Operation *op) {
+  if (auto accumulate = dyn_cast<zgraph::AccumulateOp>(op))
+    return {accumulate.getTarget()};
+  if (auto assign = dyn_cast<zgraph::AssignOp>(op))
+    return {assign.getTarget()};
+  if (auto fill = dyn_cast<zgraph::FillOp>(op))
+    return {fill.getTarget()};
+  if (auto adamw = dyn_cast<zgraph::AdamWOp>(op))
+    return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
+  if (auto sgd = dyn_cast<zgraph::SgdOp>(op))
+    return {sgd.getParam(), sgd.getMomentumBuffer()};
+  return {};
+}
+
+class Offloader {
+public:
+  Offloader(ModuleOp module, bool optimizer, bool params, int64_t persistenceThreshold)
+      : module(module), builder(module.getContext()), optimizer(optimizer), params(params),
+        persistenceThreshold(persistenceThreshold) {}
+
+  LogicalResult run();
+
+private:
+  void chooseHostParams();
+  LogicalResult moveOptimizer(func::FuncOp update);
+  func::FuncOp getOrCreateInit(func::FuncOp update);
+  LogicalResult place(func::FuncOp func);
+
+  ModuleOp module;
+  OpBuilder builder;
+  bool optimizer, params;
+  int64_t persistenceThreshold;
+  /// Parameters whose storage is host memory (offload_param).
+  llvm::StringSet<> hostParams;
+  /// Training states in host memory, by "name.kind".
+  llvm::StringSet<> hostStates;
+};
+
+LogicalResult Offloader::run() {
+  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (params)
+    chooseHostParams();
+  if (optimizer && update && failed(moveOptimizer(update)))
+    return failure();
+  module.walk([&](Operation *op) {
+    if (auto param = dyn_cast<zgraph::ParamOp>(op); param && hostParams.contains(param.getName()))
+      markHost(param);
+    if (auto state = dyn_cast<zgraph::StateOp>(op);
+        state && hostStates.contains((state.getName() + "." + state.getKind()).str()))
+      markHost(state);
+  });
+  for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
+    if (failed(place(func)))
+      return failure();
+  return success();
+}
+
+/// offload_param: the parameters ZeRO-3 partitioned (`zdist.shards`), or on
+/// one rank every parameter above stage3_param_persistence_threshold
+/// elements; small ones stay on the device, as in DeepSpeed.
+void Offloader::chooseHostParams() {
+  module.walk([&](zgraph::ParamOp param) {
+    bool partitioned = param->hasAttr("zdist.shards");
+    bool alone = !llvm::any_of(module.getOps<MeshOp>(), [](MeshOp mesh) {
+      return mesh.getNumDevices() > 1;
+    });
+    if (partitioned || (alone && param.getType().getNumElements() > persistenceThreshold))
+      hostParams.insert(param.getName());
+  });
+}
+
+/// Every update of @optimizer_step moves to the host with its state. One
+/// that updates a device parameter (stage 0/3 without offload_param, or a
+/// parameter ZeRO left whole) gets a host master copy, set from the
+/// parameter by @init and fetched back into it after each update.
+LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
+  for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
+    if (!isa<zgraph::AdamWOp, zgraph::SgdOp>(op))
+      continue;
+    SmallVector<Value> targets = inPlaceTargets(&op);
+    for (Value state : ArrayRef<Value>(targets).drop_front()) {
+      auto stateOp = state.getDefiningOp<zgraph::StateOp>();
+      if (!stateOp)
+        return op.emitError("the optimizer's state must be zgraph.state ops to be offloaded");
+      hostStates.insert((stateOp.getName() + "." + stateOp.getKind()).str());
+    }
+    Value target = op.getOperand(0);
+    if (auto master = target.getDefiningOp<zgraph::StateOp>()) {
+      hostStates.insert((master.getName() + "." + master.getKind()).str());
+      continue;
+    }
+    auto param = target.getDefiningOp<zgraph::ParamOp>();
+    if (!param)
+      return op.emitError("the optimizer must update a zgraph.param or its master state");
+    if (hostParams.contains(param.getName()))
+      continue;
+    Location loc = op.getLoc();
+    builder.setInsertionPoint(&op);
+    auto master = builder.create<zgraph::StateOp>(loc, param.getType(), param.getNameAttr(),
+                                                  builder.getStringAttr("master"));
+    op.setOperand(0, master);
+    hostStates.insert((param.getName() + ".master").str());
+    builder.setInsertionPointAfter(&op);
+    builder.create<zgraph::AssignOp>(loc, param, master);
+
+    func::FuncOp init = getOrCreateInit(update);
+    builder.setInsertionPoint(init.getBody().front().getTerminator());
+    auto whole = cast<zgraph::ParamOp>(builder.clone(*param));
+    auto initMaster = builder.create<zgraph::StateOp>(loc, param.getType(), param.getNameAttr(),
+                                                      builder.getStringAttr("master"));
+    builder.create<zgraph::AssignOp>(loc, initMaster, whole);
+  }
+  return success();
+}
+
+func::FuncOp Offloader::getOrCreateInit(func::FuncOp update) {
+  if (auto init = module.lookupSymbol<func::FuncOp>("init"))
+    return init;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(update);
+  auto init = builder.create<func::FuncOp>(update.getLoc(), "init",
+                                           builder.getFunctionType({}, {}));
+  builder.setInsertionPointToStart(init.addEntryBlock());
+  builder.create<func::ReturnOp>(update.getLoc());
+  return init;
+}
+
+/// Decides where each op of `func` runs and copies operands across.
+LogicalResult Offloader::place(func::FuncOp func) {
+  for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
+    if (isa<zgraph::ParamOp, zgraph::StateOp, OffloadOp, FetchOp>(op))
+      continue;
+    bool host = false;
+    SmallVector<Value> targets = inPlaceTargets(&op);
+    if (!targets.empty()) {
+      host = onHost(targets.front());
+      for (Value target : targets)
+        if (onHost(target) != host)
+          return op.emitError("updates values in both host and device memory; offload all of "
+                              "its state or none (offload_param needs offload_optimizer)");
+    } else if (isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect()) && op.getNumOperands()) {
+      host = llvm::all_of(op.getOperands(), [](Value operand) { return onHost(operand); });
+    }
+    builder.setInsertionPoint(&op);
+    llvm::SmallDenseMap<Value, Value> copied;
+    for (OpOperand &operand : op.getOpOperands()) {
+      Value value = operand.get();
+      if (!isa<RankedTensorType>(value.getType()) || onHost(value) == host)
+        continue;
+      Value &copy = copied[value];
+      if (!copy)
+        copy = host ? Value(builder.create<OffloadOp>(op.getLoc(), value))
+                    : Value(builder.create<FetchOp>(op.getLoc(), value));
+      operand.set(copy);
+    }
+    if (host)
+      markHost(&op);
+  }
+  return success();
+}
+
+struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+    auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
+    bool optimizer = offloadDevice(zero, "offload_optimizer") == "cpu";
+    bool params = offloadDevice(zero, "offload_param") == "cpu";
+    if (!optimizer && !params)
+      return;
+    for (StringRef section : {"offload_optimizer", "offload_param"})
+      if (StringRef device = offloadDevice(zero, section); device != "none" && device != "cpu") {
+        module.emitError() << "zero_optimization." << section << ".device '" << device
+                           << "' is not supported: offload goes to \"cpu\" (host memory)";
+        return signalPassFailure();
+      }
+    bool training = static_cast<bool>(module.lookupSymbol<func::FuncOp>("optimizer_step"));
+    if (params && training && !optimizer) {
+      module.emitError("zero_optimization.offload_param needs offload_optimizer.device \"cpu\" "
+                       "too: the host updates the offloaded shards in place");
+      return signalPassFailure();
+    }
+    int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
+    if (failed(Offloader(module, optimizer, params, threshold).run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace zcc::zdist
