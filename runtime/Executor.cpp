@@ -135,6 +135,8 @@ Status Executor::prepare(const ExecutorOptions &options) {
       "cannot allocate the arena");
   arena_ = static_cast<uint8_t *>(arena);
   if (plan.host_arena_bytes() > 0) {
+    if (options.hostThreads > 1)
+      hostPool_ = std::make_unique<HostKernelPool>(options.hostThreads);
     void *host = nullptr;
     ZCC_RETURN_IF_ERROR(
         backend_->allocateHost(plan.host_arena_bytes(), plan.arena_alignment(), &host),
@@ -210,6 +212,8 @@ Status Executor::prepare(const ExecutorOptions &options) {
         for (uint32_t id : instruction.outputs())
           step.args.outputs.push_back(viewOf(id));
         step.args.attributes = &instruction.attributes();
+        if (step.hostKernel && hostPool_)
+          step.chunks = splitElementwise(instruction.kernel(), step.args, hostPool_->threads());
         continue;
       }
       StatusOr<KernelHandle> kernel =
@@ -418,7 +422,8 @@ Status Executor::run(const std::string &programName) {
         status = backend_->synchronize(watchPeers);
       devicePending = false;
       if (status.isOk())
-        status = step.hostKernel(step.args);
+        status = step.chunks.empty() ? step.hostKernel(step.args)
+                                     : hostPool_->run(step.hostKernel, step.chunks);
     } else if (step.transfer) {
       const TensorView &in = step.args.inputs[0];
       status = backend_->copyAsync(

@@ -14,6 +14,7 @@
 #include "runtime/Backend.h"
 #include "runtime/Comm/Communicator.h"
 #include "runtime/Data/HostTensor.h"
+#include "runtime/HostKernels.h"
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Weights.h"
 
@@ -32,6 +33,9 @@ struct ExecutorOptions {
   /// This rank's communicator over the data-parallel group, for the plan's
   /// collectives; null for a one-rank plan.
   Communicator *communicator = nullptr;
+  /// Threads (the calling one included) that run the element-wise host
+  /// kernels of a plan with CPU offload, the optimizer above all.
+  int hostThreads = 1;
 };
 
 class Executor {
@@ -79,6 +83,9 @@ private:
     /// An instruction on host buffers runs this cpu kernel on the calling
     /// thread, once the device has finished what came before it.
     cpu::KernelFn hostKernel = nullptr;
+    /// The host kernel's arguments cut for the thread pool; empty when it
+    /// runs whole on the calling thread.
+    std::vector<KernelArgs> chunks;
     /// "offload" / "fetch": a copy between the arenas, in launch order.
     bool transfer = false;
     ReduceOp reduction = ReduceOp::kSum;
@@ -108,6 +115,8 @@ private:
   /// Pinned host memory for the plan's HOST buffers (CPU offload); null
   /// when it has none.
   uint8_t *hostArena_ = nullptr;
+  /// Runs the host kernels' chunks; null with one host thread.
+  std::unique_ptr<HostKernelPool> hostPool_;
   std::vector<PreparedProgram> programs_;
   /// Whether each plan input has been written, so a run never reads an
   /// input the caller forgot.

@@ -19,6 +19,7 @@
 #include "kernels/cpu/Kernels.h"
 
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 namespace zcc::cpu::kernels {
@@ -62,10 +63,62 @@ Status readScalars(const char *kernel, const TensorView &view,
 
 
 /// torch.lerp(self, end, weight): the form is chosen by the weight's size
-/// for accuracy (aten/src/ATen/native/Lerp.h).
-template <typename T> T lerp(T self, T end, T weight) {
-  return std::abs(weight) < T(0.5) ? self + weight * (end - self)
-                                   : end - (end - self) * (T(1) - weight);
+/// for accuracy (aten/src/ATen/native/Lerp.h); `smallWeight` is that choice,
+/// made once per tensor so the loops below have no branch and vectorise.
+template <bool smallWeight, typename T> T lerp(T self, T end, T weight) {
+  if constexpr (smallWeight)
+    return self + weight * (end - self);
+  else
+    return end - (end - self) * (T(1) - weight);
+}
+
+/// The hyperparameters of one Adam step, as torch computes them: Python
+/// floats (double) rounded once to T.
+template <typename T> struct AdamConstants {
+  T gradScale, decay, l2, avgWeight, beta2, squareWeight, correction2Sqrt, eps,
+      negativeStepSize;
+  bool weightDecay;
+};
+
+/// The element loop of torch.optim.Adam(W)'s _single_tensor_adam; every
+/// choice that is the same for all elements is a template parameter, so the
+/// loop is straight-line code the compiler vectorises.
+template <typename T, bool smallWeight, bool weightDecay, bool decoupled>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// One copy per vector width, picked at load time by the CPU it runs on; the
+// operations are IEEE ones (no contraction), so every copy gives the same
+// bits.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void adamwElements(const T *param, const T *grad, const T *expAvg, const T *expAvgSq,
+                   T *paramOut, T *expAvgOut, T *expAvgSqOut, int64_t n,
+                   const AdamConstants<T> &c) {
+  // Element i reads and writes only element i of each array, and an output
+  // is either its input (in place) or a buffer of its own: no iteration
+  // depends on another, whatever the pointers alias.
+#pragma GCC ivdep
+  for (int64_t i = 0; i < n; ++i) {
+    T p = param[i];
+    T g = grad[i] * c.gradScale;
+    if constexpr (weightDecay) {
+      if constexpr (decoupled)
+        p = p * c.decay; // param.mul_(1 - lr * weight_decay)
+      else
+        g = g + c.l2 * p; // grad.add(param, alpha=weight_decay)
+    }
+    // exp_avg.lerp_(grad, 1 - beta1)
+    T m = lerp<smallWeight>(expAvg[i], g, c.avgWeight);
+    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    T v = expAvgSq[i] * c.beta2;
+    v = v + c.squareWeight * g * g;
+    // (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    T denom = std::sqrt(v) / c.correction2Sqrt + c.eps;
+    // param.addcdiv_(exp_avg, denom, value=-step_size)
+    p = p + c.negativeStepSize * m / denom;
+    paramOut[i] = p;
+    expAvgOut[i] = m;
+    expAvgSqOut[i] = v;
+  }
 }
 
 /// torch.optim.Adam(W)'s _single_tensor_adam without amsgrad, maximize or
@@ -73,52 +126,45 @@ template <typename T> T lerp(T self, T end, T weight) {
 template <typename T>
 void adamwLoop(const KernelArgs &args, const OptimizerScalars &scalars,
                bool decoupled) {
-  const T *param = args.inputs[0].as<const T>();
-  const T *grad = args.inputs[1].as<const T>();
-  const T *expAvg = args.inputs[2].as<const T>();
-  const T *expAvgSq = args.inputs[3].as<const T>();
-  T *paramOut = args.outputs[0].as<T>();
-  T *expAvgOut = args.outputs[1].as<T>();
-  T *expAvgSqOut = args.outputs[2].as<T>();
-
-  // Python-float arithmetic of the torch step, in double.
+  // Python-float arithmetic of the torch step, in double ...
   double biasCorrection1 = 1 - std::pow(scalars.beta1, scalars.step);
   double biasCorrection2 = 1 - std::pow(scalars.beta2, scalars.step);
   double stepSize = scalars.lr / biasCorrection1;
-  bool weightDecay = scalars.weightDecay != 0;
   // ... and its scalar operands, rounded to T.
-  const T gradScale = static_cast<T>(scalars.gradScale);
-  const T decay = static_cast<T>(1 - scalars.lr * scalars.weightDecay);
-  const T l2 = static_cast<T>(scalars.weightDecay);
-  const T avgWeight = static_cast<T>(1 - scalars.beta1);
-  const T beta2 = static_cast<T>(scalars.beta2);
-  const T squareWeight = static_cast<T>(1 - scalars.beta2);
-  const T correction2Sqrt = static_cast<T>(std::pow(biasCorrection2, 0.5));
-  const T eps = static_cast<T>(scalars.eps);
-  const T negativeStepSize = static_cast<T>(-stepSize);
+  AdamConstants<T> c;
+  c.weightDecay = scalars.weightDecay != 0;
+  c.gradScale = static_cast<T>(scalars.gradScale);
+  c.decay = static_cast<T>(1 - scalars.lr * scalars.weightDecay);
+  c.l2 = static_cast<T>(scalars.weightDecay);
+  c.avgWeight = static_cast<T>(1 - scalars.beta1);
+  c.beta2 = static_cast<T>(scalars.beta2);
+  c.squareWeight = static_cast<T>(1 - scalars.beta2);
+  c.correction2Sqrt = static_cast<T>(std::pow(biasCorrection2, 0.5));
+  c.eps = static_cast<T>(scalars.eps);
+  c.negativeStepSize = static_cast<T>(-stepSize);
 
-  int64_t n = args.inputs[0].numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    T p = param[i];
-    T g = grad[i] * gradScale;
-    if (weightDecay) {
-      if (decoupled)
-        p = p * decay; // param.mul_(1 - lr * weight_decay)
-      else
-        g = g + l2 * p; // grad.add(param, alpha=weight_decay)
-    }
-    T m = lerp(expAvg[i], g, avgWeight); // exp_avg.lerp_(grad, 1 - beta1)
-    // exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    T v = expAvgSq[i] * beta2;
-    v = v + squareWeight * g * g;
-    // (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    T denom = std::sqrt(v) / correction2Sqrt + eps;
-    // param.addcdiv_(exp_avg, denom, value=-step_size)
-    p = p + negativeStepSize * m / denom;
-    paramOut[i] = p;
-    expAvgOut[i] = m;
-    expAvgSqOut[i] = v;
-  }
+  auto run = [&](auto smallWeight, auto weightDecay, auto isDecoupled) {
+    adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
+                  decltype(isDecoupled)::value>(
+        args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
+        args.inputs[2].as<const T>(), args.inputs[3].as<const T>(), args.outputs[0].as<T>(),
+        args.outputs[1].as<T>(), args.outputs[2].as<T>(), args.inputs[0].numElements(), c);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  bool small = std::abs(c.avgWeight) < T(0.5);
+  auto withDecay = [&](auto smallWeight) {
+    if (!c.weightDecay)
+      run(smallWeight, No(), No());
+    else if (decoupled)
+      run(smallWeight, Yes(), Yes());
+    else
+      run(smallWeight, Yes(), No());
+  };
+  if (small)
+    withDecay(Yes());
+  else
+    withDecay(No());
 }
 
 /// torch.optim.SGD's _single_tensor_sgd without maximize, with the gradient

@@ -20,6 +20,9 @@
 #include "tools/zrun/Train.h"
 #include "runtime/CudaPlugin.h"
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -435,6 +438,33 @@ Status runInference(const Options &options, LoadedPlan loaded) {
   return Status::ok();
 }
 
+/// Threads each rank gives the host kernels of a plan with CPU offload:
+/// DeepSpeed's offload_optimizer.cpuadam_cores_perc (0.8) of this machine's
+/// cores, shared by the ranks on it (the launcher's local world size, else
+/// every rank of the job), at least one.
+int hostThreadsPerRank(const plan::Plan &plan, int world) {
+  if (plan.host_arena_bytes() == 0)
+    return 1;
+  double share = 0.8;
+  auto config = nlohmann::json::parse(plan.config_json(), nullptr, false);
+  if (config.is_object()) {
+    auto zero = config.find("zero_optimization");
+    if (zero != config.end() && zero->is_object()) {
+      auto offload = zero->find("offload_optimizer");
+      if (offload != zero->end() && offload->is_object())
+        share = offload->value("cpuadam_cores_perc", share);
+    }
+  }
+  int localRanks = world;
+  for (const char *name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+    if (const char *value = std::getenv(name); value && std::atoi(value) > 0) {
+      localRanks = std::atoi(value);
+      break;
+    }
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, static_cast<int>(cores * share) / std::max(1, localRanks));
+}
+
 Status runTraining(const Options &options, LoadedPlan loaded) {
   const std::string path = loaded.path;
   if (!options.haveSteps && !options.checkGradients)
@@ -499,6 +529,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     nccl = std::move(*created);
     executorOptions.deviceOrdinal = role->localRank;
   }
+  executorOptions.hostThreads = hostThreadsPerRank(loaded.plan, world);
   std::unique_ptr<LocalCommunicatorGroup> group;
   if (world > 1 && options.backend == "cpu") {
     StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);

@@ -1,0 +1,111 @@
+//===- HostKernelsTest.cpp - Host kernels on a pool of threads ------------===//
+//
+// The host optimizer of a plan with CPU offload is split over threads; the
+// split must not change a single bit of the result, and must cover every
+// element exactly once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/HostKernels.h"
+
+#include "gtest/gtest.h"
+
+#include <cstring>
+#include <random>
+
+namespace zcc {
+namespace {
+
+cpu::TensorView view(std::vector<float> &data) {
+  cpu::TensorView v;
+  v.data = data.data();
+  v.dtype = plan::F32;
+  v.shape = {static_cast<int64_t>(data.size())};
+  return v;
+}
+
+/// One Adam step of `n` elements on `threads` threads: the updated
+/// parameter, moments and all.
+std::vector<float> adamStep(int64_t n, int threads) {
+  std::mt19937 random(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> param(n), grad(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] = normal(random);
+    grad[i] = normal(random);
+    m[i] = 0.1f * normal(random);
+    v[i] = std::abs(normal(random));
+  }
+  cpu::TensorView scalars;
+  std::vector<double> values = {1e-3, 0.9, 0.999, 1e-8, 0.01, 3, 0.5, 0};
+  scalars.data = values.data();
+  scalars.dtype = plan::F64;
+  scalars.shape = {8};
+  cpu::KernelArgs args;
+  args.inputs = {view(param), view(grad), view(m), view(v), scalars};
+  args.outputs = {view(param), view(m), view(v)};
+  cpu::KernelFn adamw = cpu::findKernel("adamw");
+  HostKernelPool pool(threads);
+  std::vector<cpu::KernelArgs> chunks = splitElementwise("adamw", args, pool.threads(), 1000);
+  Status status = chunks.empty() ? adamw(args) : pool.run(adamw, chunks);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  std::vector<float> out(param);
+  out.insert(out.end(), m.begin(), m.end());
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+TEST(HostKernels, ThreadsDoNotChangeAnyBit) {
+  // An odd size, so the last chunk is short.
+  std::vector<float> one = adamStep(100003, 1);
+  for (int threads : {2, 3, 8}) {
+    std::vector<float> many = adamStep(100003, threads);
+    ASSERT_EQ(one.size(), many.size());
+    EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+        << threads << " threads";
+  }
+}
+
+TEST(HostKernels, ChunksCoverEveryElementOnce) {
+  std::vector<float> a(5000), b(5000);
+  cpu::KernelArgs args;
+  args.inputs = {view(a)};
+  args.outputs = {view(b)};
+  std::vector<cpu::KernelArgs> chunks = splitElementwise("cast", args, 3, 100);
+  ASSERT_EQ(chunks.size(), 3u);
+  int64_t next = 0;
+  for (const cpu::KernelArgs &chunk : chunks) {
+    EXPECT_EQ(chunk.inputs[0].data, a.data() + next);
+    EXPECT_EQ(chunk.outputs[0].data, b.data() + next);
+    EXPECT_EQ(chunk.inputs[0].numElements(), chunk.outputs[0].numElements());
+    EXPECT_EQ(next % 16, 0) << "chunks start on cache lines";
+    next += chunk.outputs[0].numElements();
+  }
+  EXPECT_EQ(next, 5000);
+  // Too small to split, one thread, or not element-wise: run whole.
+  EXPECT_TRUE(splitElementwise("cast", args, 3, 5000).empty());
+  EXPECT_TRUE(splitElementwise("cast", args, 1, 100).empty());
+  EXPECT_TRUE(splitElementwise("matmul", args, 3, 100).empty());
+}
+
+TEST(HostKernels, PoolReportsAChunksFailure) {
+  cpu::KernelArgs args;
+  std::vector<float> a(4000), b(3000);
+  args.inputs = {view(a)};
+  args.outputs = {view(b)};
+  // Split by the output's 3000 elements: the 4000-element input is passed
+  // whole to every chunk, and cast refuses the shape mismatch.
+  std::vector<cpu::KernelArgs> chunks = splitElementwise("cast", args, 2, 100);
+  ASSERT_EQ(chunks.size(), 2u);
+  HostKernelPool pool(2);
+  Status status = pool.run(cpu::findKernel("cast"), chunks);
+  EXPECT_FALSE(status.isOk());
+  // The pool keeps working after a failure.
+  std::vector<float> c(3000);
+  args.inputs = {view(c)};
+  chunks = splitElementwise("cast", args, 2, 100);
+  EXPECT_TRUE(pool.run(cpu::findKernel("cast"), chunks).isOk());
+}
+
+} // namespace
+} // namespace zcc
