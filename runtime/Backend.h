@@ -63,9 +63,20 @@ public:
   virtual Status copyOnDevice(void *destination, const void *source,
                               uint64_t bytes) = 0;
   /// Copies between device memory and memory from allocateHost, either way,
-  /// in launch order; the host side must not be touched until a
+  /// in launch order on `stream`; the host side must not be touched until a
   /// synchronize. Called in the step loop: it must not allocate.
-  virtual Status copyAsync(void *destination, const void *source, uint64_t bytes) = 0;
+  virtual Status copyAsync(void *destination, const void *source, uint64_t bytes,
+                           uint32_t stream) = 0;
+
+  /// Makes the plan's streams 0 .. `streams` - 1 and events 0 .. `events` -
+  /// 1, once, before the first launch.
+  virtual Status prepareStreams(uint32_t streams, uint32_t events) = 0;
+  /// Marks the point in `stream` that a later waitEvent(event, ...) waits
+  /// for. Called in the step loop: it must not allocate.
+  virtual Status recordEvent(uint32_t event, uint32_t stream) = 0;
+  /// Work launched on `stream` after this starts once the work before the
+  /// latest recordEvent(event, ...) has finished.
+  virtual Status waitEvent(uint32_t event, uint32_t stream) = 0;
 
   /// Looks a kernel up once so that launching it needs no lookup.
   virtual StatusOr<KernelHandle> resolveKernel(const std::string &name) = 0;

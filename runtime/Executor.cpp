@@ -96,6 +96,7 @@ Status Executor::prepareCollective(const plan::Instruction &instruction,
 }
 
 Status Executor::runCollective(const PreparedInstruction &step) {
+  communicator_->setStream(backend_->nativeStream(step.stream));
   const TensorView &in = step.args.inputs[0];
   const TensorView &out = step.args.outputs[0];
   uint64_t count = static_cast<uint64_t>(in.numElements());
@@ -126,6 +127,17 @@ Status Executor::prepare(const ExecutorOptions &options) {
   if (!backend.isOk())
     return backend.takeStatus();
   backend_ = std::move(*backend);
+  // The streams and events the programs use (the loader checked them).
+  uint32_t streams = 1, events = 0;
+  for (const plan::Program &program : plan.programs())
+    for (const plan::Instruction &instruction : program.instructions()) {
+      streams = std::max(streams, instruction.stream() + 1);
+      if (isEventKernel(instruction.kernel()))
+        events = std::max(events, static_cast<uint32_t>(
+                                      instruction.attributes().at("event").i() + 1));
+    }
+  ZCC_RETURN_IF_ERROR(backend_->prepareStreams(streams, events),
+                      "cannot create %u streams and %u events", streams, events);
   if (communicator_)
     communicator_->setStream(backend_->nativeStream(0));
 
@@ -179,6 +191,13 @@ Status Executor::prepare(const ExecutorOptions &options) {
     for (int i = 0; i < program.instructions_size(); ++i) {
       const plan::Instruction &instruction = program.instructions(i);
       PreparedInstruction &step = prepared.instructions[i];
+      step.stream = instruction.stream();
+      if (isEventKernel(instruction.kernel())) {
+        step.sync = instruction.kernel() == "record_event" ? PreparedInstruction::Sync::kRecord
+                                                           : PreparedInstruction::Sync::kWait;
+        step.event = static_cast<uint32_t>(instruction.attributes().at("event").i());
+        continue;
+      }
       if (isCollectiveKernel(instruction.kernel())) {
         ZCC_RETURN_IF_ERROR(prepareCollective(instruction, step),
                             "while preparing %s of program '%s'",
@@ -428,8 +447,12 @@ Status Executor::run(const std::string &programName) {
       const TensorView &in = step.args.inputs[0];
       status = backend_->copyAsync(
           step.args.outputs[0].data, in.data,
-          static_cast<uint64_t>(in.numElements()) * cpu::dtypeBytes(in.dtype));
+          static_cast<uint64_t>(in.numElements()) * cpu::dtypeBytes(in.dtype), step.stream);
       devicePending = true;
+    } else if (step.sync != PreparedInstruction::Sync::kNone) {
+      status = step.sync == PreparedInstruction::Sync::kRecord
+                   ? backend_->recordEvent(step.event, step.stream)
+                   : backend_->waitEvent(step.event, step.stream);
     } else {
       status = step.collective != Collective::kNone
                    ? runCollective(step)

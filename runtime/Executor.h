@@ -88,6 +88,9 @@ private:
     std::vector<KernelArgs> chunks;
     /// "offload" / "fetch": a copy between the arenas, in launch order.
     bool transfer = false;
+    /// "record_event" / "wait_event": orders `stream` against another.
+    enum class Sync { kNone, kRecord, kWait } sync = Sync::kNone;
+    uint32_t event = 0;
     ReduceOp reduction = ReduceOp::kSum;
   };
   Status prepareCollective(const plan::Instruction &instruction,

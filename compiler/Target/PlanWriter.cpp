@@ -334,10 +334,34 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   for (zplan::ProgramOp program : module.getOps<zplan::ProgramOp>()) {
     plan::Program *out = result.add_programs();
     out->set_name(program.getSymName().str());
+    // A program's events are numbered in the order it declares them.
+    llvm::StringMap<int64_t> events;
+    for (auto event : program.getOps<zplan::EventOp>())
+      events.try_emplace(event.getSymName(), static_cast<int64_t>(events.size()));
     for (Operation &op : program.getBodyRegion().front()) {
+      if (isa<zplan::EventOp>(op))
+        continue;
+      if (isa<zplan::RecordOp, zplan::WaitOp>(op)) {
+        bool record = isa<zplan::RecordOp>(op);
+        StringRef name = record ? cast<zplan::RecordOp>(op).getEvent()
+                                : cast<zplan::WaitOp>(op).getEvent();
+        auto it = events.find(name);
+        if (it == events.end())
+          return op.emitError() << "event @" << name
+                                << " is not declared in its program; module events "
+                                   "cannot be serialised",
+                 failure();
+        plan::Instruction *instruction = out->add_instructions();
+        instruction->set_kernel(record ? "record_event" : "wait_event");
+        instruction->set_stream(record ? cast<zplan::RecordOp>(op).getStream()
+                                       : cast<zplan::WaitOp>(op).getStream());
+        (*instruction->mutable_attributes())["event"].set_i(it->second);
+        continue;
+      }
       auto kernel = dyn_cast<zplan::KernelOp>(op);
       if (!kernel)
-        return op.emitError("only kernels can be serialised yet"), failure();
+        return op.emitError("only kernels, events, records and waits can be serialised"),
+               failure();
       plan::Instruction *instruction = out->add_instructions();
       instruction->set_kernel(kernel.getName().str());
       instruction->set_stream(kernel.getStream());

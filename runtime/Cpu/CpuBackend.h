@@ -24,9 +24,15 @@ public:
   /// in allocatedBytes().
   Status allocateHost(uint64_t bytes, uint64_t alignment, void **memory) override;
   void deallocateHost(void *memory) override { deallocate(memory); }
-  Status copyAsync(void *destination, const void *source, uint64_t bytes) override {
+  Status copyAsync(void *destination, const void *source, uint64_t bytes,
+                   uint32_t /*stream*/) override {
     return copyOnDevice(destination, source, bytes);
   }
+  /// Everything runs in launch order on the calling thread, which is every
+  /// order a plan's events can ask for.
+  Status prepareStreams(uint32_t, uint32_t) override { return Status::ok(); }
+  Status recordEvent(uint32_t, uint32_t) override { return Status::ok(); }
+  Status waitEvent(uint32_t, uint32_t) override { return Status::ok(); }
   uint64_t allocatedBytes() const override { return allocatedBytes_; }
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;

@@ -4,6 +4,7 @@
 
 #include "runtime/Cuda/CudaStatus.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -44,6 +45,8 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
 }
 
 CudaBackend::~CudaBackend() {
+  for (size_t i = 1; i < streams_.size(); ++i)
+    cudaStreamSynchronize(streams_[i]);
   if (context_.stream)
     cudaStreamSynchronize(context_.stream);
   for (auto &[memory, bytes] : allocations_)
@@ -54,6 +57,10 @@ CudaBackend::~CudaBackend() {
     cudaFree(context_.workspace);
   if (context_.blasLt)
     cublasLtDestroy(context_.blasLt);
+  for (cudaEvent_t event : events_)
+    cudaEventDestroy(event);
+  for (size_t i = 1; i < streams_.size(); ++i)
+    cudaStreamDestroy(streams_[i]);
   if (context_.stream)
     cudaStreamDestroy(context_.stream);
 }
@@ -95,7 +102,7 @@ Status CudaBackend::allocate(uint64_t bytes, uint64_t alignment,
 void CudaBackend::deallocate(void *memory) {
   if (!memory)
     return;
-  cudaStreamSynchronize(context_.stream);
+  cudaDeviceSynchronize();
   for (size_t i = 0; i < allocations_.size(); ++i)
     if (allocations_[i].first == memory) {
       allocatedBytes_ -= allocations_[i].second;
@@ -140,14 +147,48 @@ Status CudaBackend::copyOnDevice(void *destination, const void *source,
 }
 
 Status CudaBackend::copyAsync(void *destination, const void *source,
-                              uint64_t bytes) {
+                              uint64_t bytes, uint32_t stream) {
   if (!bytes)
     return Status::ok();
   // One side is the pinned host arena: the copy engine reads or writes it
   // directly, in stream order.
   ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination, source, bytes,
                                            cudaMemcpyDefault,
-                                           context_.stream));
+                                           static_cast<cudaStream_t>(nativeStream(stream))));
+  return Status::ok();
+}
+
+Status CudaBackend::prepareStreams(uint32_t streams, uint32_t events) {
+  if (streams_.empty())
+    streams_.push_back(context_.stream);
+  while (streams_.size() < streams) {
+    cudaStream_t stream = nullptr;
+    ZCC_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    streams_.push_back(stream);
+  }
+  while (events_.size() < events) {
+    cudaEvent_t event = nullptr;
+    ZCC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    events_.push_back(event);
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::recordEvent(uint32_t event, uint32_t stream) {
+  if (event >= events_.size() || stream >= std::max<size_t>(1, streams_.size()))
+    return makeStatus(StatusCode::kInternal, "event %u or stream %u was not prepared", event,
+                      stream);
+  ZCC_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(events_[event], static_cast<cudaStream_t>(nativeStream(stream))));
+  return Status::ok();
+}
+
+Status CudaBackend::waitEvent(uint32_t event, uint32_t stream) {
+  if (event >= events_.size() || stream >= std::max<size_t>(1, streams_.size()))
+    return makeStatus(StatusCode::kInternal, "event %u or stream %u was not prepared", event,
+                      stream);
+  ZCC_CUDA_RETURN_IF_ERROR(
+      cudaStreamWaitEvent(static_cast<cudaStream_t>(nativeStream(stream)), events_[event], 0));
   return Status::ok();
 }
 
@@ -179,7 +220,7 @@ Status CudaBackend::allocateHost(uint64_t bytes, uint64_t alignment,
 void CudaBackend::deallocateHost(void *memory) {
   if (!memory)
     return;
-  cudaStreamSynchronize(context_.stream);
+  cudaDeviceSynchronize();
   for (size_t i = 0; i < hostAllocations_.size(); ++i)
     if (hostAllocations_[i] == memory) {
       hostAllocations_.erase(hostAllocations_.begin() + i);
@@ -203,11 +244,17 @@ StatusOr<KernelHandle> CudaBackend::resolveKernel(const std::string &name) {
 }
 
 Status CudaBackend::launch(KernelHandle kernel, const KernelArgs &args,
-                           uint32_t /*stream*/) {
+                           uint32_t stream) {
   if (kernel.index >= kernels_.size())
     return Status(StatusCode::kInternal, "launch of an unresolved kernel");
-  ZCC_RETURN_IF_ERROR(kernels_[kernel.index](args, context_), "on CUDA device %d",
-                      ordinal_);
+  if (stream == 0) {
+    ZCC_RETURN_IF_ERROR(kernels_[kernel.index](args, context_), "on CUDA device %d", ordinal_);
+  } else {
+    cuda::LaunchContext onStream = context_;
+    onStream.stream = static_cast<cudaStream_t>(nativeStream(stream));
+    ZCC_RETURN_IF_ERROR(kernels_[kernel.index](args, onStream), "on CUDA device %d",
+                        ordinal_);
+  }
   // A bad launch configuration shows here; a fault inside the kernel shows
   // at the next synchronize.
   ZCC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -217,15 +264,21 @@ Status CudaBackend::launch(KernelHandle kernel, const KernelArgs &args,
 Status CudaBackend::synchronize(const std::function<Status()> &healthCheck) {
   if (!healthCheck) {
     ZCC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(context_.stream));
+    for (size_t i = 1; i < streams_.size(); ++i)
+      ZCC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(streams_[i]));
     return Status::ok();
   }
   // Poll, so that a collective whose peer died or hangs ends the wait with
   // the communicator's error instead of blocking this rank forever.
   auto pause = std::chrono::microseconds(20);
+  size_t stream = 0;
   for (;;) {
-    cudaError_t result = cudaStreamQuery(context_.stream);
-    if (result == cudaSuccess)
-      return Status::ok();
+    cudaError_t result = cudaStreamQuery(static_cast<cudaStream_t>(nativeStream(stream)));
+    if (result == cudaSuccess) {
+      if (++stream >= std::max<size_t>(1, streams_.size()))
+        return Status::ok();
+      continue;
+    }
     if (result != cudaErrorNotReady)
       ZCC_CUDA_RETURN_IF_ERROR(result);
     Status health = healthCheck();
@@ -237,6 +290,8 @@ Status CudaBackend::synchronize(const std::function<Status()> &healthCheck) {
   }
 }
 
-void *CudaBackend::nativeStream(uint32_t /*index*/) { return context_.stream; }
+void *CudaBackend::nativeStream(uint32_t index) {
+  return index < streams_.size() ? streams_[index] : context_.stream;
+}
 
 } // namespace zcc

@@ -1,11 +1,11 @@
 //===- CudaBackend.h - Plans on one CUDA device -----------------*- C++ -*-===//
 //
 // One backend per rank and device: the arena is one cudaMalloc, kernels are
-// the cuda kernels (kernels/cuda) enqueued on one CUDA stream in plan order,
-// and the stream, the cuBLASLt handle and the kernels' workspace are made at
-// creation, so a step only enqueues. The plan's stream indices all map to
-// that one stream for now: the plan states no events between streams yet,
-// and one stream keeps plan order without them.
+// the cuda kernels (kernels/cuda) enqueued on the plan's CUDA streams in
+// plan order, ordered across streams by the plan's events. The streams, the
+// events, the cuBLASLt handle and the kernels' workspace are made before the
+// first step, so a step only enqueues. Kernels that use the workspace run on
+// stream 0 only (the plan puts only data movement on other streams).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +32,11 @@ public:
   void deallocate(void *memory) override;
   Status allocateHost(uint64_t bytes, uint64_t alignment, void **memory) override;
   void deallocateHost(void *memory) override;
-  Status copyAsync(void *destination, const void *source, uint64_t bytes) override;
+  Status copyAsync(void *destination, const void *source, uint64_t bytes,
+                   uint32_t stream) override;
+  Status prepareStreams(uint32_t streams, uint32_t events) override;
+  Status recordEvent(uint32_t event, uint32_t stream) override;
+  Status waitEvent(uint32_t event, uint32_t stream) override;
   uint64_t allocatedBytes() const override { return allocatedBytes_; }
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;
@@ -53,6 +57,10 @@ private:
   cuda::LaunchContext context_;
   std::vector<cuda::KernelFn> kernels_;
   std::vector<std::pair<void *, uint64_t>> allocations_;
+  /// The plan's streams: [0] is context_.stream; more for plans that
+  /// overlap communication with compute. And the plan's events.
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
   /// The pinned host allocations (the plan's host arena).
   std::vector<void *> hostAllocations_;
   uint64_t allocatedBytes_ = 0;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 namespace zcc {
@@ -435,9 +436,39 @@ private:
     return Status::ok();
   }
 
+  static constexpr uint32_t kMaxStreams = 16;
+  static constexpr int64_t kMaxEvents = 1 << 20;
+
+  /// A record or wait names an event by number, touches no buffer, and a
+  /// wait follows a record of its event on another stream in its program.
+  std::string eventProblem(const plan::Instruction &instruction,
+                           std::map<int64_t, std::set<uint32_t>> &recordedOn) {
+    if (instruction.inputs_size() || instruction.outputs_size())
+      return instruction.kernel() + " reads and writes no buffer";
+    auto event = instruction.attributes().find("event");
+    if (event == instruction.attributes().end() ||
+        event->second.value_case() != plan::Attribute::kI || event->second.i() < 0 ||
+        event->second.i() >= kMaxEvents)
+      return instruction.kernel() + " needs an \"event\" attribute: an integer from 0 to " +
+             std::to_string(kMaxEvents - 1);
+    int64_t id = event->second.i();
+    if (instruction.kernel() == "record_event") {
+      recordedOn[id].insert(instruction.stream());
+      return "";
+    }
+    const std::set<uint32_t> &streams = recordedOn[id];
+    if (std::none_of(streams.begin(), streams.end(),
+                     [&](uint32_t stream) { return stream != instruction.stream(); }))
+      return formatString("waits on stream %u for event %lld, which no earlier "
+                          "instruction records on another stream",
+                          instruction.stream(), static_cast<long long>(id));
+    return "";
+  }
+
   Status validatePrograms() {
     std::set<std::string> names;
     for (const plan::Program &program : plan_.programs()) {
+      std::map<int64_t, std::set<uint32_t>> recordedOn;
       std::string programItem = "program " + quoted(program.name());
       if (program.name().empty())
         return invalid(path_, "a program", "has no name");
@@ -449,8 +480,17 @@ private:
             programItem + ", " + describeInstruction(i, instruction);
         const std::string &kernel = instruction.kernel();
         if (!cpu::findKernel(kernel) && !isCollectiveKernel(kernel) &&
-            !isTransferKernel(kernel))
+            !isTransferKernel(kernel) && !isEventKernel(kernel))
           return invalid(path_, item, unknownKernelProblem(kernel));
+        if (instruction.stream() >= kMaxStreams)
+          return invalid(path_, item,
+                         formatString("runs on stream %u; plans use at most %u streams",
+                                      instruction.stream(), kMaxStreams));
+        if (isEventKernel(kernel)) {
+          if (std::string problem = eventProblem(instruction, recordedOn); !problem.empty())
+            return invalid(path_, item, problem);
+          continue;
+        }
         for (uint32_t id : instruction.inputs())
           if (!isBuffer(id))
             return invalid(path_, item, missingBuffer("reads", id));
@@ -633,6 +673,10 @@ private:
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {
   return PlanValidator(plan, path).validate();
+}
+
+bool isEventKernel(const std::string &kernel) {
+  return kernel == "record_event" || kernel == "wait_event";
 }
 
 bool isTransferKernel(const std::string &kernel) {

@@ -80,6 +80,11 @@ template <typename Shape> std::string shapeText(const Shape &shape) {
 /// the group of the mesh axes in its "axes" attribute.
 bool isCollectiveKernel(const std::string &kernel);
 
+/// Whether `kernel` orders streams: "record_event" (marks a point of its
+/// stream) or "wait_event" (its stream waits for that point); the event is
+/// the instruction's integer attribute "event", numbered per program.
+bool isEventKernel(const std::string &kernel);
+
 /// Whether `kernel` copies between host and device memory: "offload"
 /// (device to host) or "fetch" (host to device).
 bool isTransferKernel(const std::string &kernel);

@@ -404,6 +404,54 @@ TEST(PlanValidation, HostBuffersStayInTheirArena) {
                 kFix);
 }
 
+// Streams are ordered by events: a wait needs an earlier record of its
+// event on another stream, and records and waits touch no buffer.
+TEST(PlanValidation, EventsOrderStreams) {
+  auto addSync = [](plan::Plan &p, const char *kernel, int64_t event, uint32_t stream) {
+    plan::Instruction *instruction = p.mutable_programs(0)->add_instructions();
+    instruction->set_kernel(kernel);
+    instruction->set_stream(stream);
+    (*instruction->mutable_attributes())["event"].set_i(event);
+    return instruction;
+  };
+  plan::Plan ordered = basePlan();
+  addSync(ordered, "record_event", 0, 0);
+  addSync(ordered, "wait_event", 0, 1);
+  EXPECT_TRUE(validatePlan(ordered, "p.bin").isOk());
+  EXPECT_EQ(validationError([&](plan::Plan &p) { addSync(p, "wait_event", 3, 1); }),
+            std::string("p.bin: program 'infer', instruction 2 (wait_event): waits on "
+                        "stream 1 for event 3, which no earlier instruction records on "
+                        "another stream") +
+                kFix);
+  EXPECT_EQ(validationError([&](plan::Plan &p) {
+              addSync(p, "record_event", 0, 1);
+              addSync(p, "wait_event", 0, 1);
+            }),
+            std::string("p.bin: program 'infer', instruction 3 (wait_event): waits on "
+                        "stream 1 for event 0, which no earlier instruction records on "
+                        "another stream") +
+                kFix);
+  EXPECT_EQ(validationError([&](plan::Plan &p) {
+              addSync(p, "record_event", -1, 0);
+            }),
+            std::string("p.bin: program 'infer', instruction 2 (record_event): "
+                        "record_event needs an \"event\" attribute: an integer from 0 "
+                        "to 1048575") +
+                kFix);
+  EXPECT_EQ(validationError([&](plan::Plan &p) {
+              addSync(p, "record_event", 0, 0)->add_inputs(0);
+            }),
+            std::string("p.bin: program 'infer', instruction 2 (record_event): "
+                        "record_event reads and writes no buffer") +
+                kFix);
+  EXPECT_EQ(validationError([&](plan::Plan &p) {
+              p.mutable_programs(0)->mutable_instructions(0)->set_stream(99);
+            }),
+            std::string("p.bin: program 'infer', instruction 0 (add, from node '/Add'): "
+                        "runs on stream 99; plans use at most 16 streams") +
+                kFix);
+}
+
 TEST(PlanValidation, ConstantCarriesItsBytes) {
   EXPECT_EQ(validationError([](plan::Plan &p) {
               p.mutable_buffers(1)->mutable_constant_data()->resize(8);

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <functional>
@@ -212,6 +213,136 @@ int64_t tokenRange(ArrayRef<std::pair<func::FuncOp, std::string>> functions) {
   return range;
 }
 
+enum class SyncKind { None, Record, Wait };
+
+/// One instruction of a program as it is being planned: a kernel with its
+/// buffers and `index` on the timeline the memory plan uses, or an event's
+/// record or wait.
+struct PlanInstruction {
+  Operation *op = nullptr;
+  std::string kernel;
+  SmallVector<unsigned> inputs;
+  SmallVector<unsigned> outputs;
+  DictionaryAttr params;
+  int64_t index = 0;
+  int64_t stream = 0;
+  SyncKind sync = SyncKind::None;
+  int event = 0;
+};
+
+struct PlanProgram {
+  std::string name;
+  std::vector<PlanInstruction> instructions;
+  /// Events the program declares: e0 ... e(events - 1).
+  int events = 0;
+};
+
+/// zero_optimization.overlap_comm of the module's config (the config
+/// importer resolves DeepSpeed's default: on for stage 3).
+bool overlapComm(ModuleOp module) {
+  auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+  auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
+  auto overlap = zero ? zero.getAs<BoolAttr>("overlap_comm") : BoolAttr();
+  return overlap && overlap.getValue();
+}
+
+/// Stream 1 carries the program's communication: collectives, copies
+/// between host and device memory, and the data movement that only feeds
+/// or splits them (a bucket's flattening and slicing, the accumulation of a
+/// reduce-scattered gradient); stream 0 computes. Before a run of stream-1
+/// work that follows compute, stream 1 waits for an event recorded on
+/// stream 0, so it sees everything computed before it in program order;
+/// after each run of stream-1 instructions an event is recorded, and stream
+/// 0 waits for it right before its first instruction that touches a buffer
+/// an instruction of the run (or of one before it) touches. Each buffer stream 1
+/// touches stays live (in the memory plan) until that wait, or to the end of
+/// the program, so compute never reuses bytes communication still reads.
+void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
+  auto communicates = [](StringRef kernel) {
+    return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather" ||
+           kernel == "offload" || kernel == "fetch";
+  };
+  auto movesData = [](StringRef kernel) {
+    return kernel == "reshape" || kernel == "slice" || kernel == "concat" ||
+           kernel == "accumulate";
+  };
+  llvm::DenseSet<unsigned> onComm; // activations stream 1 produced
+  struct Pending {
+    int event;
+    SmallVector<unsigned> touched;
+  };
+  std::vector<Pending> pending;
+  std::vector<PlanInstruction> out;
+  bool computedSinceEntry = true;
+  int runEvent = -1;
+  int64_t end = program.instructions.empty() ? 0 : program.instructions.back().index;
+  auto sync = [&](SyncKind kind, int event, int64_t stream) {
+    PlanInstruction instruction;
+    instruction.sync = kind;
+    instruction.event = event;
+    instruction.stream = stream;
+    out.push_back(instruction);
+  };
+  auto closeRun = [&] {
+    if (runEvent >= 0)
+      sync(SyncKind::Record, runEvent, 1);
+    runEvent = -1;
+  };
+  for (PlanInstruction &instruction : program.instructions) {
+    SmallVector<unsigned> touched(instruction.inputs);
+    touched.append(instruction.outputs);
+    // A data movement goes with communication when every activation it
+    // reads came from communication (or it reads none).
+    bool feedsOrSplits =
+        movesData(instruction.kernel) && llvm::all_of(instruction.inputs, [&](unsigned id) {
+          return buffers[id].kind != Kind::Activation || onComm.contains(id);
+        });
+    bool hostKernel = !communicates(instruction.kernel) &&
+                      llvm::any_of(touched, [&](unsigned id) { return buffers[id].host; });
+    if ((communicates(instruction.kernel) || feedsOrSplits) && !hostKernel) {
+      if (computedSinceEntry) {
+        int event = program.events++;
+        sync(SyncKind::Record, event, 0);
+        sync(SyncKind::Wait, event, 1);
+        computedSinceEntry = false;
+      }
+      instruction.stream = 1;
+      for (unsigned id : instruction.outputs)
+        if (buffers[id].kind == Kind::Activation)
+          onComm.insert(id);
+      out.push_back(instruction);
+      // One event marks the end of a run of stream-1 instructions: compute
+      // after the run in program order may wait for all of it.
+      if (runEvent < 0)
+        runEvent = program.events++;
+      pending.push_back({runEvent, touched});
+      continue;
+    }
+    closeRun();
+    // Compute: wait for the latest communication it conflicts with (the
+    // stream runs in order, so the ones before it are done too).
+    int join = -1;
+    for (auto [k, waiting] : llvm::enumerate(pending))
+      if (llvm::any_of(touched, [&](unsigned id) { return llvm::is_contained(waiting.touched, id); }))
+        join = static_cast<int>(k);
+    if (join >= 0) {
+      sync(SyncKind::Wait, pending[join].event, 0);
+      for (int k = 0; k <= join; ++k)
+        for (unsigned id : pending[k].touched)
+          buffers[id].lastUse = std::max(buffers[id].lastUse, instruction.index);
+      pending.erase(pending.begin(), pending.begin() + join + 1);
+    }
+    out.push_back(instruction);
+    computedSinceEntry = true;
+  }
+  closeRun();
+  // The executor waits for every stream at the end of a program.
+  for (const Pending &waiting : pending)
+    for (unsigned id : waiting.touched)
+      buffers[id].lastUse = std::max(buffers[id].lastUse, end);
+  program.instructions = std::move(out);
+}
+
 struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
   using DistToPlanPassBase::DistToPlanPassBase;
 
@@ -278,17 +409,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       return it->second;
     };
 
-    struct Instruction {
-      Operation *op;
-      std::string kernel;
-      SmallVector<unsigned> inputs;
-      SmallVector<unsigned> outputs;
-      DictionaryAttr params;
-    };
-    struct Program {
-      std::string name;
-      std::vector<Instruction> instructions;
-    };
+    using Instruction = PlanInstruction;
+    using Program = PlanProgram;
     std::vector<Program> programs;
     SmallVector<std::pair<std::string, unsigned>> inputs, outputs;
     int64_t clock = 0; // one timeline over all programs, which run in turn
@@ -371,7 +493,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           return signalPassFailure();
         }
         int64_t index = clock++;
-        Instruction instruction{&op, kernelName(&op), {}, {}, params};
+        Instruction instruction{&op, kernelName(&op), {}, {}, params, index};
         SmallVector<Value> reads, writes;
         if (!inPlaceOperands(&op, reads, writes))
           reads.append(op.operand_begin(), op.operand_end());
@@ -425,7 +547,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           unsigned copy = buffers.size();
           buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at});
           program.instructions.push_back(
-              {returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({})});
+              {returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({}), at});
           id = copy;
         } else {
           buffers[id].kind = Kind::Output;
@@ -434,6 +556,13 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         outputs.push_back({name, id});
       }
     }
+
+    // overlap_comm: communication on its own stream, ordered by events; the
+    // buffers it touches stay live until the compute stream has waited for
+    // it.
+    if (overlapComm(module))
+      for (Program &program : programs)
+        assignStreams(program, buffers);
 
     // One memory plan per arena: the device's, and the host's for what the
     // offload pass placed there.
@@ -511,7 +640,19 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       builder.setInsertionPointToEnd(module.getBody());
       auto programOp = builder.create<zplan::ProgramOp>(loc, program.name);
       builder.setInsertionPointToStart(&programOp.getBodyRegion().emplaceBlock());
+      for (int event = 0; event < program.events; ++event)
+        builder.create<zplan::EventOp>(loc, "e" + std::to_string(event));
       for (const Instruction &instruction : program.instructions) {
+        auto event = FlatSymbolRefAttr::get(builder.getContext(),
+                                            "e" + std::to_string(instruction.event));
+        if (instruction.sync == SyncKind::Record) {
+          builder.create<zplan::RecordOp>(loc, event, builder.getI64IntegerAttr(instruction.stream));
+          continue;
+        }
+        if (instruction.sync == SyncKind::Wait) {
+          builder.create<zplan::WaitOp>(loc, event, builder.getI64IntegerAttr(instruction.stream));
+          continue;
+        }
         SmallVector<Attribute> ins, outs;
         for (unsigned id : instruction.inputs)
           ins.push_back(symbol(id));
@@ -519,7 +660,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           outs.push_back(symbol(id));
         builder.create<zplan::KernelOp>(instruction.op->getLoc(), instruction.kernel,
                                         builder.getArrayAttr(ins), builder.getArrayAttr(outs),
-                                        int64_t(0),
+                                        instruction.stream,
                                         instruction.params.empty() ? DictionaryAttr()
                                                                    : instruction.params);
       }

@@ -50,8 +50,9 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       next copies in use order, up to min(`stage3_max_live_parameters` -
       resident elements, `stage3_prefetch_bucket_size`) elements.
 
-    `overlap_comm` is warned about: not applied yet. Offload is the next
-    pass's (`zcc-dist-offload`).
+    Offload is the next pass's (`zcc-dist-offload`); `overlap_comm` (the
+    streams and events) is decided when the plan is built
+    (`zcc-dist-to-plan`).
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];

@@ -611,17 +611,6 @@ void ZeroPartitioner::addInit(func::FuncOp update) {
   builder.create<func::ReturnOp>(loc);
 }
 
-/// Settings of the config that change when communication happens, which
-/// this version does not apply yet: a warning that says what the plan does
-/// instead, never a silent no-op.
-void warnUnapplied(ModuleOp module, DictionaryAttr zero, int64_t dataParallel) {
-  if (!zero || dataParallel == 1)
-    return;
-  if (auto overlap = zero.getAs<BoolAttr>("overlap_comm"); overlap && overlap.getValue())
-    emitWarning(module.getLoc(), "zero_optimization.overlap_comm is not applied yet: collectives run in "
-                       "program order, between the kernels around them");
-}
-
 struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -640,7 +629,6 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     for (auto [name, size] : llvm::zip(mesh.getAxisNames(), mesh.getShape()))
       if (cast<StringAttr>(name).getValue() == "dp")
         dataParallel = size;
-    warnUnapplied(module, zero, dataParallel);
     if (dataParallel == 1)
       return;
     int64_t stage = configInt(zero, "stage", 0);
