@@ -182,6 +182,82 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   }
 }
 
+/// The pipeline's schedule and each stage's predicted memory (DESIGN.md,
+/// --report): the bubble fraction is the idle share of the step when the
+/// schedule runs on the stages' estimated costs.
+void printPipelineReport(mlir::ModuleOp module, zcc::zdist::PipelineOp pipeline, bool json) {
+  int64_t stages = static_cast<int64_t>(pipeline.getStages().size());
+  int64_t dataParallel = 1;
+  for (auto mesh : module.getOps<zcc::zdist::MeshOp>())
+    dataParallel = mesh.getAxisSize("dp").value_or(1);
+  auto memory = pipeline->getAttrOfType<mlir::ArrayAttr>("memory");
+  auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops");
+  auto field = [](mlir::Attribute dict, llvm::StringRef name) -> int64_t {
+    auto entries = dyn_cast_or_null<mlir::DictionaryAttr>(dict);
+    auto value = entries ? entries.getAs<mlir::IntegerAttr>(name) : mlir::IntegerAttr();
+    return value ? value.getInt() : 0;
+  };
+  auto cost = [&](int64_t stage, unsigned index) -> int64_t {
+    auto pair = flops ? dyn_cast<mlir::ArrayAttr>(flops[stage]) : mlir::ArrayAttr();
+    return pair ? cast<mlir::IntegerAttr>(pair[index]).getInt() : 0;
+  };
+  static const char *const kCategories[] = {"parameters", "gradients", "optimizer_state",
+                                            "activations"};
+  double bubble = pipeline.getBubbleFraction().convertToDouble();
+  if (json) {
+    zcc::config::Json list = zcc::config::Json::array();
+    for (int64_t s = 0; s < stages; ++s) {
+      zcc::config::Json ranks = zcc::config::Json::array();
+      for (int64_t d = 0; d < dataParallel; ++d)
+        ranks.push_back(s * dataParallel + d);
+      zcc::config::Json bytes = zcc::config::Json::object();
+      int64_t total = 0;
+      for (const char *category : kCategories) {
+        int64_t value = field(memory ? memory[s] : mlir::Attribute(), category);
+        bytes[category] = value;
+        total += value;
+      }
+      bytes["total"] = total;
+      list.push_back({{"stage", s},
+                      {"ranks", ranks},
+                      {"activation_buffers", pipeline.getBuffers()[s]},
+                      {"activation_buffer_bytes",
+                       field(memory ? memory[s] : mlir::Attribute(), "activation_buffer")},
+                      {"forward_flops", cost(s, 0)},
+                      {"backward_flops", cost(s, 1)},
+                      {"peak_device_bytes", bytes},
+                      {"instructions",
+                       cast<mlir::StringAttr>(pipeline.getStages()[s]).getValue().str()}});
+    }
+    outs() << zcc::config::Json{{"pipeline",
+                                 {{"schedule", pipeline.getSchedule().str()},
+                                  {"num_stages", stages},
+                                  {"micro_batches", pipeline.getMicroBatches()},
+                                  {"bubble_fraction", bubble},
+                                  {"stages", list}}}}
+                  .dump(2)
+           << "\n";
+    return;
+  }
+  outs() << "pipeline: " << stages << " stages x " << dataParallel << " data-parallel, "
+         << pipeline.getSchedule() << " schedule, " << pipeline.getMicroBatches()
+         << " micro-batches\n";
+  outs() << llvm::format("  bubble fraction %.4f (predicted idle share of the step)\n", bubble);
+  outs() << "memory per stage (bytes, predicted)\n";
+  outs() << "  stage      parameters      gradients    optim state    activations  buffers"
+            "    fwd+bwd flops\n";
+  for (int64_t s = 0; s < stages; ++s) {
+    mlir::Attribute entry = memory ? memory[s] : mlir::Attribute();
+    outs() << llvm::format("  %-6lld %14lld %14lld %14lld %14lld %8lld %16lld\n", (long long)s,
+                           (long long)field(entry, "parameters"),
+                           (long long)field(entry, "gradients"),
+                           (long long)field(entry, "optimizer_state"),
+                           (long long)field(entry, "activations"),
+                           (long long)pipeline.getBuffers()[s],
+                           (long long)(cost(s, 0) + cost(s, 1)));
+  }
+}
+
 /// Stages of the compiler that this version does not have yet fail loudly.
 void rejectUnbuiltFlags() {
   if (report.getNumOccurrences() && report != "" && report != "text" && report != "json")
@@ -408,12 +484,24 @@ int main(int argc, char **argv) {
 
   mlir::PassManager distPipeline(&context);
   distPipeline.addPass(zcc::createGraphToDistPass());
+  distPipeline.addPass(zcc::zdist::createPipelineSchedulePass());
   distPipeline.addPass(zcc::zdist::createZeroPass());
   if (failed(distPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Dist) {
     module->print(outs());
     return 0;
+  }
+  if (auto pipelines = module->getOps<zcc::zdist::PipelineOp>(); !pipelines.empty()) {
+    zcc::zdist::PipelineOp pipeline = *pipelines.begin();
+    if (report.getNumOccurrences())
+      printPipelineReport(*module, pipeline, report == "json");
+    if (report.getNumOccurrences() && outputPath.empty() && emit == EmitKind::None)
+      return 0;
+    fail("a pipeline of " + Twine(pipeline.getStages().size()) +
+         " stages does not lower to a plan yet (its stage programs and their sends and "
+         "receives are not built); see its schedule with --emit dist and its memory with "
+         "--report, or set pipeline.enabled to false");
   }
   mlir::PassManager planPipeline(&context);
   planPipeline.addPass(zcc::createDistToPlanPass());

@@ -208,6 +208,14 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       module.emitError() << "alignment must be a power of two, got " << alignment;
       return signalPassFailure();
     }
+    if (auto pipelines = module.getOps<zdist::PipelineOp>(); !pipelines.empty()) {
+      zdist::PipelineOp pipeline = *pipelines.begin();
+      pipeline.emitError() << "a pipeline of " << pipeline.getStages().size()
+                           << " stages does not lower to a plan yet: its stage programs and "
+                              "their sends and receives are not built; inspect it with zcc "
+                              "--emit dist or --report, or disable the pipeline section";
+      return signalPassFailure();
+    }
     // An inference plan is @main as the program "infer"; a training plan is
     // every function of the training step, each a program of its name.
     SmallVector<std::pair<func::FuncOp, std::string>> functions;
