@@ -32,6 +32,10 @@ struct ExecutorOptions {
   /// This rank's communicator over the data-parallel group, for the plan's
   /// collectives; null for a one-rank plan.
   Communicator *communicator = nullptr;
+  /// A pipeline stage's communicator over the ranks of its data-parallel
+  /// index, one per stage in stage order, for the plan's sends and
+  /// receives; null without a pipeline.
+  Communicator *pipelineCommunicator = nullptr;
 };
 
 class Executor {
@@ -68,8 +72,11 @@ public:
   /// Whether the plan has program `programName`.
   bool hasProgram(const std::string &programName) const;
 
+  /// Whether the plan has input `name`.
+  bool hasInput(const std::string &name) const;
+
 private:
-  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard };
+  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard, kSend, kRecv };
   struct PreparedInstruction {
     KernelHandle kernel;
     KernelArgs args;
@@ -77,6 +84,8 @@ private:
     /// A collective runs through the communicator instead of a kernel.
     Collective collective = Collective::kNone;
     ReduceOp reduction = ReduceOp::kSum;
+    /// The stage a send goes to or a receive comes from.
+    int peer = 0;
   };
   Status prepareCollective(const plan::Instruction &instruction,
                            PreparedInstruction &step) const;
@@ -97,6 +106,7 @@ private:
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
   Communicator *communicator_ = nullptr;
+  Communicator *pipelineCommunicator_ = nullptr;
   uint8_t *arena_ = nullptr;
   std::vector<PreparedProgram> programs_;
   /// Whether each plan input has been written, so a run never reads an

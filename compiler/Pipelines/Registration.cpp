@@ -48,6 +48,7 @@ void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createGraphToDistPass());
   pm.addPass(zdist::createPipelineSchedulePass());
   pm.addPass(zdist::createZeroPass());
+  pm.addPass(zdist::createPipelineSplitPass());
   pm.addPass(createDistToPlanPass());
   pm.addPass(zplan::createVerifyPlanPass());
 }

@@ -182,79 +182,81 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   }
 }
 
-/// The pipeline's schedule and each stage's predicted memory (DESIGN.md,
-/// --report): the bubble fraction is the idle share of the step when the
-/// schedule runs on the stages' estimated costs.
-void printPipelineReport(mlir::ModuleOp module, zcc::zdist::PipelineOp pipeline, bool json) {
-  int64_t stages = static_cast<int64_t>(pipeline.getStages().size());
-  int64_t dataParallel = 1;
-  for (auto mesh : module.getOps<zcc::zdist::MeshOp>())
-    dataParallel = mesh.getAxisSize("dp").value_or(1);
-  auto memory = pipeline->getAttrOfType<mlir::ArrayAttr>("memory");
-  auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops");
-  auto field = [](mlir::Attribute dict, llvm::StringRef name) -> int64_t {
-    auto entries = dyn_cast_or_null<mlir::DictionaryAttr>(dict);
-    auto value = entries ? entries.getAs<mlir::IntegerAttr>(name) : mlir::IntegerAttr();
-    return value ? value.getInt() : 0;
+/// The pipeline's schedule and each stage's memory (DESIGN.md, --report):
+/// the bubble fraction is the idle share of the step when the schedule runs
+/// on the stages' estimated costs (`flops`: forward and backward flops per
+/// stage, from the dist phase); the memory is each stage's arena.
+void printPipelineReport(const zcc::plan::Plan &plan,
+                         const std::vector<std::pair<int64_t, int64_t>> &flops, bool json) {
+  const zcc::plan::Pipeline &pipeline = plan.pipeline();
+  int64_t stages = pipeline.stages_size();
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  int64_t dataParallel = world / std::max<int64_t>(1, stages);
+  auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name) -> int64_t {
+    for (const zcc::plan::MemoryCategory &entry : stage.memory())
+      if (entry.category() == name)
+        return static_cast<int64_t>(entry.bytes());
+    return 0;
   };
-  auto cost = [&](int64_t stage, unsigned index) -> int64_t {
-    auto pair = flops ? dyn_cast<mlir::ArrayAttr>(flops[stage]) : mlir::ArrayAttr();
-    return pair ? cast<mlir::IntegerAttr>(pair[index]).getInt() : 0;
+  auto cost = [&](int64_t s, bool backward) -> int64_t {
+    if (s >= static_cast<int64_t>(flops.size()))
+      return 0;
+    return backward ? flops[s].second : flops[s].first;
   };
-  static const char *const kCategories[] = {"parameters", "gradients", "optimizer_state",
-                                            "activations"};
-  double bubble = pipeline.getBubbleFraction().convertToDouble();
+  auto instructions = [](const zcc::plan::PipelineStage &stage) {
+    std::string text;
+    for (const zcc::plan::PipelineStep &step : stage.steps())
+      text += (text.empty() ? "" : " ") + step.program();
+    return text;
+  };
   if (json) {
     zcc::config::Json list = zcc::config::Json::array();
     for (int64_t s = 0; s < stages; ++s) {
+      const zcc::plan::PipelineStage &stage = pipeline.stages(s);
       zcc::config::Json ranks = zcc::config::Json::array();
       for (int64_t d = 0; d < dataParallel; ++d)
         ranks.push_back(s * dataParallel + d);
-      zcc::config::Json bytes = zcc::config::Json::object();
-      int64_t total = 0;
-      for (const char *category : kCategories) {
-        int64_t value = field(memory ? memory[s] : mlir::Attribute(), category);
-        bytes[category] = value;
-        total += value;
-      }
-      bytes["total"] = total;
+      zcc::config::Json bytes = {{"total", stage.arena_bytes()}};
+      for (const zcc::plan::MemoryCategory &entry : stage.memory())
+        bytes[entry.category()] = entry.bytes();
       list.push_back({{"stage", s},
                       {"ranks", ranks},
-                      {"activation_buffers", pipeline.getBuffers()[s]},
-                      {"activation_buffer_bytes",
-                       field(memory ? memory[s] : mlir::Attribute(), "activation_buffer")},
-                      {"forward_flops", cost(s, 0)},
-                      {"backward_flops", cost(s, 1)},
+                      {"activation_buffers", stage.activation_buffers()},
+                      {"forward_flops", cost(s, false)},
+                      {"backward_flops", cost(s, true)},
                       {"peak_device_bytes", bytes},
-                      {"instructions",
-                       cast<mlir::StringAttr>(pipeline.getStages()[s]).getValue().str()}});
+                      {"steps", stage.steps_size()},
+                      {"programs", instructions(stage)}});
     }
     outs() << zcc::config::Json{{"pipeline",
-                                 {{"schedule", pipeline.getSchedule().str()},
+                                 {{"schedule", pipeline.schedule()},
                                   {"num_stages", stages},
-                                  {"micro_batches", pipeline.getMicroBatches()},
-                                  {"bubble_fraction", bubble},
+                                  {"micro_batches", pipeline.micro_batches()},
+                                  {"bubble_fraction", pipeline.bubble_fraction()},
                                   {"stages", list}}}}
                   .dump(2)
            << "\n";
     return;
   }
   outs() << "pipeline: " << stages << " stages x " << dataParallel << " data-parallel, "
-         << pipeline.getSchedule() << " schedule, " << pipeline.getMicroBatches()
+         << pipeline.schedule() << " schedule, " << pipeline.micro_batches()
          << " micro-batches\n";
-  outs() << llvm::format("  bubble fraction %.4f (predicted idle share of the step)\n", bubble);
-  outs() << "memory per stage (bytes, predicted)\n";
-  outs() << "  stage      parameters      gradients    optim state    activations  buffers"
-            "    fwd+bwd flops\n";
+  outs() << llvm::format("  bubble fraction %.4f (predicted idle share of the step)\n",
+                         pipeline.bubble_fraction());
+  outs() << "memory per stage, per rank (bytes; the stage's arena)\n";
+  outs() << "  stage           arena     parameters      gradients    optim state    activations"
+            "  pipeline bufs  buffers    fwd+bwd flops\n";
   for (int64_t s = 0; s < stages; ++s) {
-    mlir::Attribute entry = memory ? memory[s] : mlir::Attribute();
-    outs() << llvm::format("  %-6lld %14lld %14lld %14lld %14lld %8lld %16lld\n", (long long)s,
-                           (long long)field(entry, "parameters"),
-                           (long long)field(entry, "gradients"),
-                           (long long)field(entry, "optimizer_state"),
-                           (long long)field(entry, "activations"),
-                           (long long)pipeline.getBuffers()[s],
-                           (long long)(cost(s, 0) + cost(s, 1)));
+    const zcc::plan::PipelineStage &stage = pipeline.stages(s);
+    outs() << llvm::format(
+        "  %-6lld %14lld %14lld %14lld %14lld %14lld %14lld %8lld %16lld\n", (long long)s,
+        (long long)stage.arena_bytes(),
+        (long long)(category(stage, "parameters") + category(stage, "parameter_copies")),
+        (long long)category(stage, "gradients"), (long long)category(stage, "optimizer_state"),
+        (long long)category(stage, "activations"), (long long)category(stage, "pipeline_buffers"),
+        (long long)stage.activation_buffers(), (long long)(cost(s, false) + cost(s, true)));
   }
 }
 
@@ -486,23 +488,23 @@ int main(int argc, char **argv) {
   distPipeline.addPass(zcc::createGraphToDistPass());
   distPipeline.addPass(zcc::zdist::createPipelineSchedulePass());
   distPipeline.addPass(zcc::zdist::createZeroPass());
+  distPipeline.addPass(zcc::zdist::createPipelineSplitPass());
   if (failed(distPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Dist) {
     module->print(outs());
     return 0;
   }
-  if (auto pipelines = module->getOps<zcc::zdist::PipelineOp>(); !pipelines.empty()) {
-    zcc::zdist::PipelineOp pipeline = *pipelines.begin();
-    if (report.getNumOccurrences())
-      printPipelineReport(*module, pipeline, report == "json");
-    if (report.getNumOccurrences() && outputPath.empty() && emit == EmitKind::None)
-      return 0;
-    fail("a pipeline of " + Twine(pipeline.getStages().size()) +
-         " stages does not lower to a plan yet (its stage programs and their sends and "
-         "receives are not built); see its schedule with --emit dist and its memory with "
-         "--report, or set pipeline.enabled to false");
-  }
+  // Each stage's estimated flops, for the report (the plan keeps the
+  // schedule but not the cost model's figures).
+  std::vector<std::pair<int64_t, int64_t>> stageFlops;
+  for (auto pipeline : module->getOps<zcc::zdist::PipelineOp>())
+    if (auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops"))
+      for (mlir::Attribute entry : flops) {
+        auto pair = cast<mlir::ArrayAttr>(entry);
+        stageFlops.push_back({cast<mlir::IntegerAttr>(pair[0]).getInt(),
+                              cast<mlir::IntegerAttr>(pair[1]).getInt()});
+      }
   mlir::PassManager planPipeline(&context);
   planPipeline.addPass(zcc::createDistToPlanPass());
   planPipeline.addPass(zcc::zplan::createVerifyPlanPass());
@@ -521,7 +523,9 @@ int main(int argc, char **argv) {
   if (!valid.isOk())
     fail("internal error: the plan fails the runtime's validation: " + valid.message());
   std::string bytes = zcc::encodePlanFile(*plan, kProducer);
-  if (report.getNumOccurrences())
+  if (report.getNumOccurrences() && plan->has_pipeline())
+    printPipelineReport(*plan, stageFlops, report == "json");
+  else if (report.getNumOccurrences())
     printReport(*plan, report == "json");
   checkDeviceMemoryLimit(*plan);
   if (emit == EmitKind::PlanText) {

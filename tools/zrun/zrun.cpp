@@ -499,12 +499,48 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     nccl = std::move(*created);
     executorOptions.deviceOrdinal = role->localRank;
   }
+  // A pipeline plan: rank r runs stage r / dp with data-parallel index
+  // r % dp; collectives run in the stage's data-parallel group, sends and
+  // receives in the group of the rank's data-parallel index.
+  const bool pipelined = loaded.plan.has_pipeline();
+  const int stages = pipelined ? loaded.plan.pipeline().stages_size() : 1;
+  const int dataParallel = world / stages;
+  if (pipelined && options.backend != "cpu")
+    return Status(StatusCode::kUnimplemented,
+                  path + ": pipeline plans run on the cpu backend only yet (the cuda "
+                         "backend's per-stage communicators are not built); run with "
+                         "--backend cpu");
+  if (pipelined && options.checkGradients)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": --check-gradients checks a one-rank plan; recompile without the "
+                         "pipeline");
   std::unique_ptr<LocalCommunicatorGroup> group;
+  std::vector<LocalCommunicatorGroup *> stageGroups, pipeGroups;
   if (world > 1 && options.backend == "cpu") {
     StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
     if (!created.isOk())
       return created.takeStatus();
     group = std::move(*created);
+    if (pipelined) {
+      for (int s = 0; s < stages; ++s) {
+        std::vector<int> ranks;
+        for (int d = 0; d < dataParallel; ++d)
+          ranks.push_back(s * dataParallel + d);
+        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
+        if (!subgroup.isOk())
+          return subgroup.takeStatus();
+        stageGroups.push_back(*subgroup);
+      }
+      for (int d = 0; d < dataParallel; ++d) {
+        std::vector<int> ranks;
+        for (int s = 0; s < stages; ++s)
+          ranks.push_back(s * dataParallel + d);
+        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
+        if (!subgroup.isOk())
+          return subgroup.takeStatus();
+        pipeGroups.push_back(*subgroup);
+      }
+    }
   }
   std::vector<Status> results(world, Status::ok());
   std::vector<uint64_t> allocated(world, 0);
@@ -512,19 +548,37 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   auto communicatorOf = [&](int rank) -> Communicator * {
     if (nccl)
       return nccl.get();
+    if (pipelined && group)
+      return stageGroups[rank / dataParallel]->communicator(rank % dataParallel);
     return group ? group->communicator(rank) : nullptr;
   };
   auto runRank = [&](int rank, LoadedPlan plan) {
     ExecutorOptions rankOptions = executorOptions;
     rankOptions.communicator = communicatorOf(rank);
-    rankOptions.weights.shardIndex = rank;
+    rankOptions.weights.shardIndex = pipelined ? rank % dataParallel : rank;
+    Status status = Status::ok();
+    if (pipelined) {
+      rankOptions.pipelineCommunicator =
+          pipeGroups[rank % dataParallel]->communicator(rank / dataParallel);
+      StatusOr<LoadedPlan> stagePlan = projectStage(plan, rank / dataParallel);
+      if (stagePlan.isOk())
+        plan = std::move(*stagePlan);
+      else
+        status = stagePlan.takeStatus();
+    }
     StatusOr<std::unique_ptr<Executor>> executor =
-        Executor::instantiate(std::move(plan), rankOptions);
-    Status status = executor.isOk() ? Status::ok() : executor.takeStatus();
+        status.isOk() ? Executor::instantiate(std::move(plan), rankOptions)
+                      : StatusOr<std::unique_ptr<Executor>>(status);
+    status = executor.isOk() ? Status::ok() : executor.takeStatus();
     if (status.isOk()) {
       TrainOptions rankTrain = train;
       rankTrain.rank = rank;
       rankTrain.communicator = rankOptions.communicator;
+      if (pipelined) {
+        rankTrain.communicator = group->communicator(rank);
+        rankTrain.pipelineCommunicator = rankOptions.pipelineCommunicator;
+        rankTrain.stage = rank / dataParallel;
+      }
       status = options.checkGradients ? checkGradients(**executor, rankTrain, options.gradCheck)
                                       : zcc::train(**executor, rankTrain);
       allocated[rank] = (*executor)->backend().allocatedBytes();

@@ -261,4 +261,55 @@ def ZDist_PipelineOp : ZDist_Op<"pipeline"> {
   let hasVerifier = 1;
 }
 
+def ZDist_SendOp : ZDist_Op<"send"> {
+  let summary = "Sends a value to another pipeline stage";
+  let description = [{
+    Sends the operand to the rank of pipeline stage `peer` with this rank's
+    data-parallel index, whose matching `zdist.recv` receives it: the k-th
+    send from stage a to stage b pairs with b's k-th receive from a.
+
+    ```mlir
+    zdist.send %x to 1 : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$peer);
+  let assemblyFormat = "$input `to` $peer attr-dict `:` type($input)";
+}
+
+def ZDist_RecvOp : ZDist_Op<"recv"> {
+  let summary = "Receives a value from another pipeline stage";
+  let description = [{
+    The value the rank of pipeline stage `peer` (with this rank's
+    data-parallel index) sends with its matching `zdist.send`. With
+    `into`, the received value is written into the buffer that outlives
+    the program under that key (a named value another program of the stage
+    reads, or a parameter's or state's buffer).
+
+    ```mlir
+    %x = zdist.recv from 0 into "input:zcc.pp.t0.k1" : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$peer,
+                       OptionalAttr<StrAttr>:$into);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "`from` $peer (`into` $into^)? attr-dict `:` type($result)";
+}
+
+def ZDist_StoreOp : ZDist_Op<"store"> {
+  let summary = "Keeps a value in a buffer that outlives the program";
+  let description = [{
+    Copies the operand into the buffer named `into`, which another program
+    of the same stage reads as its argument of that name: how a pipeline
+    stage's forward pass hands its activations to the backward pass and to
+    the sends of a later program.
+
+    ```mlir
+    zdist.store %h into "input:zcc.pp.stash0.k1" : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$into);
+  let assemblyFormat = "$input `into` $into attr-dict `:` type($input)";
+}
+
 #endif // ZCC_DIALECT_DIST_ZDISTOPS_TD

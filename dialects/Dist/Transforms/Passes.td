@@ -125,4 +125,36 @@ def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> 
                            "::mlir::func::FuncDialect"];
 }
 
+def PipelineSplitPass : Pass<"zcc-dist-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Splits the scheduled step into each pipeline stage's programs";
+  let description = [{
+    Runs after zcc-dist-pipeline-schedule and ZeRO, on a module with a
+    `zdist.pipeline`; without one it changes nothing. For each stage s and
+    each of its activation buffers k (the slot of micro-batches k, k +
+    buffers, ...) it writes the functions the plan runs as programs, each
+    marked `zdist.stage = s`:
+    - `s<s>.forward.<k>`: the stage's forward ops; it stores the values its
+      backward pass reads and the values it sends (`zdist.store`) and
+      returns the step's results computed on the stage (the loss);
+    - `s<s>.backward.<k>` (training): the stage's backward ops, reading the
+      kept values and received gradients as arguments;
+    - `s<s>.recv_activations.<k>`, `send_activations`, `recv_gradients`,
+      `send_gradients`: one `zdist.recv`/`zdist.send` per transfer whose
+      path crosses the stage's boundary; a transfer over several stages is
+      relayed by the stages between;
+    - `s<s>.grad_norm`, `optimizer_step`, `zero_grads`, `init`: the step
+      functions restricted to the parameters the stage owns (a sum of
+      squares keeps the stage's gradients);
+    - `s<s>.sync`: a parameter read on a stage other than its owner's (tied
+      weights) is sent by the owner, with its low-precision copy, after
+      init and each optimizer step.
+    Values that cross programs are named buffers (`zcc.pp.*` arguments).
+    Ops that ZeRO added after scheduling take their operands' stage;
+    values of parameters and constants alone are made again in each
+    function that reads them. The step functions are erased.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // ZCC_DIALECT_DIST_PASSES_TD
