@@ -45,6 +45,27 @@ TensorView Executor::viewOf(uint32_t bufferId) const {
 Status Executor::prepareCollective(const plan::Instruction &instruction,
                                    PreparedInstruction &step) const {
   const plan::Plan &plan = plan_.plan;
+  const std::string &kernel = instruction.kernel();
+  if (kernel == "send" || kernel == "recv") {
+    if (!pipelineCommunicator_)
+      return Status(StatusCode::kFailedPrecondition,
+                    "the plan sends between pipeline stages but this run has no pipeline "
+                    "communicator (run it with zrun --nproc N)");
+    bool send = kernel == "send";
+    if (instruction.inputs_size() != (send ? 1 : 0) || instruction.outputs_size() != (send ? 0 : 1))
+      return Status(StatusCode::kInvalidArgument,
+                    send ? "a send reads one buffer" : "a receive writes one buffer");
+    auto peer = instruction.attributes().find("peer");
+    if (peer == instruction.attributes().end() || peer->second.i() < 0 ||
+        peer->second.i() >= pipelineCommunicator_->size() ||
+        peer->second.i() == pipelineCommunicator_->rank())
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "a %s needs a peer stage other than its own, in [0, %d)",
+                        kernel.c_str(), pipelineCommunicator_->size());
+    step.collective = send ? Collective::kSend : Collective::kRecv;
+    step.peer = static_cast<int>(peer->second.i());
+    return Status::ok();
+  }
   if (!communicator_)
     return Status(StatusCode::kFailedPrecondition,
                   "the plan has collectives but this run has no communicator (run it "
@@ -59,7 +80,6 @@ Status Executor::prepareCollective(const plan::Instruction &instruction,
                   "a collective's input and output must have one dtype");
   auto attr = instruction.attributes().find("reduction");
   std::string reduction = attr == instruction.attributes().end() ? "" : attr->second.s();
-  const std::string &kernel = instruction.kernel();
   uint64_t size = static_cast<uint64_t>(communicator_->size());
   if (kernel == "all_reduce") {
     step.collective = Collective::kAllReduce;
@@ -96,6 +116,18 @@ Status Executor::prepareCollective(const plan::Instruction &instruction,
 }
 
 Status Executor::runCollective(const PreparedInstruction &step) {
+  if (step.collective == Collective::kSend || step.collective == Collective::kRecv)
+    pipelineCommunicator_->setStream(backend_->nativeStream(step.stream));
+  if (step.collective == Collective::kSend) {
+    const TensorView &in = step.args.inputs[0];
+    return pipelineCommunicator_->send(in.data, static_cast<uint64_t>(in.numElements()), in.dtype,
+                                       step.peer);
+  }
+  if (step.collective == Collective::kRecv) {
+    const TensorView &out = step.args.outputs[0];
+    return pipelineCommunicator_->recv(out.data, static_cast<uint64_t>(out.numElements()),
+                                       out.dtype, step.peer);
+  }
   communicator_->setStream(backend_->nativeStream(step.stream));
   const TensorView &in = step.args.inputs[0];
   const TensorView &out = step.args.outputs[0];
@@ -114,6 +146,8 @@ Status Executor::runCollective(const PreparedInstruction &step) {
     return backend_->copyOnDevice(out.data, rows, bytes);
   }
   case Collective::kNone:
+  case Collective::kSend:
+  case Collective::kRecv:
     break;
   }
   return Status(StatusCode::kInternal, "not a collective");
@@ -122,6 +156,7 @@ Status Executor::runCollective(const PreparedInstruction &step) {
 Status Executor::prepare(const ExecutorOptions &options) {
   const plan::Plan &plan = plan_.plan;
   communicator_ = options.communicator;
+  pipelineCommunicator_ = options.pipelineCommunicator;
   StatusOr<std::unique_ptr<Backend>> backend =
       createBackend(options.backend, options.deviceOrdinal);
   if (!backend.isOk())
@@ -140,6 +175,8 @@ Status Executor::prepare(const ExecutorOptions &options) {
                       "cannot create %u streams and %u events", streams, events);
   if (communicator_)
     communicator_->setStream(backend_->nativeStream(0));
+  if (pipelineCommunicator_)
+    pipelineCommunicator_->setStream(backend_->nativeStream(0));
 
   void *arena = nullptr;
   ZCC_RETURN_IF_ERROR(
@@ -388,6 +425,13 @@ Status Executor::writeBuffer(uint32_t id, const void *data, uint64_t bytes) {
   ZCC_RETURN_IF_ERROR(backend_->copyToDevice(addressOf(id), data, bytes),
                       "while writing %s", describeBuffer(buffer).c_str());
   return Status::ok();
+}
+
+bool Executor::hasInput(const std::string &name) const {
+  for (const plan::Binding &binding : plan_.plan.inputs())
+    if (binding.name() == name)
+      return true;
+  return false;
 }
 
 bool Executor::hasProgram(const std::string &programName) const {

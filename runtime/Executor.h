@@ -36,6 +36,10 @@ struct ExecutorOptions {
   /// Threads (the calling one included) that run the element-wise host
   /// kernels of a plan with CPU offload, the optimizer above all.
   int hostThreads = 1;
+  /// A pipeline stage's communicator over the ranks of its data-parallel
+  /// index, one per stage in stage order, for the plan's sends and
+  /// receives; null without a pipeline.
+  Communicator *pipelineCommunicator = nullptr;
 };
 
 class Executor {
@@ -72,8 +76,11 @@ public:
   /// Whether the plan has program `programName`.
   bool hasProgram(const std::string &programName) const;
 
+  /// Whether the plan has input `name`.
+  bool hasInput(const std::string &name) const;
+
 private:
-  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard };
+  enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard, kSend, kRecv };
   struct PreparedInstruction {
     KernelHandle kernel;
     KernelArgs args;
@@ -92,6 +99,8 @@ private:
     enum class Sync { kNone, kRecord, kWait } sync = Sync::kNone;
     uint32_t event = 0;
     ReduceOp reduction = ReduceOp::kSum;
+    /// The stage a send goes to or a receive comes from.
+    int peer = 0;
   };
   Status prepareCollective(const plan::Instruction &instruction,
                            PreparedInstruction &step) const;
@@ -114,6 +123,7 @@ private:
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
   Communicator *communicator_ = nullptr;
+  Communicator *pipelineCommunicator_ = nullptr;
   uint8_t *arena_ = nullptr;
   /// Pinned host memory for the plan's HOST buffers (CPU offload); null
   /// when it has none.

@@ -10,9 +10,10 @@ def GraphToDistPass : Pass<"zcc-graph-to-dist", "mlir::ModuleOp"> {
   let description = [{
     Reads the world, data-parallel and pipeline sizes from `zcc.config` and
     declares the mesh `zdist.mesh @mesh ["pp" = P, "dp" = D]` (a one-rank
-    mesh `["dp" = 1]` without a config). Sharding, collectives and stages
-    are inserted by the passes that follow it on multi-rank meshes; those are
-    not built yet, so a mesh of more than one rank is an error that says so.
+    mesh `["dp" = 1]` without a config; the "pp" axis only with more than
+    one stage). Sharding, collectives and stage transfers are inserted by
+    the passes that follow it. Fails when stages x data-parallel ranks is
+    not the world size.
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect"];
 }

@@ -22,6 +22,9 @@ void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zgraph::createFuseAttentionPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createCanonicalizerPass());
+  // Stages are assigned on the forward graph, so that autodiff gives every
+  // backward op its forward op's stage.
+  pm.addPass(zdist::createPipelinePartitionPass());
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
@@ -43,8 +46,10 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
 
 void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(createGraphToDistPass());
+  pm.addPass(zdist::createPipelineSchedulePass());
   pm.addPass(zdist::createZeroPass());
   pm.addPass(zdist::createOffloadPass());
+  pm.addPass(zdist::createPipelineSplitPass());
 }
 
 void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {

@@ -46,6 +46,7 @@ plan::BufferKind convertKind(StringRef kind) {
       .Case("optimizer_state", plan::OPTIMIZER_STATE)
       .Case("scalars", plan::SCALARS)
       .Case("parameter_copy", plan::PARAMETER_COPY)
+      .Case("stash", plan::STASH)
       .Default(plan::BUFFER_KIND_UNSPECIFIED);
 }
 
@@ -202,7 +203,11 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
     } else if (input.name() == "zcc.loss_scale") {
       training->set_loss_scale(input.buffer());
       haveSeed = true;
-    } else if (!StringRef(input.name()).starts_with("zcc.")) {
+    } else if (!StringRef(input.name()).starts_with("zcc.") &&
+               llvm::none_of(training->data_inputs(), [&](const plan::Binding &seen) {
+                 return seen.name() == input.name();
+               })) {
+      // A pipeline's stages each bind the data inputs they read.
       *training->add_data_inputs() = input;
     }
   }
@@ -242,6 +247,53 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
       parameters += count;
     }
   training->set_parameter_count(parameters);
+  return success();
+}
+
+/// The pipeline's schedule: each instruction ("F3", "sa3", ...) as the
+/// program of its slot that the stage runs for it.
+LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan &result) {
+  plan::Pipeline *out = result.mutable_pipeline();
+  out->set_schedule(pipeline.getAs<StringAttr>("schedule").str());
+  out->set_micro_batches(pipeline.getAs<IntegerAttr>("micro_batches").getInt());
+  out->set_bubble_fraction(pipeline.getAs<FloatAttr>("bubble_fraction").getValueAsDouble());
+  for (auto [s, entry] : llvm::enumerate(pipeline.getAs<ArrayAttr>("stages"))) {
+    auto stage = cast<DictionaryAttr>(entry);
+    plan::PipelineStage *stageOut = out->add_stages();
+    stageOut->set_arena_bytes(stage.getAs<IntegerAttr>("arena_bytes").getInt());
+    int64_t buffers = stage.getAs<IntegerAttr>("buffers").getInt();
+    stageOut->set_activation_buffers(buffers);
+    for (NamedAttribute category : stage.getAs<DictionaryAttr>("memory")) {
+      plan::MemoryCategory *memory = stageOut->add_memory();
+      memory->set_category(category.getName().str());
+      memory->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
+    }
+    SmallVector<StringRef> words;
+    stage.getAs<StringAttr>("instructions").getValue().split(words, ' ', -1, false);
+    for (StringRef word : words) {
+      size_t digits = word.find_first_of("0123456789");
+      StringRef kind = word.take_front(digits);
+      int64_t microBatch = 0;
+      if (digits == StringRef::npos || word.drop_front(digits).getAsInteger(10, microBatch))
+        return module.emitError() << "bad pipeline instruction '" << word << "'", failure();
+      auto [stepKind, program] =
+          llvm::StringSwitch<std::pair<plan::PipelineStep::Kind, StringRef>>(kind)
+              .Case("F", {plan::PipelineStep::FORWARD, "forward"})
+              .Case("B", {plan::PipelineStep::BACKWARD, "backward"})
+              .Case("sa", {plan::PipelineStep::SEND_ACTIVATIONS, "send_activations"})
+              .Case("ra", {plan::PipelineStep::RECV_ACTIVATIONS, "recv_activations"})
+              .Case("sg", {plan::PipelineStep::SEND_GRADIENTS, "send_gradients"})
+              .Case("rg", {plan::PipelineStep::RECV_GRADIENTS, "recv_gradients"})
+              .Default({plan::PipelineStep::FORWARD, ""});
+      if (program.empty())
+        return module.emitError() << "bad pipeline instruction '" << word << "'", failure();
+      plan::PipelineStep *step = stageOut->add_steps();
+      step->set_kind(stepKind);
+      step->set_micro_batch(microBatch);
+      step->set_program("s" + std::to_string(s) + "." + program.str() + "." +
+                        std::to_string(microBatch % std::max<int64_t>(1, buffers)));
+    }
+  }
   return success();
 }
 
@@ -295,6 +347,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
     out->set_bytes(buffer.getSize());
     if (auto name = buffer->getAttrOfType<StringAttr>("name"))
       out->set_name(name.str());
+    if (auto stage = buffer->getAttrOfType<IntegerAttr>("stage"))
+      out->set_stage(stage.getInt());
     if (auto value = buffer->getAttrOfType<DenseElementsAttr>("value"))
       out->set_constant_data(constantBytes(value));
     if (auto weight = buffer->getAttrOfType<DictionaryAttr>("weight")) {
@@ -334,6 +388,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   for (zplan::ProgramOp program : module.getOps<zplan::ProgramOp>()) {
     plan::Program *out = result.add_programs();
     out->set_name(program.getSymName().str());
+    if (auto stage = program->getAttrOfType<IntegerAttr>("stage"))
+      out->set_stage(stage.getInt());
     // A program's events are numbered in the order it declares them.
     llvm::StringMap<int64_t> events;
     for (auto event : program.getOps<zplan::EventOp>())
@@ -403,6 +459,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
       if (!id)
         return module.emitError() << "binding to an unknown buffer", failure();
       binding->set_buffer(*id);
+      if (pair.size() > 2)
+        binding->set_stage(cast<IntegerAttr>(pair[2]).getInt());
     }
     return success();
   };
@@ -429,6 +487,9 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
         if (space == "zplan.host_memory")
           out->set_space(plan::HOST);
       }
+  if (auto pipeline = module->getAttrOfType<DictionaryAttr>("zplan.pipeline"))
+    if (failed(buildPipeline(module, pipeline, result)))
+      return failure();
   DictionaryAttr config = config::getConfig(module);
   if (config)
     if (std::optional<config::Json> json = config::attributeToJson(config))

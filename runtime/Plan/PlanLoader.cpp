@@ -349,8 +349,14 @@ private:
                                   static_cast<int>(buffer.space())));
     bool host = buffer.space() == plan::HOST;
     uint64_t arenaBytes = host ? plan_.host_arena_bytes() : plan_.arena_bytes();
-    if (buffer.offset() > arenaBytes ||
-        buffer.bytes() > arenaBytes - buffer.offset())
+    if (plan_.has_pipeline() && !host) {
+      if (buffer.stage() >= static_cast<uint32_t>(plan_.pipeline().stages_size()))
+        return invalid(path_, item,
+                       formatString("belongs to stage %u, but the pipeline has %d stages",
+                                    buffer.stage(), plan_.pipeline().stages_size()));
+      arenaBytes = plan_.pipeline().stages(buffer.stage()).arena_bytes();
+    }
+    if (buffer.offset() > arenaBytes || buffer.bytes() > arenaBytes - buffer.offset())
       return invalid(
           path_, item,
           formatString(
@@ -427,7 +433,7 @@ private:
           formatString("%s %d (%s)", what, i, quoted(binding.name()).c_str());
       if (binding.name().empty())
         return invalid(path_, item, "has no name");
-      if (!names.insert(binding.name()).second)
+      if (!names.insert(std::to_string(binding.stage()) + "/" + binding.name()).second)
         return invalid(path_, item,
                        std::string("repeats the name of another ") + what);
       if (!isBuffer(binding.buffer()))
@@ -652,16 +658,26 @@ private:
     }
     if (!status.isOk())
       return status;
-    for (const char *name :
-         {"micro_step", "grad_norm", "optimizer_step", "zero_grads"}) {
-      bool found = false;
-      for (const plan::Program &program : plan_.programs())
-        found |= program.name() == name;
-      if (!found)
-        return invalid(path_, "plan",
-                       std::string("mode 'train' has no program '") + name +
-                           "' (a training plan runs micro_step, grad_norm, "
-                           "optimizer_step and zero_grads)");
+    // A pipeline's stages each have the step programs (forward and
+    // backward passes instead of micro_step).
+    int stages = plan_.has_pipeline() ? plan_.pipeline().stages_size() : 1;
+    for (int stage = 0; stage < stages; ++stage) {
+      for (const char *step : {"micro_step", "grad_norm", "optimizer_step", "zero_grads"}) {
+        std::string name = step;
+        if (plan_.has_pipeline()) {
+          if (name == "micro_step")
+            continue;
+          name = "s" + std::to_string(stage) + "." + name;
+        }
+        bool found = false;
+        for (const plan::Program &program : plan_.programs())
+          found |= program.name() == name;
+        if (!found)
+          return invalid(path_, "plan",
+                         std::string("mode 'train' has no program '") + name +
+                             "' (a training plan runs micro_step, grad_norm, "
+                             "optimizer_step and zero_grads)");
+      }
     }
     return Status::ok();
   }
@@ -683,9 +699,60 @@ bool isTransferKernel(const std::string &kernel) {
   return kernel == "offload" || kernel == "fetch";
 }
 
+StatusOr<LoadedPlan> projectStage(const LoadedPlan &loaded, int stage) {
+  const plan::Plan &plan = loaded.plan;
+  if (!plan.has_pipeline())
+    return Status(StatusCode::kInvalidArgument,
+                  loaded.path + ": not a pipeline plan, it has no stages to take one of");
+  if (stage < 0 || stage >= plan.pipeline().stages_size())
+    return makeStatus(StatusCode::kInvalidArgument, "%s: the pipeline has no stage %d",
+                      loaded.path.c_str(), stage);
+  LoadedPlan projected;
+  projected.path = loaded.path;
+  projected.header = loaded.header;
+  plan::Plan &out = projected.plan;
+  out = plan;
+  out.set_arena_bytes(plan.pipeline().stages(stage).arena_bytes());
+  const std::string prefix = "s" + std::to_string(stage) + ".";
+  // Other stages' buffers are left as plain activations: nothing fills,
+  // clears or reads them here, and their offsets are not in this arena.
+  for (plan::Buffer &buffer : *out.mutable_buffers())
+    if (static_cast<int>(buffer.stage()) != stage) {
+      buffer.set_kind(plan::ACTIVATION);
+      buffer.clear_constant_data();
+      buffer.set_offset(0);
+    }
+  auto keep = [&](auto *list, auto belongs) {
+    auto *items = list;
+    int kept = 0;
+    for (int i = 0; i < items->size(); ++i)
+      if (belongs(items->Get(i)))
+        items->SwapElements(i, kept++);
+    while (items->size() > kept)
+      items->RemoveLast();
+  };
+  keep(out.mutable_weights(), [&](const plan::Weight &weight) {
+    return static_cast<int>(plan.buffers(weight.buffer()).stage()) == stage;
+  });
+  keep(out.mutable_inputs(),
+       [&](const plan::Binding &binding) { return static_cast<int>(binding.stage()) == stage; });
+  keep(out.mutable_outputs(),
+       [&](const plan::Binding &binding) { return static_cast<int>(binding.stage()) == stage; });
+  keep(out.mutable_programs(),
+       [&](const plan::Program &program) { return static_cast<int>(program.stage()) == stage; });
+  for (plan::Program &program : *out.mutable_programs())
+    if (program.name().rfind(prefix, 0) == 0)
+      program.set_name(program.name().substr(prefix.size()));
+  for (plan::PipelineStage &each : *out.mutable_pipeline()->mutable_stages())
+    for (plan::PipelineStep &step : *each.mutable_steps())
+      if (step.program().rfind(prefix, 0) == 0)
+        step.set_program(step.program().substr(prefix.size()));
+  return projected;
+}
+
 bool isCollectiveKernel(const std::string &kernel) {
   return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather" ||
-         kernel == "shard";
+         kernel == "shard" || kernel == "send" || kernel == "recv";
 }
 
 } // namespace zcc

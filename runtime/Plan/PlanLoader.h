@@ -74,10 +74,17 @@ template <typename Shape> std::string shapeText(const Shape &shape) {
   return shapeText(shape.data(), static_cast<int>(shape.size()));
 }
 
+/// The plan as the ranks of pipeline stage `stage` run it: only that
+/// stage's programs (named without their "s<stage>." prefix, as are its
+/// schedule's steps), bindings and weights, and its arena; the other
+/// stages' buffers stay (ids are kept) as plain activations nothing uses.
+StatusOr<LoadedPlan> projectStage(const LoadedPlan &loaded, int stage);
+
 /// Whether `kernel` names a collective ("all_reduce", "reduce_scatter",
-/// "all_gather") or "shard" (this rank's block of rows of a value every
-/// rank holds), which the executor runs with the rank's communicator over
-/// the group of the mesh axes in its "axes" attribute.
+/// "all_gather"), "shard" (this rank's block of rows of a value every
+/// rank holds) or a pipeline's "send"/"recv" (to or from the rank of stage
+/// "peer"), which the executor runs with the rank's communicator over the
+/// group of the mesh axes in its "axes" attribute.
 bool isCollectiveKernel(const std::string &kernel);
 
 /// Whether `kernel` orders streams: "record_event" (marks a point of its

@@ -257,6 +257,8 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
            u64(buffer.offset()) + " bytes " + u64(buffer.bytes());
     if (!buffer.constant_data().empty())
       out += " data " + u64(buffer.constant_data().size());
+    if (plan.has_pipeline())
+      out += " stage " + u64(buffer.stage());
     out += "\n";
   }
 
@@ -286,21 +288,41 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
     out += "\n";
   }
 
+  auto stageText = [&](uint32_t stage) {
+    return plan.has_pipeline() ? " stage " + u64(stage) : std::string();
+  };
   out += "inputs: " + std::to_string(plan.inputs_size()) + "\n";
   for (const plan::Binding &binding : plan.inputs())
-    out +=
-        "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) +
+           stageText(binding.stage()) + "\n";
   out += "outputs: " + std::to_string(plan.outputs_size()) + "\n";
   for (const plan::Binding &binding : plan.outputs())
-    out +=
-        "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) + "\n";
+    out += "  " + quote(binding.name()) + " -> %" + u64(binding.buffer()) +
+           stageText(binding.stage()) + "\n";
+
+  if (plan.has_pipeline()) {
+    const plan::Pipeline &pipeline = plan.pipeline();
+    out += "pipeline: " + quote(pipeline.schedule()) + ", " +
+           std::to_string(pipeline.micro_batches()) + " micro-batches, bubble fraction " +
+           formatDouble(pipeline.bubble_fraction()) + "\n";
+    for (int s = 0; s < pipeline.stages_size(); ++s) {
+      const plan::PipelineStage &stage = pipeline.stages(s);
+      out += "  stage " + std::to_string(s) + ": arena " + u64(stage.arena_bytes()) +
+             " bytes, " + std::to_string(stage.activation_buffers()) +
+             " activation buffers, " + std::to_string(stage.steps_size()) + " steps:";
+      for (const plan::PipelineStep &step : stage.steps())
+        out += " " + step.program() + "@" + std::to_string(step.micro_batch());
+      out += "\n";
+    }
+  }
 
   if (plan.has_training())
     out += trainingText(plan.training());
 
   for (const plan::Program &program : plan.programs()) {
     out += "program " + quote(program.name()) + ": " +
-           std::to_string(program.instructions_size()) + " instructions\n";
+           std::to_string(program.instructions_size()) + " instructions" +
+           stageText(program.stage()) + "\n";
     for (const plan::Instruction &instruction : program.instructions()) {
       out += "  ";
       if (instruction.outputs_size())

@@ -16,9 +16,18 @@ module attributes {zcc.config = {world_size = 1 : i64, data_parallel_size = 1 : 
 
 // -----
 
-// Pipeline stages are not built yet.
-// expected-error @+1 {{pipeline parallelism (2 stages) is not supported yet: stage partitioning and schedules come later; disable the pipeline section, or compile with --world-size 2}}
+// Pipeline stages times data parallelism: a "pp" axis before "dp", so the
+// ranks of one stage are consecutive.
+// CHECK-LABEL: module attributes
+// CHECK: zdist.mesh @mesh ["pp" = 2, "dp" = 2]
 module attributes {zcc.config = {world_size = 4 : i64, data_parallel_size = 2 : i64, pipeline_parallel_size = 2 : i64}} {
+}
+
+// -----
+
+// The stages and data-parallel ranks must fill the world.
+// expected-error @+1 {{the mesh of 2 pipeline stages x 3 data-parallel ranks does not fill the world size 4; pipeline.num_stages must divide it}}
+module attributes {zcc.config = {world_size = 4 : i64, data_parallel_size = 3 : i64, pipeline_parallel_size = 2 : i64}} {
 }
 
 // -----

@@ -193,6 +193,84 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   }
 }
 
+/// The pipeline's schedule and each stage's memory (DESIGN.md, --report):
+/// the bubble fraction is the idle share of the step when the schedule runs
+/// on the stages' estimated costs (`flops`: forward and backward flops per
+/// stage, from the dist phase); the memory is each stage's arena.
+void printPipelineReport(const zcc::plan::Plan &plan,
+                         const std::vector<std::pair<int64_t, int64_t>> &flops, bool json) {
+  const zcc::plan::Pipeline &pipeline = plan.pipeline();
+  int64_t stages = pipeline.stages_size();
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  int64_t dataParallel = world / std::max<int64_t>(1, stages);
+  auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name) -> int64_t {
+    for (const zcc::plan::MemoryCategory &entry : stage.memory())
+      if (entry.category() == name)
+        return static_cast<int64_t>(entry.bytes());
+    return 0;
+  };
+  auto cost = [&](int64_t s, bool backward) -> int64_t {
+    if (s >= static_cast<int64_t>(flops.size()))
+      return 0;
+    return backward ? flops[s].second : flops[s].first;
+  };
+  auto instructions = [](const zcc::plan::PipelineStage &stage) {
+    std::string text;
+    for (const zcc::plan::PipelineStep &step : stage.steps())
+      text += (text.empty() ? "" : " ") + step.program();
+    return text;
+  };
+  if (json) {
+    zcc::config::Json list = zcc::config::Json::array();
+    for (int64_t s = 0; s < stages; ++s) {
+      const zcc::plan::PipelineStage &stage = pipeline.stages(s);
+      zcc::config::Json ranks = zcc::config::Json::array();
+      for (int64_t d = 0; d < dataParallel; ++d)
+        ranks.push_back(s * dataParallel + d);
+      zcc::config::Json bytes = {{"total", stage.arena_bytes()}};
+      for (const zcc::plan::MemoryCategory &entry : stage.memory())
+        bytes[entry.category()] = entry.bytes();
+      list.push_back({{"stage", s},
+                      {"ranks", ranks},
+                      {"activation_buffers", stage.activation_buffers()},
+                      {"forward_flops", cost(s, false)},
+                      {"backward_flops", cost(s, true)},
+                      {"peak_device_bytes", bytes},
+                      {"steps", stage.steps_size()},
+                      {"programs", instructions(stage)}});
+    }
+    outs() << zcc::config::Json{{"pipeline",
+                                 {{"schedule", pipeline.schedule()},
+                                  {"num_stages", stages},
+                                  {"micro_batches", pipeline.micro_batches()},
+                                  {"bubble_fraction", pipeline.bubble_fraction()},
+                                  {"stages", list}}}}
+                  .dump(2)
+           << "\n";
+    return;
+  }
+  outs() << "pipeline: " << stages << " stages x " << dataParallel << " data-parallel, "
+         << pipeline.schedule() << " schedule, " << pipeline.micro_batches()
+         << " micro-batches\n";
+  outs() << llvm::format("  bubble fraction %.4f (predicted idle share of the step)\n",
+                         pipeline.bubble_fraction());
+  outs() << "memory per stage, per rank (bytes; the stage's arena)\n";
+  outs() << "  stage           arena     parameters      gradients    optim state    activations"
+            "  pipeline bufs  buffers    fwd+bwd flops\n";
+  for (int64_t s = 0; s < stages; ++s) {
+    const zcc::plan::PipelineStage &stage = pipeline.stages(s);
+    outs() << llvm::format(
+        "  %-6lld %14lld %14lld %14lld %14lld %14lld %14lld %8lld %16lld\n", (long long)s,
+        (long long)stage.arena_bytes(),
+        (long long)(category(stage, "parameters") + category(stage, "parameter_copies")),
+        (long long)category(stage, "gradients"), (long long)category(stage, "optimizer_state"),
+        (long long)category(stage, "activations"), (long long)category(stage, "pipeline_buffers"),
+        (long long)stage.activation_buffers(), (long long)(cost(s, false) + cost(s, true)));
+  }
+}
+
 /// Stages of the compiler that this version does not have yet fail loudly.
 void rejectUnbuiltFlags() {
   if (report.getNumOccurrences() && report != "" && report != "text" && report != "json")
@@ -440,6 +518,16 @@ int main(int argc, char **argv) {
     module->print(outs());
     return 0;
   }
+  // Each stage's estimated flops, for the report (the plan keeps the
+  // schedule but not the cost model's figures).
+  std::vector<std::pair<int64_t, int64_t>> stageFlops;
+  for (auto pipeline : module->getOps<zcc::zdist::PipelineOp>())
+    if (auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops"))
+      for (mlir::Attribute entry : flops) {
+        auto pair = cast<mlir::ArrayAttr>(entry);
+        stageFlops.push_back({cast<mlir::IntegerAttr>(pair[0]).getInt(),
+                              cast<mlir::IntegerAttr>(pair[1]).getInt()});
+      }
   mlir::PassManager planPipeline(&context);
   zcc::buildLowerToPlanPipeline(planPipeline);
   if (failed(planPipeline.run(*module)))
@@ -457,7 +545,9 @@ int main(int argc, char **argv) {
   if (!valid.isOk())
     fail("internal error: the plan fails the runtime's validation: " + valid.message());
   std::string bytes = zcc::encodePlanFile(*plan, kProducer);
-  if (report.getNumOccurrences())
+  if (report.getNumOccurrences() && plan->has_pipeline())
+    printPipelineReport(*plan, stageFlops, report == "json");
+  else if (report.getNumOccurrences())
     printReport(*plan, report == "json");
   checkDeviceMemoryLimit(*plan);
   if (emit == EmitKind::PlanText) {

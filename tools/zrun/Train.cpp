@@ -172,7 +172,9 @@ struct Feeder {
     const plan::Training &training = executor.plan().plan.training();
     ZCC_RETURN_IF_ERROR(source->fill(first, rows, pointers), "while reading the data");
     for (int i = 0; i < training.data_inputs_size(); ++i)
-      ZCC_RETURN_IF_ERROR(executor.setInput(training.data_inputs(i).name(),
+      // A pipeline stage reads only the data inputs its programs use.
+      if (executor.hasInput(training.data_inputs(i).name()))
+        ZCC_RETURN_IF_ERROR(executor.setInput(training.data_inputs(i).name(),
                                             inputs[i].data.data(), inputs[i].data.size(),
                                             inputs[i].dtype, inputs[i].shape),
                           "while writing the data");
@@ -343,9 +345,223 @@ Status parseGradAccum(const std::string &text,
   return Status::ok();
 }
 
+namespace {
+
+/// The training loop of one rank of a pipeline plan: each step runs the
+/// stage's schedule (its forward and backward passes, sends and receives,
+/// in the compiled order), then the stage's gradient norm, summed over the
+/// stages, and its optimizer step. The loss is the last stage's.
+Status trainPipeline(Executor &executor, const TrainOptions &options) {
+  const plan::Plan &plan = executor.plan().plan;
+  const plan::Training &training = plan.training();
+  const plan::Pipeline &pipeline = plan.pipeline();
+  if (options.stage < 0 || options.stage >= pipeline.stages_size())
+    return makeStatus(StatusCode::kInvalidArgument, "the pipeline has no stage %d",
+                      options.stage);
+  if (!options.gradAccum.empty())
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "--grad-accum: a pipeline's micro-batch count is its compiled schedule's "
+                      "(pipeline.micro_batches = %lld); recompile to change it",
+                      static_cast<long long>(pipeline.micro_batches()));
+  if (!options.resumeDir.empty() || !options.saveDir.empty())
+    return Status(StatusCode::kUnimplemented,
+                  "checkpoints of pipeline plans are not supported yet; drop --save and "
+                  "--resume");
+  for (const char *program : {"grad_norm", "optimizer_step", "zero_grads"})
+    if (!executor.hasProgram(program))
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("the pipeline stage has no program '") + program +
+                        "'; recompile the plan with this zcc");
+  StatusOr<LrSchedule> schedule =
+      LrSchedule::create(training.scheduler(), training.lr(), training.beta1());
+  if (!schedule.isOk())
+    return schedule.takeStatus();
+  StatusOr<LossScaler> scaler = LossScaler::create(training.loss_scaler());
+  if (!scaler.isOk())
+    return scaler.takeStatus();
+  StatusOr<Feeder> feeder = Feeder::create(executor, options);
+  if (!feeder.isOk())
+    return feeder.takeStatus();
+  const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
+
+  const bool leader = options.rank == 0;
+  std::FILE *log = nullptr;
+  if (leader && !options.logJson.empty()) {
+    log = std::fopen(options.logJson.c_str(), "w");
+    if (!log)
+      return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                        options.logJson.c_str(), std::strerror(errno));
+  }
+  struct Closer {
+    std::FILE *file;
+    ~Closer() {
+      if (file)
+        std::fclose(file);
+    }
+  } closer{log};
+
+  const int64_t dataParallel = std::max<int64_t>(1, training.data_parallel_size());
+  const int dataRank = static_cast<int>(options.rank % dataParallel);
+  const std::string lossName = bindingName(plan, training.loss());
+  const bool hasLoss = !lossName.empty();
+  bool hasData = false;
+  for (const plan::Binding &input : training.data_inputs())
+    hasData |= executor.hasInput(input.name());
+  const bool hasSeed = executor.hasInput("zcc.loss_scale");
+  const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
+  BatchLayout layout;
+  layout.dataParallelSize = dataParallel;
+  layout.microBatchSize = rows;
+  int64_t printEvery = options.printEvery > 0 ? options.printEvery : training.steps_per_print();
+  bool progress = leader && ::isatty(STDERR_FILENO) != 0;
+  if (!leader)
+    printEvery = 0;
+  const int64_t accumulation = pipeline.micro_batches();
+  const auto &steps = pipeline.stages(options.stage).steps();
+
+  if (executor.hasProgram("init"))
+    ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
+  // Parameters read on other stages than their owner's (tied weights)
+  // start from the owner's.
+  const bool sync = executor.hasProgram("sync");
+  if (sync)
+    ZCC_RETURN_IF_ERROR(executor.run("sync"), "while sending tied parameters");
+  int64_t stepStart = 0, applied = 0;
+  std::vector<uint8_t> scalarBuffer;
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    auto stepBegin = std::chrono::steady_clock::now();
+    double lossScale = scaler->scale();
+    if (hasSeed) {
+      ZCC_RETURN_IF_ERROR(scalarBytes(lossScale, lossScaleDType, scalarBuffer), "step %lld",
+                          static_cast<long long>(step));
+      ZCC_RETURN_IF_ERROR(executor.setInput("zcc.loss_scale", scalarBuffer.data(),
+                                            scalarBuffer.size(), lossScaleDType, {}),
+                          "step %lld", static_cast<long long>(step));
+    }
+    double lossSum = 0;
+    for (const plan::PipelineStep &instruction : steps) {
+      bool forward = instruction.kind() == plan::PipelineStep::FORWARD;
+      if (forward && hasData) {
+        int64_t first = layout.sampleIndex(stepStart, instruction.micro_batch(), dataRank, 0);
+        ZCC_RETURN_IF_ERROR(feeder->feed(executor, first), "step %lld",
+                            static_cast<long long>(step));
+      }
+      ZCC_RETURN_IF_ERROR(executor.run(instruction.program()), "step %lld, micro-batch %lld",
+                          static_cast<long long>(step),
+                          static_cast<long long>(instruction.micro_batch()));
+      if (forward && hasLoss) {
+        StatusOr<HostTensor> loss = executor.output(lossName);
+        if (!loss.isOk())
+          return loss.takeStatus();
+        lossSum += scalarValue(*loss);
+      }
+    }
+    stepStart += layout.samplesPerStep(accumulation);
+
+    // The global norm: each stage's sum of squares, summed over the stages.
+    ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
+    StatusOr<HostTensor> normSq = executor.output("zcc.grad_norm_sq");
+    if (!normSq.isOk())
+      return normSq.takeStatus();
+    double sumSquares = scalarValue(*normSq);
+    if (options.pipelineCommunicator)
+      ZCC_RETURN_IF_ERROR(options.pipelineCommunicator->allReduce(&sumSquares, &sumSquares, 1,
+                                                                  plan::F64, ReduceOp::kSum),
+                          "step %lld: summing the gradient norm over the stages",
+                          static_cast<long long>(step));
+    double unscale = 1.0 / (static_cast<double>(accumulation) * lossScale);
+    double gradNorm = std::sqrt(sumSquares) * unscale;
+    bool overflow = scaler->enabled() && !std::isfinite(gradNorm);
+    double lr = schedule->lrForStep(applied + 1);
+    if (overflow) {
+      ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
+    } else {
+      int64_t k = applied + 1;
+      double factor = unscale;
+      if (training.gradient_clipping() > 0) {
+        double coefficient = training.gradient_clipping() / (gradNorm + 1e-6);
+        if (coefficient < 1)
+          factor *= coefficient;
+      }
+      bool sgd = training.optimizer() == "sgd";
+      double scalars[8] = {lr,
+                           sgd ? training.beta1() : schedule->beta1ForStep(k),
+                           schedule->beta2ForStep(k, training.beta2()),
+                           training.eps(),
+                           training.weight_decay(),
+                           static_cast<double>(k),
+                           factor,
+                           training.momentum()};
+      ZCC_RETURN_IF_ERROR(
+          executor.setInput("zcc.optimizer_scalars", scalars, sizeof scalars, plan::F64, {8}),
+          "step %lld", static_cast<long long>(step));
+      ZCC_RETURN_IF_ERROR(executor.run("optimizer_step"), "step %lld",
+                          static_cast<long long>(step));
+      if (sync)
+        ZCC_RETURN_IF_ERROR(executor.run("sync"), "step %lld: sending tied parameters",
+                            static_cast<long long>(step));
+      ++applied;
+    }
+    Status updated = scaler->update(overflow);
+    if (!updated.isOk())
+      return updated.addContext(formatString("at step %lld", static_cast<long long>(step)));
+
+    // The step's loss: the last stage's mean over its micro-batches,
+    // averaged over the data-parallel ranks (the other stages add 0).
+    double loss = hasLoss ? lossSum / static_cast<double>(accumulation) : 0.0;
+    if (options.communicator) {
+      ZCC_RETURN_IF_ERROR(
+          options.communicator->allReduce(&loss, &loss, 1, plan::F64, ReduceOp::kSum),
+          "step %lld: gathering the loss", static_cast<long long>(step));
+      loss /= static_cast<double>(dataParallel);
+    }
+    auto now = std::chrono::steady_clock::now();
+    double seconds = std::chrono::duration<double>(now - stepBegin).count();
+    double tokens = static_cast<double>(accumulation * rows * tokensPerRow * dataParallel);
+    double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    if (log) {
+      auto number = [](double value) {
+        return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
+      };
+      std::fprintf(log,
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.17g, \"loss_scale\": %.17g, "
+                   "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
+                   "\"tokens_per_s\": %.6g}\n",
+                   static_cast<long long>(step), number(loss).c_str(), lr, lossScale,
+                   number(gradNorm).c_str(), overflow ? "true" : "false",
+                   static_cast<long long>(accumulation), tokensPerSecond);
+    }
+    if (progress)
+      drawProgress(step, options.steps, loss);
+    if (printEvery > 0 && (step % printEvery == 0 || step == options.steps)) {
+      if (progress)
+        std::fputc('\n', stderr);
+      std::printf("step %lld/%lld | loss %.6f | lr %.4e | loss scale %g | grad norm %.4f%s | "
+                  "%.0f tokens/s\n",
+                  static_cast<long long>(step), static_cast<long long>(options.steps), loss, lr,
+                  lossScale, gradNorm, overflow ? " | skipped (overflow)" : "", tokensPerSecond);
+      std::fflush(stdout);
+    }
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (leader)
+    std::printf("trained %lld steps (%lld applied in all) in %.2f s on %d pipeline stages\n",
+                static_cast<long long>(options.steps), static_cast<long long>(applied), total,
+                pipeline.stages_size());
+  if (log && std::fflush(log) != 0)
+    return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                      options.logJson.c_str(), std::strerror(errno));
+  return Status::ok();
+}
+
+} // namespace
+
 Status train(Executor &executor, const TrainOptions &options) {
   const plan::Plan &plan = executor.plan().plan;
   const plan::Training &training = plan.training();
+  if (plan.has_pipeline())
+    return trainPipeline(executor, options);
   for (const char *program : {"micro_step", "grad_norm", "optimizer_step", "zero_grads"})
     if (!executor.hasProgram(program))
       return Status(StatusCode::kInvalidArgument,

@@ -45,6 +45,12 @@ struct TrainOptions {
   /// ranks.
   int rank = 0;
   Communicator *communicator = nullptr;
+  /// A pipeline plan's stage on this rank, and the communicator over the
+  /// ranks of this rank's data-parallel index (one per stage) through
+  /// which the stages' gradient norms are summed; `communicator` is then
+  /// the whole job's.
+  int stage = 0;
+  Communicator *pipelineCommunicator = nullptr;
   /// Checkpoints (tools/zrun/Checkpoint.h): saved into `saveDir` when the
   /// run ends and every `saveEvery` steps; the run starts from the newest
   /// whole one in `resumeDir` and continues up to `steps`.

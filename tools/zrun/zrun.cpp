@@ -465,6 +465,169 @@ int hostThreadsPerRank(const plan::Plan &plan, int world) {
   return std::max(1, static_cast<int>(cores * share) / std::max(1, localRanks));
 }
 
+/// An inference pipeline: ranks as threads, rank r running stage r / dp
+/// with data-parallel index r % dp. One batch of dp x micro_batches
+/// micro-batches goes through the pipeline: rank d of stage 0 reads rows
+/// [(k * dp + d) * mb, ... + mb) of each input for micro-batch k, and the
+/// stage that computes an output writes the same rows of it.
+Status runPipelineInference(const Options &options, LoadedPlan loaded) {
+  const plan::Plan &plan = loaded.plan;
+  const std::string path = loaded.path;
+  if (options.backend != "cpu")
+    return Status(StatusCode::kUnimplemented,
+                  path + ": pipeline plans run on the cpu backend only yet; run with "
+                         "--backend cpu");
+  const int world = static_cast<int>(loaded.worldSize());
+  const int stages = plan.pipeline().stages_size();
+  const int dataParallel = world / stages;
+  const int64_t microBatches = plan.pipeline().micro_batches();
+  // The whole batch of each input and output, by name.
+  std::map<std::string, std::string> files(options.inputs.begin(), options.inputs.end());
+  std::map<std::string, HostTensor> inputs, outputs;
+  auto rowsOf = [&](const plan::Buffer &buffer) -> int64_t {
+    return buffer.shape_size() ? buffer.shape(0) : 1;
+  };
+  for (const plan::Binding &binding : plan.inputs()) {
+    if (inputs.count(binding.name()))
+      continue;
+    auto file = files.find(binding.name());
+    if (file == files.end())
+      return Status(StatusCode::kInvalidArgument,
+                    "the plan's input '" + binding.name() + "' has no array; pass --input " +
+                        binding.name() + "=FILE.npy");
+    StatusOr<HostTensor> array = readNpy(file->second);
+    if (!array.isOk())
+      return array.takeStatus().addContext("cannot read input '" + binding.name() + "'");
+    const plan::Buffer &buffer = plan.buffers(binding.buffer());
+    int64_t rows = rowsOf(buffer) * microBatches * dataParallel;
+    std::vector<int64_t> expected(buffer.shape().begin(), buffer.shape().end());
+    if (!expected.empty())
+      expected[0] = rows;
+    if (array->dtype != buffer.dtype() || array->shape != expected)
+      return Status(StatusCode::kInvalidArgument,
+                    "input '" + binding.name() + "' is " + dtypeText(array->dtype) + " " +
+                        shapeText(array->shape) + ", but a batch of this pipeline is " +
+                        dtypeText(buffer.dtype()) + " " + shapeText(expected) + " (" +
+                        std::to_string(dataParallel) + " data-parallel x " +
+                        std::to_string(microBatches) + " micro-batches (pipeline.micro_batches) x " +
+                        std::to_string(rowsOf(buffer)) + " rows)");
+    inputs[binding.name()] = std::move(*array);
+  }
+  for (const auto &[name, file] : files)
+    if (!inputs.count(name))
+      return Status(StatusCode::kInvalidArgument,
+                    "--input " + name + "=" + file + ": the plan has no input '" + name + "'");
+  for (const plan::Binding &binding : plan.outputs()) {
+    const plan::Buffer &buffer = plan.buffers(binding.buffer());
+    HostTensor &output = outputs[binding.name()];
+    output.dtype = buffer.dtype();
+    output.shape.assign(buffer.shape().begin(), buffer.shape().end());
+    if (!output.shape.empty())
+      output.shape[0] *= microBatches * dataParallel;
+    output.data.assign(static_cast<size_t>(buffer.bytes() * microBatches * dataParallel), 0);
+  }
+  Status status = makeDirectories(options.outputDir);
+  if (!status.isOk())
+    return status;
+  ExecutorOptions executorOptions;
+  executorOptions.backend = options.backend;
+  status = weightOptions(options, executorOptions.weights);
+  if (!status.isOk())
+    return status;
+
+  StatusOr<std::unique_ptr<LocalCommunicatorGroup>> group = LocalCommunicatorGroup::create(
+      world, {std::chrono::seconds(options.commTimeoutSeconds)});
+  if (!group.isOk())
+    return group.takeStatus();
+  std::vector<LocalCommunicatorGroup *> pipeGroups;
+  for (int d = 0; d < dataParallel; ++d) {
+    std::vector<int> ranks;
+    for (int s = 0; s < stages; ++s)
+      ranks.push_back(s * dataParallel + d);
+    StatusOr<LocalCommunicatorGroup *> subgroup = (*group)->createSubgroup(ranks);
+    if (!subgroup.isOk())
+      return subgroup.takeStatus();
+    pipeGroups.push_back(*subgroup);
+  }
+  std::vector<Status> results(world, Status::ok());
+  double seconds = 0;
+  auto runRank = [&](int rank) -> Status {
+    const int stage = rank / dataParallel, dataRank = rank % dataParallel;
+    Communicator *world = (*group)->communicator(rank);
+    StatusOr<LoadedPlan> stagePlan = projectStage(loaded, stage);
+    if (!stagePlan.isOk())
+      return stagePlan.takeStatus();
+    ExecutorOptions rankOptions = executorOptions;
+    rankOptions.pipelineCommunicator = pipeGroups[dataRank]->communicator(stage);
+    StatusOr<std::unique_ptr<Executor>> executor =
+        Executor::instantiate(std::move(*stagePlan), rankOptions);
+    if (!executor.isOk())
+      return executor.takeStatus();
+    const plan::Plan &mine = (*executor)->plan().plan;
+    ZCC_RETURN_IF_ERROR(world->barrier(), "before the batch");
+    auto start = std::chrono::steady_clock::now();
+    for (const plan::PipelineStep &step : mine.pipeline().stages(stage).steps()) {
+      bool forward = step.kind() == plan::PipelineStep::FORWARD;
+      int64_t block = step.micro_batch() * dataParallel + dataRank;
+      if (forward)
+        for (const plan::Binding &binding : mine.inputs()) {
+          const plan::Buffer &buffer = mine.buffers(binding.buffer());
+          const HostTensor &whole = inputs[binding.name()];
+          ZCC_RETURN_IF_ERROR((*executor)->setInput(binding.name(),
+                                                    whole.data.data() + block * buffer.bytes(),
+                                                    buffer.bytes(), buffer.dtype(),
+                                                    {buffer.shape().begin(), buffer.shape().end()}),
+                              "micro-batch %lld", static_cast<long long>(step.micro_batch()));
+        }
+      ZCC_RETURN_IF_ERROR((*executor)->run(step.program()), "micro-batch %lld",
+                          static_cast<long long>(step.micro_batch()));
+      if (forward)
+        for (const plan::Binding &binding : mine.outputs()) {
+          StatusOr<HostTensor> part = (*executor)->output(binding.name());
+          if (!part.isOk())
+            return part.takeStatus();
+          HostTensor &whole = outputs[binding.name()];
+          std::copy(part->data.begin(), part->data.end(),
+                    whole.data.begin() + block * static_cast<int64_t>(part->data.size()));
+        }
+    }
+    ZCC_RETURN_IF_ERROR(world->barrier(), "after the batch");
+    if (rank == 0)
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return Status::ok();
+  };
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank)
+    threads.emplace_back([&, rank] {
+      results[rank] = runRank(rank);
+      if (!results[rank].isOk())
+        (*group)->communicator(rank)->abort(results[rank].message());
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+  for (int pass = 0; pass < 2; ++pass)
+    for (int rank = 0; rank < world; ++rank) {
+      Status &result = results[rank];
+      if (result.isOk() ||
+          (pass == 0 && result.message().find("aborted by rank") != std::string::npos))
+        continue;
+      Status failed = std::move(result);
+      return failed.addContext(formatString("rank %d", rank)).addContext(path);
+    }
+  for (const auto &[name, tensor] : outputs)
+    ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
+                        "cannot write output '%s'", name.c_str());
+  int64_t samples = 0;
+  if (!inputs.empty() && !inputs.begin()->second.shape.empty())
+    samples = inputs.begin()->second.shape[0];
+  std::printf("pipeline: %d stages x %d data-parallel, %lld micro-batches: batch of %lld "
+              "samples in %.3f ms (latency), %.1f samples/s\n",
+              stages, dataParallel, static_cast<long long>(microBatches),
+              static_cast<long long>(samples), seconds * 1e3,
+              seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
+  return Status::ok();
+}
+
 Status runTraining(const Options &options, LoadedPlan loaded) {
   const std::string path = loaded.path;
   if (!options.haveSteps && !options.checkGradients)
@@ -530,12 +693,48 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     executorOptions.deviceOrdinal = role->localRank;
   }
   executorOptions.hostThreads = hostThreadsPerRank(loaded.plan, world);
+  // A pipeline plan: rank r runs stage r / dp with data-parallel index
+  // r % dp; collectives run in the stage's data-parallel group, sends and
+  // receives in the group of the rank's data-parallel index.
+  const bool pipelined = loaded.plan.has_pipeline();
+  const int stages = pipelined ? loaded.plan.pipeline().stages_size() : 1;
+  const int dataParallel = world / stages;
+  if (pipelined && options.backend != "cpu")
+    return Status(StatusCode::kUnimplemented,
+                  path + ": pipeline plans run on the cpu backend only yet (the cuda "
+                         "backend's per-stage communicators are not built); run with "
+                         "--backend cpu");
+  if (pipelined && options.checkGradients)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": --check-gradients checks a one-rank plan; recompile without the "
+                         "pipeline");
   std::unique_ptr<LocalCommunicatorGroup> group;
+  std::vector<LocalCommunicatorGroup *> stageGroups, pipeGroups;
   if (world > 1 && options.backend == "cpu") {
     StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
     if (!created.isOk())
       return created.takeStatus();
     group = std::move(*created);
+    if (pipelined) {
+      for (int s = 0; s < stages; ++s) {
+        std::vector<int> ranks;
+        for (int d = 0; d < dataParallel; ++d)
+          ranks.push_back(s * dataParallel + d);
+        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
+        if (!subgroup.isOk())
+          return subgroup.takeStatus();
+        stageGroups.push_back(*subgroup);
+      }
+      for (int d = 0; d < dataParallel; ++d) {
+        std::vector<int> ranks;
+        for (int s = 0; s < stages; ++s)
+          ranks.push_back(s * dataParallel + d);
+        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
+        if (!subgroup.isOk())
+          return subgroup.takeStatus();
+        pipeGroups.push_back(*subgroup);
+      }
+    }
   }
   std::vector<Status> results(world, Status::ok());
   std::vector<uint64_t> allocated(world, 0);
@@ -543,19 +742,37 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   auto communicatorOf = [&](int rank) -> Communicator * {
     if (nccl)
       return nccl.get();
+    if (pipelined && group)
+      return stageGroups[rank / dataParallel]->communicator(rank % dataParallel);
     return group ? group->communicator(rank) : nullptr;
   };
   auto runRank = [&](int rank, LoadedPlan plan) {
     ExecutorOptions rankOptions = executorOptions;
     rankOptions.communicator = communicatorOf(rank);
-    rankOptions.weights.shardIndex = rank;
+    rankOptions.weights.shardIndex = pipelined ? rank % dataParallel : rank;
+    Status status = Status::ok();
+    if (pipelined) {
+      rankOptions.pipelineCommunicator =
+          pipeGroups[rank % dataParallel]->communicator(rank / dataParallel);
+      StatusOr<LoadedPlan> stagePlan = projectStage(plan, rank / dataParallel);
+      if (stagePlan.isOk())
+        plan = std::move(*stagePlan);
+      else
+        status = stagePlan.takeStatus();
+    }
     StatusOr<std::unique_ptr<Executor>> executor =
-        Executor::instantiate(std::move(plan), rankOptions);
-    Status status = executor.isOk() ? Status::ok() : executor.takeStatus();
+        status.isOk() ? Executor::instantiate(std::move(plan), rankOptions)
+                      : StatusOr<std::unique_ptr<Executor>>(status);
+    status = executor.isOk() ? Status::ok() : executor.takeStatus();
     if (status.isOk()) {
       TrainOptions rankTrain = train;
       rankTrain.rank = rank;
       rankTrain.communicator = rankOptions.communicator;
+      if (pipelined) {
+        rankTrain.communicator = group->communicator(rank);
+        rankTrain.pipelineCommunicator = rankOptions.pipelineCommunicator;
+        rankTrain.stage = rank / dataParallel;
+      }
       status = options.checkGradients ? checkGradients(**executor, rankTrain, options.gradCheck)
                                       : zcc::train(**executor, rankTrain);
       allocated[rank] = (*executor)->backend().allocatedBytes();
@@ -622,6 +839,13 @@ Status runZrun(const Options &options) {
                                static_cast<long long>(options.nproc),
                                static_cast<long long>(worldSize),
                                static_cast<long long>(options.nproc)));
+  if (plan.has_pipeline() && plan.mode() != "train") {
+    if (options.haveTrainOptions)
+      return Status(StatusCode::kInvalidArgument,
+                    path + ": --steps, --data and the other training options need a training "
+                           "plan, and this is an inference plan");
+    return runPipelineInference(options, std::move(*loaded));
+  }
   if (worldSize != 1 && plan.mode() != "train")
     return Status(StatusCode::kUnimplemented,
                   formatString("%s: plan was compiled for world size %lld; "

@@ -8,6 +8,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <functional>
 
@@ -30,7 +31,8 @@ enum class Kind {
   Gradient,
   OptimizerState,
   Scalars,
-  ParameterCopy
+  ParameterCopy,
+  Stash
 };
 
 StringRef kindName(Kind kind) {
@@ -53,6 +55,8 @@ StringRef kindName(Kind kind) {
     return "scalars";
   case Kind::ParameterCopy:
     return "parameter_copy";
+  case Kind::Stash:
+    return "stash";
   }
   return "";
 }
@@ -78,6 +82,8 @@ StringRef categoryName(Kind kind) {
     return "scalars";
   case Kind::ParameterCopy:
     return "parameter_copies";
+  case Kind::Stash:
+    return "pipeline_buffers";
   }
   return "";
 }
@@ -89,6 +95,8 @@ struct BufferInfo {
   Operation *definingOp = nullptr;
   int64_t firstUse = 0;
   int64_t lastUse = 0;
+  /// The pipeline stage whose ranks hold it (0 without a pipeline).
+  int64_t stage = 0;
   /// In the host arena (CPU offload) rather than the device arena.
   bool host = false;
 };
@@ -174,6 +182,13 @@ DictionaryAttr collectiveParams(OpBuilder &builder, ArrayAttr axes, StringRef re
   return builder.getDictionaryAttr(params);
 }
 
+/// The attributes of a send or receive: the peer's stage, over the
+/// pipeline axis of the mesh.
+DictionaryAttr peerParams(OpBuilder &builder, int64_t peer) {
+  return builder.getDictionaryAttr({builder.getNamedAttr("axes", builder.getStringAttr("pp")),
+                                    builder.getNamedAttr("peer", builder.getI64IntegerAttr(peer))});
+}
+
 /// The kernel that runs a zgraph op: the op's name, but `assign` is a cast.
 std::string kernelName(Operation *op) {
   if (isa<zgraph::AssignOp>(op))
@@ -233,6 +248,8 @@ struct PlanInstruction {
 struct PlanProgram {
   std::string name;
   std::vector<PlanInstruction> instructions;
+  /// The pipeline stage whose ranks run it (0 without a pipeline).
+  int64_t stage = 0;
   /// Events the program declares: e0 ... e(events - 1).
   int events = 0;
 };
@@ -356,7 +373,22 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     // every function of the training step, each a program of its name.
     SmallVector<std::pair<func::FuncOp, std::string>> functions;
     bool training = false;
-    if (auto main = module.lookupSymbol<func::FuncOp>("main")) {
+    // A pipeline: each stage's functions, each a program of its name whose
+    // buffers only that stage's ranks hold.
+    zdist::PipelineOp pipeline;
+    if (auto pipelines = module.getOps<zdist::PipelineOp>(); !pipelines.empty())
+      pipeline = *pipelines.begin();
+    if (pipeline) {
+      for (auto func : module.getOps<func::FuncOp>()) {
+        if (!func->hasAttr("zdist.stage")) {
+          func.emitError("a pipeline's functions each belong to a stage (run "
+                         "zcc-dist-pipeline-split first)");
+          return signalPassFailure();
+        }
+        functions.push_back({func, func.getSymName().str()});
+      }
+      training = bool(module.lookupSymbol<func::FuncOp>("s0.optimizer_step"));
+    } else if (auto main = module.lookupSymbol<func::FuncOp>("main")) {
       functions.push_back({main, "infer"});
     } else {
       for (auto func : module.getOps<func::FuncOp>())
@@ -376,6 +408,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
 
     std::vector<BufferInfo> buffers;
     llvm::DenseMap<Value, unsigned> bufferOf;
+    int64_t stage = 0;
+    // Buffers are shared by name within a stage.
+    auto keyOf = [&](const std::string &key) {
+      return pipeline ? "s" + std::to_string(stage) + "/" + key : key;
+    };
     // Buffers that outlive one program, by name: parameters, training
     // states, inputs (and runtime scalars), outputs.
     llvm::StringMap<unsigned> shared;
@@ -383,11 +420,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                          int64_t index) {
       bufferOf[value] = buffers.size();
       buffers.push_back({kind, cast<RankedTensorType>(value.getType()), std::move(name), op,
-                         index, index, onHost(op)});
+                         index, index, stage, onHost(op)});
       return buffers.size() - 1;
     };
-    auto addShared = [&](Value value, Kind kind, const std::string &key, std::string name,
+    auto addShared = [&](Value value, Kind kind, const std::string &localKey, std::string name,
                          Operation *op) -> FailureOr<unsigned> {
+      std::string key = keyOf(localKey);
       auto it = shared.find(key);
       if (it == shared.end()) {
         unsigned id = addBuffer(value, kind, std::move(name), op, 0);
@@ -401,7 +439,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         return failure();
       }
       if (buffers[it->second].host != onHost(op)) {
-        op->emitError() << "'" << key << "' is in host memory in one function and in device "
+        (op ? op->emitError() : module.emitError()) << "'" << key << "' is in host memory in one function and in device "
                         << "memory in another";
         return failure();
       }
@@ -413,22 +451,41 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     using Program = PlanProgram;
     std::vector<Program> programs;
     SmallVector<std::pair<std::string, unsigned>> inputs, outputs;
+    // The kind of a buffer shared under `key` ("input:NAME", "param:NAME",
+    // "state:NAME.KIND").
+    auto kindOfKey = [](StringRef key) {
+      if (key.starts_with("input:zcc.pp."))
+        return Kind::Stash;
+      if (key.starts_with("input:zcc."))
+        return Kind::Scalars;
+      if (key.starts_with("param:"))
+        return Kind::Parameter;
+      if (key.starts_with("state:"))
+        return key.ends_with(".grad")   ? Kind::Gradient
+               : key.ends_with(".copy") ? Kind::ParameterCopy
+                                        : Kind::OptimizerState;
+      return Kind::Input;
+    };
     int64_t clock = 0; // one timeline over all programs, which run in turn
 
     for (auto &[func, programName] : functions) {
       Block &body = func.getBody().front();
       Program &program = programs.emplace_back();
       program.name = programName;
+      if (auto stageAttr = func->getAttrOfType<IntegerAttr>("zdist.stage"))
+        stage = stageAttr.getInt();
+      program.stage = stage;
       for (BlockArgument argument : body.getArguments()) {
         auto nameAttr = func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
         std::string name =
             nameAttr ? nameAttr.str() : "arg" + std::to_string(argument.getArgNumber());
-        Kind kind = StringRef(name).starts_with("zcc.") ? Kind::Scalars : Kind::Input;
-        bool fresh = !shared.count("input:" + name);
+        Kind kind = kindOfKey("input:" + name);
+        bool fresh = !shared.count(keyOf("input:" + name));
         FailureOr<unsigned> id = addShared(argument, kind, "input:" + name, name, nullptr);
         if (failed(id))
           return signalPassFailure();
-        if (fresh)
+        // A stage's own buffers between its programs are no inputs.
+        if (fresh && kind != Kind::Stash)
           inputs.push_back({name, *id});
       }
       for (Operation &op : body) {
@@ -453,11 +510,13 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         }
         if (isa<func::ReturnOp>(op))
           continue;
-        // The kernel's attributes: the op's, less where the op runs (the
-        // buffers say that).
-        NamedAttrList attrs(op.getAttrDictionary());
-        attrs.erase("zdist.memory");
-        DictionaryAttr params = attrs.getDictionary(builder.getContext());
+        // The kernel's attributes: the op's, less the compiler's marks
+        // (pipeline stages, where the op runs: the buffers say that).
+        SmallVector<NamedAttribute> kernelAttrs;
+        for (NamedAttribute attr : op.getAttrs())
+          if (!attr.getName().getValue().starts_with("zdist."))
+            kernelAttrs.push_back(attr);
+        DictionaryAttr params = builder.getDictionaryAttr(kernelAttrs);
         if (auto allReduce = dyn_cast<zdist::AllReduceOp>(op)) {
           // A collective over the group of the named mesh axes.
           params = collectiveParams(builder, allReduce.getMeshAxes(),
@@ -488,6 +547,44 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           params = collectiveParams(builder, split.front(), "");
         } else if (isa<zdist::OffloadOp, zdist::FetchOp>(op)) {
           params = builder.getDictionaryAttr({});
+        } else if (auto store = dyn_cast<zdist::StoreOp>(op)) {
+          // A copy into the named buffer another program of the stage reads.
+          int64_t index = clock++;
+          unsigned from = bufferOf.lookup(store.getInput());
+          buffers[from].lastUse = std::max(buffers[from].lastUse, index);
+          std::string key = store.getInto().str();
+          FailureOr<unsigned> to =
+              addShared(store.getInput(), kindOfKey(key), key,
+                        key.substr(key.find(':') + 1), nullptr);
+          if (failed(to))
+            return signalPassFailure();
+          program.instructions.push_back(
+              {&op, "copy", {from}, {*to}, builder.getDictionaryAttr({}), index});
+          continue;
+        } else if (auto send = dyn_cast<zdist::SendOp>(op)) {
+          int64_t index = clock++;
+          unsigned from = bufferOf.lookup(send.getInput());
+          buffers[from].lastUse = std::max(buffers[from].lastUse, index);
+          program.instructions.push_back(
+              {&op, "send", {from}, {}, peerParams(builder, send.getPeer()), index});
+          continue;
+        } else if (auto recv = dyn_cast<zdist::RecvOp>(op)) {
+          int64_t index = clock++;
+          unsigned to = 0;
+          if (recv.getInto()) {
+            std::string key = recv.getInto()->str();
+            FailureOr<unsigned> id = addShared(recv.getResult(), kindOfKey(key), key,
+                                               key.substr(key.find(':') + 1), nullptr);
+            if (failed(id))
+              return signalPassFailure();
+            to = *id;
+          } else {
+            to = addBuffer(recv.getResult(), Kind::Activation, locationName(op.getLoc()), &op,
+                           index);
+          }
+          program.instructions.push_back(
+              {&op, "recv", {}, {to}, peerParams(builder, recv.getPeer()), index});
+          continue;
         } else if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
@@ -541,11 +638,31 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           returnOp.emitError("returns a value in host memory; fetch it to the device first");
           return signalPassFailure();
         }
+        if (pipeline) {
+          // Each forward program of a stage writes the stage's one output
+          // buffer of the name.
+          int64_t at = clock++;
+          buffers[id].lastUse = std::max(buffers[id].lastUse, at);
+          std::string key = keyOf("output:" + name);
+          auto it = shared.find(key);
+          unsigned copy = 0;
+          if (it == shared.end()) {
+            copy = buffers.size();
+            buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at, stage, false});
+            shared[key] = copy;
+            outputs.push_back({name, copy});
+          } else {
+            copy = it->second;
+          }
+          program.instructions.push_back(
+              {returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({}), at});
+          continue;
+        }
         if (buffers[id].kind != Kind::Activation) {
           int64_t at = clock++;
           buffers[id].lastUse = std::max(buffers[id].lastUse, at);
           unsigned copy = buffers.size();
-          buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at});
+          buffers.push_back({Kind::Output, buffers[id].type, name, nullptr, at, at, stage, false});
           program.instructions.push_back(
               {returnOp, "copy", {id}, {copy}, builder.getDictionaryAttr({}), at});
           id = copy;
@@ -564,31 +681,44 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       for (Program &program : programs)
         assignStreams(program, buffers);
 
-    // One memory plan per arena: the device's, and the host's for what the
-    // offload pass placed there.
-    std::vector<PlannedBuffer> planned(buffers.size());
-    auto planSpace = [&](bool host) {
-      std::vector<PlannedBuffer> space;
-      std::vector<unsigned> ids;
-      for (auto [id, info] : llvm::enumerate(buffers)) {
-        if (info.host != host)
-          continue;
-        PlannedBuffer buffer;
-        buffer.bytes = std::max<uint64_t>(1, info.type.getNumElements()) *
-                       elementBytes(info.type.getElementType());
-        buffer.persistent = info.kind != Kind::Activation;
-        buffer.firstUse = info.firstUse;
-        buffer.lastUse = info.lastUse;
-        space.push_back(buffer);
-        ids.push_back(id);
-      }
-      MemoryPlan memory = planMemory(space, alignment);
+    // The memory plans: each pipeline stage's ranks hold only its device
+    // buffers (one plan per stage, the device arena as large as the largest
+    // stage's), and the host arena holds what the offload pass placed there.
+    std::vector<PlannedBuffer> planned;
+    for (const BufferInfo &info : buffers) {
+      PlannedBuffer buffer;
+      buffer.bytes = std::max<uint64_t>(1, info.type.getNumElements()) *
+                     elementBytes(info.type.getElementType());
+      buffer.persistent = info.kind != Kind::Activation;
+      buffer.firstUse = info.firstUse;
+      buffer.lastUse = info.lastUse;
+      planned.push_back(buffer);
+    }
+    auto planSubset = [&](llvm::function_ref<bool(const BufferInfo &)> belongs) {
+      std::vector<PlannedBuffer> mine;
+      std::vector<size_t> ids;
+      for (auto [id, info] : llvm::enumerate(buffers))
+        if (belongs(info)) {
+          mine.push_back(planned[id]);
+          ids.push_back(id);
+        }
+      MemoryPlan subsetPlan = planMemory(mine, alignment);
       for (auto [i, id] : llvm::enumerate(ids))
-        planned[id] = space[i];
-      return memory;
+        planned[id].offset = mine[i].offset;
+      return subsetPlan;
     };
-    MemoryPlan memory = planSpace(/*host=*/false);
-    MemoryPlan hostMemory = planSpace(/*host=*/true);
+    int64_t stages = pipeline ? static_cast<int64_t>(pipeline.getStages().size()) : 1;
+    std::vector<MemoryPlan> stagePlans;
+    for (int64_t s = 0; s < stages; ++s)
+      stagePlans.push_back(
+          planSubset([&](const BufferInfo &info) { return !info.host && info.stage == s; }));
+    // The plan-wide figures are the largest stage's.
+    int64_t largest = 0;
+    for (int64_t s = 0; s < stages; ++s)
+      if (stagePlans[s].arenaBytes > stagePlans[largest].arenaBytes)
+        largest = s;
+    MemoryPlan memory = stagePlans[largest];
+    MemoryPlan hostMemory = planSubset([](const BufferInfo &info) { return info.host; });
     bool haveHost = llvm::any_of(buffers, [](const BufferInfo &info) { return info.host; });
 
     // The plan module: arena, programs, and the bindings as attributes.
@@ -605,7 +735,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                                                       int64_t(alignment));
       hostBody = &hostArena.getBodyRegion().emplaceBlock();
     }
-    std::map<std::string, uint64_t> categoryBytes, hostCategoryBytes;
+    std::vector<std::map<std::string, uint64_t>> stageCategoryBytes(stages);
+    std::map<std::string, uint64_t> hostCategoryBytes;
     auto symbol = [&](unsigned id) {
       return SymbolRefAttr::get(builder.getStringAttr(buffers[id].host ? "host" : "device"),
                                 {FlatSymbolRefAttr::get(builder.getContext(),
@@ -619,6 +750,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       buffer->setAttr("kind", builder.getStringAttr(kindName(info.kind)));
       buffer->setAttr("type", TypeAttr::get(info.type));
       buffer->setAttr("name", builder.getStringAttr(info.name));
+      if (pipeline)
+        buffer->setAttr("stage", builder.getI64IntegerAttr(info.stage));
       if (auto param = dyn_cast_or_null<zgraph::ParamOp>(info.definingOp)) {
         if (auto source = param->getAttrOfType<DictionaryAttr>("source"))
           buffer->setAttr("weight", source);
@@ -629,16 +762,22 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());
       if (info.kind != Kind::Activation)
-        (info.host ? hostCategoryBytes : categoryBytes)[categoryName(info.kind).str()] +=
+        (info.host ? hostCategoryBytes
+                   : stageCategoryBytes[info.stage])[categoryName(info.kind).str()] +=
             planned[id].bytes;
     }
-    categoryBytes["activations"] = memory.arenaBytes - memory.persistentBytes;
+    for (int64_t s = 0; s < stages; ++s)
+      stageCategoryBytes[s]["activations"] =
+          stagePlans[s].arenaBytes - stagePlans[s].persistentBytes;
+    std::map<std::string, uint64_t> &categoryBytes = stageCategoryBytes[largest];
     if (haveHost)
       hostCategoryBytes["activations"] = hostMemory.arenaBytes - hostMemory.persistentBytes;
 
     for (const Program &program : programs) {
       builder.setInsertionPointToEnd(module.getBody());
       auto programOp = builder.create<zplan::ProgramOp>(loc, program.name);
+      if (pipeline)
+        programOp->setAttr("stage", builder.getI64IntegerAttr(program.stage));
       builder.setInsertionPointToStart(&programOp.getBodyRegion().emplaceBlock());
       for (int event = 0; event < program.events; ++event)
         builder.create<zplan::EventOp>(loc, "e" + std::to_string(event));
@@ -668,8 +807,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
 
     auto bindings = [&](ArrayRef<std::pair<std::string, unsigned>> list) {
       SmallVector<Attribute> entries;
-      for (const auto &[name, id] : list)
-        entries.push_back(builder.getArrayAttr({builder.getStringAttr(name), symbol(id)}));
+      for (const auto &[name, id] : list) {
+        SmallVector<Attribute> entry{builder.getStringAttr(name), symbol(id)};
+        if (pipeline)
+          entry.push_back(builder.getI64IntegerAttr(buffers[id].stage));
+        entries.push_back(builder.getArrayAttr(entry));
+      }
       return builder.getArrayAttr(entries);
     };
     module->setAttr("zplan.inputs", bindings(inputs));
@@ -689,6 +832,31 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         hostAttrs.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(bytes)));
       module->setAttr("zplan.host_memory", builder.getDictionaryAttr(hostAttrs));
     }
+    if (pipeline) {
+      // The schedule and each stage's arena, as the plan's pipeline.
+      SmallVector<Attribute> stageAttrs;
+      for (int64_t s = 0; s < stages; ++s) {
+        SmallVector<NamedAttribute> bytes;
+        for (const auto &[category, value] : stageCategoryBytes[s])
+          bytes.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(value)));
+        stageAttrs.push_back(builder.getDictionaryAttr({
+            builder.getNamedAttr("arena_bytes",
+                                 builder.getI64IntegerAttr(stagePlans[s].arenaBytes)),
+            builder.getNamedAttr("buffers",
+                                 builder.getI64IntegerAttr(pipeline.getBuffers()[s])),
+            builder.getNamedAttr("instructions", pipeline.getStages()[s]),
+            builder.getNamedAttr("memory", builder.getDictionaryAttr(bytes)),
+        }));
+      }
+      module->setAttr("zplan.pipeline",
+                      builder.getDictionaryAttr({
+                          builder.getNamedAttr("schedule", pipeline.getScheduleAttr()),
+                          builder.getNamedAttr("micro_batches", pipeline.getMicroBatchesAttr()),
+                          builder.getNamedAttr("bubble_fraction",
+                                               pipeline.getBubbleFractionAttr()),
+                          builder.getNamedAttr("stages", builder.getArrayAttr(stageAttrs)),
+                      }));
+    }
 
     // The mesh becomes an attribute; the graph is gone.
     SmallVector<Operation *> erase;
@@ -700,6 +868,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                                          builder.getNamedAttr("axis_sizes", mesh.getShapeAttr())}));
       erase.push_back(mesh);
     }
+    if (pipeline)
+      erase.push_back(pipeline);
     for (Operation *op : erase)
       op->erase();
   }

@@ -24,11 +24,10 @@ struct GraphToDistPass : impl::GraphToDistPassBase<GraphToDistPass> {
     int64_t world = configInt(config, "world_size", 1);
     int64_t stages = configInt(config, "pipeline_parallel_size", 1);
     int64_t dataParallel = configInt(config, "data_parallel_size", world);
-    if (stages != 1) {
-      module.emitError() << "pipeline parallelism (" << stages
-                         << " stages) is not supported yet: stage partitioning and schedules "
-                            "come later; disable the pipeline section, or compile with "
-                            "--world-size " << dataParallel;
+    if (stages < 1 || dataParallel < 1 || stages * dataParallel != world) {
+      module.emitError() << "the mesh of " << stages << " pipeline stages x " << dataParallel
+                         << " data-parallel ranks does not fill the world size " << world
+                         << "; pipeline.num_stages must divide it";
       return signalPassFailure();
     }
     OpBuilder builder(module.getBodyRegion());

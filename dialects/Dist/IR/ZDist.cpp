@@ -343,5 +343,32 @@ AllReduceOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return failure(failed(getGroupSize(*this, *mesh, getMeshAxes())));
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransferOp::verify() {
+  if (getSource() == getTarget())
+    return emitOpError() << "moves a value from stage " << getSource()
+                         << " to itself; a transfer crosses stages";
+  return success();
+}
+
+LogicalResult PipelineOp::verify() {
+  if (getSchedule() != "gpipe" && getSchedule() != "1f1b")
+    return emitOpError() << "schedule must be \"gpipe\" or \"1f1b\", got \""
+                         << getSchedule() << "\"";
+  if (getBuffers().size() != getStages().size())
+    return emitOpError() << "has " << getStages().size()
+                         << " stages but buffer counts for "
+                         << getBuffers().size();
+  if (getStages().empty())
+    return emitOpError("requires at least one stage");
+  double bubble = getBubbleFraction().convertToDouble();
+  if (!(bubble >= 0 && bubble < 1))
+    return emitOpError() << "bubble_fraction must be in [0, 1), got " << bubble;
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Dist/IR/ZDistOps.cpp.inc"

@@ -15,7 +15,10 @@ def ZDist_Dialect : Dialect {
     a tensor; the ops that move data between devices (`all_gather`,
     `reduce_scatter`, `all_reduce`) and the ops that end a gathered value's life
     (`release`) are explicit, so memory and communication can be planned
-    ahead of time. Every tensor has a static shape: the shape of each local
+    ahead of time. Pipeline stages are explicit too: a value crossing
+    stages is a `transfer`, lowered to `send`/`recv` between the stages'
+    programs (which hand values to each other through `store`), and each
+    stage's schedule is a `pipeline` op. Every tensor has a static shape: the shape of each local
     shard follows from the global shape and the mesh.
   }];
   let cppNamespace = "::zcc::zdist";

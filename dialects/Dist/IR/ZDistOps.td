@@ -243,4 +243,113 @@ def ZDist_ReleaseOp : ZDist_Op<"release"> {
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline stages
+//===----------------------------------------------------------------------===//
+
+def ZDist_TransferOp : ZDist_Op<"transfer", [Pure, SameOperandsAndResultType]> {
+  let summary = "A value that crosses from one pipeline stage to another";
+  let description = [{
+    The op that uses the result runs on stage `target`; the operand is
+    computed on stage `source`. In the forward pass an activation goes to a
+    later stage, in the backward pass a gradient to an earlier one; a
+    transfer over several stages is relayed by the stages between them. It
+    lowers to a `send` on the source stage and a `recv` on the target stage
+    (on the ranks of the same data-parallel index).
+
+    ```mlir
+    %x1 = zdist.transfer %x from 0 to 1 : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$source,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$target);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `from` $source `to` $target attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZDist_PipelineOp : ZDist_Op<"pipeline"> {
+  let summary = "The pipeline schedule: each stage's instruction list";
+  let description = [{
+    One entry of `stages` per pipeline stage: the instructions that stage
+    runs in one step, in order, separated by spaces. `F<k>` and `B<k>` are
+    the forward and backward pass of micro-batch k; `sa<k>`/`ra<k>` send
+    and receive micro-batch k's activations (to the next stage, from the
+    previous one), `sg<k>`/`rg<k>` its gradients (to the previous stage,
+    from the next one). `buffers` is the number of micro-batches whose
+    activations a stage holds at once (its activation buffers);
+    `bubble_fraction` the idle share of the step predicted from the
+    stages' costs; `memory` each stage's bytes by category.
+
+    ```mlir
+    zdist.pipeline "gpipe" micro_batches = 2 buffers = [2, 2]
+        bubble_fraction = 0.333 stages = ["F0 sa0 F1 sa1 rg0 B0 rg1 B1",
+                                          "ra0 F0 ra1 F1 B0 sg0 B1 sg1"]
+    ```
+  }];
+  let arguments = (ins StrAttr:$schedule,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$micro_batches,
+                       DenseI64ArrayAttr:$buffers, F64Attr:$bubble_fraction,
+                       StrArrayAttr:$stages);
+  let assemblyFormat = [{
+    $schedule `micro_batches` `=` $micro_batches `buffers` `=` $buffers
+    `bubble_fraction` `=` $bubble_fraction `stages` `=` $stages attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def ZDist_SendOp : ZDist_Op<"send"> {
+  let summary = "Sends a value to another pipeline stage";
+  let description = [{
+    Sends the operand to the rank of pipeline stage `peer` with this rank's
+    data-parallel index, whose matching `zdist.recv` receives it: the k-th
+    send from stage a to stage b pairs with b's k-th receive from a.
+
+    ```mlir
+    zdist.send %x to 1 : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$peer);
+  let assemblyFormat = "$input `to` $peer attr-dict `:` type($input)";
+}
+
+def ZDist_RecvOp : ZDist_Op<"recv"> {
+  let summary = "Receives a value from another pipeline stage";
+  let description = [{
+    The value the rank of pipeline stage `peer` (with this rank's
+    data-parallel index) sends with its matching `zdist.send`. With
+    `into`, the received value is written into the buffer that outlives
+    the program under that key (a named value another program of the stage
+    reads, or a parameter's or state's buffer).
+
+    ```mlir
+    %x = zdist.recv from 0 into "input:zcc.pp.t0.k1" : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$peer,
+                       OptionalAttr<StrAttr>:$into);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "`from` $peer (`into` $into^)? attr-dict `:` type($result)";
+}
+
+def ZDist_StoreOp : ZDist_Op<"store"> {
+  let summary = "Keeps a value in a buffer that outlives the program";
+  let description = [{
+    Copies the operand into the buffer named `into`, which another program
+    of the same stage reads as its argument of that name: how a pipeline
+    stage's forward pass hands its activations to the backward pass and to
+    the sends of a later program.
+
+    ```mlir
+    zdist.store %h into "input:zcc.pp.stash0.k1" : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$into);
+  let assemblyFormat = "$input `into` $into attr-dict `:` type($input)";
+}
+
 #endif // ZCC_DIALECT_DIST_ZDISTOPS_TD

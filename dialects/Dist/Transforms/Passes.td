@@ -85,4 +85,105 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def PipelinePartitionPass : Pass<"zcc-dist-pipeline-partition", "mlir::ModuleOp"> {
+  let summary = "Assigns the forward graph's ops to pipeline stages";
+  let description = [{
+    Reads `pipeline.num_stages` and `pipeline.partition_method` from
+    `zcc.config`; with one stage (or the pipeline disabled) it changes
+    nothing. Runs on the forward graph (`@main`), before autodiff, which
+    gives each backward op the stage of the forward op it differentiates.
+
+    The units of partitioning are the ops that depend on the data, in
+    program order; an op computed from parameters and constants alone goes
+    with its first user. Each unit weighs, by `partition_method`:
+    - `parameters`: the elements of the float parameters (weights) it is
+      the first to use;
+    - `flops`: its estimated floating-point operations;
+    - `uniform`: 1 if it uses a parameter (a layer), else 0;
+    - `type:REGEX`: 1 if its ONNX node name or its op name matches REGEX
+      (case-insensitive), else 0.
+    The stages are contiguous runs of units, each with at least one unit
+    of positive weight, whose heaviest stage is within 5% of the lightest
+    possible heaviest stage (DeepSpeed's partition_balanced); among those,
+    the cuts that move the fewest bytes between stages win, then the ones
+    with the lightest heaviest stage, so cuts fall between layers (where
+    only the residual stream crosses). Each unit gets `zdist.stage`, a
+    parameter (and a value made from parameters) the stage of its first
+    user; the module gets `zdist.partition` with each stage's weight,
+    parameter elements and flops.
+
+    Fails when fewer units than stages have positive weight (more stages
+    than layers) or when the method is unknown.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
+def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Inserts stage transfers and builds each stage's schedule";
+  let description = [{
+    Runs on a module whose step function (`@micro_step` for training,
+    `@main` for inference) has ops assigned to stages (`zdist.stage`,
+    backward ops marked `zdist.backward`), and a mesh with a "pp" axis; with
+    one stage it changes nothing.
+
+    Every operand computed on another stage than its user's is replaced by
+    a `zdist.transfer` from the producer's stage to the user's (one per
+    value and target stage). Values made of constants alone have no stage
+    and need none. A forward value may only go to a later stage and a
+    gradient to an earlier one.
+
+    It then writes each stage's instruction list for `pipeline.schedule`
+    over `pipeline.micro_batches` micro-batches as a `zdist.pipeline` op:
+    - `gpipe`: all forward passes, then all backward passes;
+    - `1f1b`: stage s runs min(p - s - 1, m) forward passes, then
+      alternates one forward and one backward pass, then drains the
+      backward passes, so it holds at most p - s micro-batches;
+    an inference step runs the forward passes only. Sends and receives
+    are placed so that no two stages wait on each other (a stage that both
+    sends to and receives from a neighbour sends first on even stages).
+    The schedule is simulated with each stage's estimated forward and
+    backward flops (communication free) to give `bubble_fraction`, the
+    idle share of p x the step time, and each stage's `buffers`, the most
+    micro-batches whose activations it holds at once. `memory` gives each
+    stage's bytes of parameters, gradients, optimizer state and activation
+    buffers (the values its backward pass keeps, times `buffers`).
+
+    Fails for the schedules not built yet (`interleaved`, `zb-h1`).
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
+def PipelineSplitPass : Pass<"zcc-dist-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Splits the scheduled step into each pipeline stage's programs";
+  let description = [{
+    Runs after zcc-dist-pipeline-schedule and ZeRO, on a module with a
+    `zdist.pipeline`; without one it changes nothing. For each stage s and
+    each of its activation buffers k (the slot of micro-batches k, k +
+    buffers, ...) it writes the functions the plan runs as programs, each
+    marked `zdist.stage = s`:
+    - `s<s>.forward.<k>`: the stage's forward ops; it stores the values its
+      backward pass reads and the values it sends (`zdist.store`) and
+      returns the step's results computed on the stage (the loss);
+    - `s<s>.backward.<k>` (training): the stage's backward ops, reading the
+      kept values and received gradients as arguments;
+    - `s<s>.recv_activations.<k>`, `send_activations`, `recv_gradients`,
+      `send_gradients`: one `zdist.recv`/`zdist.send` per transfer whose
+      path crosses the stage's boundary; a transfer over several stages is
+      relayed by the stages between;
+    - `s<s>.grad_norm`, `optimizer_step`, `zero_grads`, `init`: the step
+      functions restricted to the parameters the stage owns (a sum of
+      squares keeps the stage's gradients);
+    - `s<s>.sync`: a parameter read on a stage other than its owner's (tied
+      weights) is sent by the owner, with its low-precision copy, after
+      init and each optimizer step.
+    Values that cross programs are named buffers (`zcc.pp.*` arguments).
+    Ops that ZeRO added after scheduling take their operands' stage;
+    values of parameters and constants alone are made again in each
+    function that reads them. The step functions are erased.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // ZCC_DIALECT_DIST_PASSES_TD

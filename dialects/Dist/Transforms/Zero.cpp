@@ -69,6 +69,17 @@ public:
   LogicalResult run();
 
 private:
+  /// The pipeline stage that owns parameter `name` (-1 without a pipeline):
+  /// a bucket never mixes stages, whose ranks run different programs.
+  int64_t pipelineStage(StringRef name) const {
+    auto it = stageOfParam.find(name);
+    return it == stageOfParam.end() ? -1 : it->second;
+  }
+  static int64_t pipelineStage(Operation *op) {
+    auto stage = op ? op->getAttrOfType<IntegerAttr>("zdist.stage") : IntegerAttr();
+    return stage ? stage.getInt() : -1;
+  }
+
   /// Whether parameter `name` of type `type` is partitioned: from stage 1,
   /// a parameter whose first dimension the data-parallel size divides (the
   /// shard is a block of rows, so collectives move contiguous bytes); in
@@ -124,6 +135,7 @@ private:
   ArrayAttr axes;
   /// The full type of every partitioned parameter, by name.
   llvm::StringMap<RankedTensorType> sharded;
+  llvm::StringMap<int64_t> stageOfParam;
 };
 
 LogicalResult ZeroPartitioner::run() {
@@ -133,6 +145,11 @@ LogicalResult ZeroPartitioner::run() {
   if (stage >= 1 && (!step || !update))
     return module.emitError() << "ZeRO stage " << stage
                               << " needs @micro_step, @grad_norm and @optimizer_step";
+  if (step)
+    step.walk([&](zgraph::ParamOp param) {
+      if (auto owner = param->getAttrOfType<IntegerAttr>("zdist.stage"))
+        stageOfParam[param.getName()] = owner.getInt();
+    });
   gradNorm.walk([&](zgraph::StateOp state) {
     if (state.getKind() == "grad" && partitioned(state.getType()))
       sharded[state.getName()] = state.getType();
@@ -170,9 +187,12 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     if (!state || !sharded.count(state.getName()))
       continue;
     auto type = cast<RankedTensorType>(accumulate.getValue().getType());
-    bool fits = !buckets.empty() && filled + type.getNumElements() <= reduceBucketSize &&
-                cast<RankedTensorType>(buckets.back().front().getValue().getType())
-                        .getElementType() == type.getElementType();
+    bool fits =
+        !buckets.empty() && filled + type.getNumElements() <= reduceBucketSize &&
+        cast<RankedTensorType>(buckets.back().front().getValue().getType()).getElementType() ==
+            type.getElementType() &&
+        pipelineStage(buckets.back().front().getTarget().getDefiningOp<zgraph::StateOp>().getName()) ==
+            pipelineStage(state.getName());
     if (!fits) {
       buckets.emplace_back();
       filled = 0;
@@ -384,7 +404,9 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
     int64_t prefetched = 0;
     for (unsigned m = k + 1; m < segments.size() && budget > 0; ++m) {
       const Param &candidate = params[segments[m].param];
-      if (fetched[m] || candidate.full.getElementType() != element)
+      if (fetched[m] || candidate.full.getElementType() != element ||
+          pipelineStage(segments[m].uses.front()->getOwner()) !=
+              pipelineStage(segments[k].uses.front()->getOwner()))
         continue;
       if (prefetched + candidate.elements > budget)
         break;
@@ -429,7 +451,9 @@ void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
     int64_t size = state.getType().getNumElements();
     bool fits = !buckets.empty() && filled + size <= reduceBucketSize &&
                 buckets.back().front().getType().getElementType() ==
-                    state.getType().getElementType();
+                    state.getType().getElementType() &&
+                pipelineStage(buckets.back().front().getName()) ==
+                    pipelineStage(state.getName());
     if (!fits) {
       buckets.emplace_back();
       filled = 0;
@@ -542,7 +566,9 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
   int64_t filled = 0;
   for (Updated &update : updated) {
     bool fits = !buckets.empty() && filled + update.full.getNumElements() <= allgatherBucketSize &&
-                buckets.back().front().full.getElementType() == update.full.getElementType();
+                buckets.back().front().full.getElementType() == update.full.getElementType() &&
+                pipelineStage(buckets.back().front().param.getName()) ==
+                    pipelineStage(update.param.getName());
     if (!fits) {
       buckets.emplace_back();
       filled = 0;

@@ -682,9 +682,23 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
                                            builder.getStringAttr("grad"));
       builder.create<AccumulateOp>(loc, state, grad);
     };
+    // A pipeline stage runs the backward ops of its forward ops: each op
+    // made for `op` (its gradient rule, the accumulations it completes)
+    // takes op's stage, marked as backward.
+    auto tagBackward = [&](Operation *from, Attribute stage) {
+      if (!stage)
+        return;
+      for (Operation *made = from ? from->getNextNode() : &body.front(); made != returnOp;
+           made = made->getNextNode()) {
+        made->setAttr("zdist.stage", stage);
+        made->setAttr("zdist.backward", builder.getUnitAttr());
+      }
+    };
     for (Operation *op : llvm::reverse(forward)) {
       if (isa<ParamOp>(op))
         continue;
+      Operation *last = returnOp->getPrevNode();
+      Attribute stage = op->getAttr("zdist.stage");
       bool hasGradient = llvm::any_of(
           op->getResults(), [&](Value r) { return bool(gradients.gradientOf(r)); });
       if (hasGradient && llvm::any_of(op->getOperands(), [&](Value v) { return needed.contains(v); })) {
@@ -699,10 +713,14 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
         if (auto param = operand.getDefiningOp<ParamOp>(); param && pendingUses.count(param))
           if (--pendingUses[param] == 0)
             flush(param);
+      tagBackward(last, stage);
     }
     for (auto &[op, uses] : pendingUses)
-      if (uses != 0)
+      if (uses != 0) {
+        Operation *last = returnOp->getPrevNode();
         flush(cast<ParamOp>(op));
+        tagBackward(last, op->getAttr("zdist.stage"));
+      }
   }
 };
 

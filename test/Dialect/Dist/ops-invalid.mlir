@@ -297,3 +297,34 @@ func.func @f(%x: f32) {
   "zdist.release"(%x) : (f32) -> ()
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Pipeline ops
+//===----------------------------------------------------------------------===//
+
+// A transfer crosses stages.
+func.func @f(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'zdist.transfer' op moves a value from stage 1 to itself; a transfer crosses stages}}
+  %0 = zdist.transfer %x from 1 to 1 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Only the built schedules.
+// expected-error @+1 {{'zdist.pipeline' op schedule must be "gpipe" or "1f1b", got "zb-h1"}}
+zdist.pipeline "zb-h1" micro_batches = 2 buffers = [1] bubble_fraction = 0.0 stages = ["F0 F1"]
+
+// -----
+
+// One buffer count per stage.
+// expected-error @+1 {{'zdist.pipeline' op has 2 stages but buffer counts for 1}}
+zdist.pipeline "gpipe" micro_batches = 1 buffers = [1] bubble_fraction = 0.0 stages = ["F0 sa0", "ra0 F0"]
+
+// -----
+
+// An idle share is a fraction below 1.
+// expected-error @+1 {{'zdist.pipeline' op bubble_fraction must be in [0, 1), got 1.5}}
+zdist.pipeline "gpipe" micro_batches = 1 buffers = [1] bubble_fraction = 1.5 stages = ["F0"]

@@ -85,3 +85,24 @@ func.func @all_reduce(%grad: tensor<8x4xf32>, %tokens: tensor<i64>) {
   %1 = zdist.all_reduce %tokens on @single axes = ["dp"] reduction = sum : tensor<i64>
   return
 }
+
+// Pipeline stages: a value crossing stages, a send, a receive into a named
+// buffer and one without, a store.
+// CHECK-LABEL: func.func @pipeline_ops
+// CHECK: %[[T:.*]] = zdist.transfer %{{.*}} from 0 to 1 : tensor<4x8xf32>
+// CHECK: zdist.send %[[T]] to 1 : tensor<4x8xf32>
+// CHECK: zdist.recv from 0 into "input:zcc.pp.t0.k1" : tensor<4x8xf32>
+// CHECK: zdist.recv from 2 : tensor<2xf32>
+// CHECK: zdist.store %[[T]] into "input:zcc.pp.a0.k0" : tensor<4x8xf32>
+func.func @pipeline_ops(%x: tensor<4x8xf32>) {
+  %t = zdist.transfer %x from 0 to 1 : tensor<4x8xf32>
+  zdist.send %t to 1 : tensor<4x8xf32>
+  %r = zdist.recv from 0 into "input:zcc.pp.t0.k1" : tensor<4x8xf32>
+  %s = zdist.recv from 2 : tensor<2xf32>
+  zdist.store %t into "input:zcc.pp.a0.k0" : tensor<4x8xf32>
+  return
+}
+
+// A schedule: one instruction list and one buffer count per stage.
+// CHECK: zdist.pipeline "gpipe" micro_batches = 2 buffers = [2, 2] bubble_fraction = 2.500000e-01 stages = ["F0 sa0 F1 sa1 rg0 B0 rg1 B1", "ra0 F0 ra1 F1 B0 sg0 B1 sg1"]
+zdist.pipeline "gpipe" micro_batches = 2 buffers = [2, 2] bubble_fraction = 0.25 stages = ["F0 sa0 F1 sa1 rg0 B0 rg1 B1", "ra0 F0 ra1 F1 B0 sg0 B1 sg1"]
