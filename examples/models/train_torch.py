@@ -470,6 +470,8 @@ def train(args):
     load_weights(module, weights, args.onnx)
     if args.dtype == "float64":
         module = module.double()
+    device = torch.device(args.device)
+    module = module.to(device)
     module.train()
 
     with open(args.config) as f:
@@ -514,7 +516,7 @@ def train(args):
         optimizer.zero_grad(set_to_none=True)
         losses = []
         for g in range(gas):
-            inputs = data.batch(step * tb + g * mb, mb)
+            inputs = tuple(x.to(device) for x in data.batch(step * tb + g * mb, mb))
             if args.dtype == "float64":
                 inputs = tuple(x.double() if x.is_floating_point() else x for x in inputs)
             loss = module(*inputs)
@@ -550,6 +552,9 @@ def parse_args(argv):
     parser.add_argument("--data-seed", type=int, default=0, help="linear-mse: seed of its data source (default 0)")
     parser.add_argument("--samples", type=int, default=256, help="linear-mse: samples in its data source (default 256)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device to train on (default cpu; cuda on a GPU machine, "
+                             "where matmuls stay in full fp32: TF32 is off)")
     make = parser.add_argument_group("writing a token file instead of training")
     make.add_argument("--make-data", metavar="TOKENS.bin", help="write N random token ids (uint16; .u32: uint32)")
     make.add_argument("--tokens", type=int, metavar="N", help="how many")
@@ -584,6 +589,8 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

@@ -51,6 +51,27 @@ for plan in "$plans"/z*r*-*.plan; do
   note "$name (rtol $tol, $(printf %.1f "$(echo "$end - $start" | bc)") s): $result"
 done
 
+# Parity with PyTorch on the GPU (fp32, 20 steps, within 1e-4 relative).
+if [ -f "$plans/torch/plan.bin" ] && [ -z "${SKIP_TORCH:-}" ]; then
+  $python "$root/examples/models/train_torch.py" --onnx "$plans/torch/model.onnx" \
+    -c "$inputs/ds_train_fp32.json" --data "$plans/torch/tokens.bin" --steps "$steps" \
+    --device cuda --log-json "$out/torch-gpu.jsonl" > "$out/torch-gpu.log" 2>&1 \
+    || { note "torch on cuda failed"; tail -5 "$out/torch-gpu.log" | tee -a "$summary"; }
+  "$zrun" "$plans/torch/plan.bin" --backend cuda --steps "$steps" --data "$plans/torch/tokens.bin" \
+    --log-json "$out/torch-zcc.jsonl" > "$out/torch-zcc.log" 2>&1 \
+    || { note "zcc on cuda (torch parity) failed"; tail -5 "$out/torch-zcc.log" | tee -a "$summary"; }
+  note "zcc cuda vs torch cuda (fp32, rtol 1e-4): $($python "$inputs/compare_losses.py" \
+    "$out/torch-zcc.jsonl" "$out/torch-gpu.jsonl" --rtol 1e-4 --fields loss,lr,grad_norm 2>&1 | tail -3)"
+fi
+
+# The host optimizer of CPU offload against torch's CPU AdamW, on this
+# machine's cores.
+if [ -x "$root/build-gpu/bin/zcc-bench-cpu-adam" ] && [ -z "${SKIP_ADAM:-}" ]; then
+  $python "$root/bench/cpu_adam.py" --build "$root/build-gpu" --elements 100000000 --steps 5 \
+    > "$out/cpu-adam.txt" 2>&1
+  cat "$out/cpu-adam.txt" >> "$summary"
+fi
+
 # Inference: the cuda outputs against the cpu outputs.
 for pair in "infer:input_ids.npy" "infer-wide:input_ids_wide.npy"; do
   name=${pair%%:*}; input=${pair#*:}

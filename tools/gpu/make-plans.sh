@@ -41,6 +41,41 @@ for stage in z0 z3; do
     done
   done
 done
+# CPU offload (pinned host arena, host optimizer, offload/fetch copies on
+# the communication stream): stage 2 with offload_optimizer on 1 and 2
+# GPUs, stage 3 with offload_param too on 2 GPUs, in fp32 and bf16.
+$python - "$inputs" "$out" <<'PY'
+import json, sys
+inputs, out = sys.argv[1], sys.argv[2]
+cases = {"z2r1-off": ("ds_zero2_gas2.json", 1, False), "z2r2-off": ("ds_zero2_gas2.json", 2, False),
+         "z3r2-offp": ("ds_zero3_gas2.json", 2, True)}
+for name, (base, world, params) in cases.items():
+    config = json.load(open(f"{inputs}/{base}"))
+    config["gradient_accumulation_steps"] = 8 // (2 * world)
+    config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+    if params:
+        config["zero_optimization"]["offload_param"] = {"device": "cpu"}
+    for precision in ("fp32", "bf16"):
+        c = json.loads(json.dumps(config))
+        if precision == "bf16":
+            c["bf16"] = {"enabled": True}
+        json.dump(c, open(f"{out}/{name}-{precision}.json", "w"), indent=1)
+PY
+for name in z2r1-off z2r2-off z3r2-offp; do
+  world=${name#*r}; world=${world%%-*}
+  for precision in fp32 bf16; do
+    "$zcc" "$out/gpt2.onnx" -c "$out/$name-$precision.json" --world-size $world \
+      -o "$out/$name-$precision.plan"
+  done
+done
+# Parity with PyTorch on the GPU: torch's own export of the GPT-2 (with its
+# loss), trained by zrun on the cuda backend and by train_torch.py on cuda
+# from the same initializers and tokens.
+mkdir -p "$out/torch"
+$python "$root/examples/models/export_torch.py" --model gpt2 --opset 17 --batch 2 -o "$out/torch/model.onnx"
+$python "$root/examples/models/train_torch.py" --make-data "$out/torch/tokens.bin" --tokens 8192 \
+  --vocab 128 --seed 0 --distribution markov
+"$zcc" "$out/torch/model.onnx" -c "$inputs/ds_train_fp32.json" -o "$out/torch/plan.bin"
 # Inference: the model without its loss, a larger one (width 256, 4
 # layers, sequence 256: several tiles of every kernel) and their inputs.
 $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss -o "$out/gpt2-infer.onnx"

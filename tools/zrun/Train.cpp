@@ -347,6 +347,174 @@ Status parseGradAccum(const std::string &text,
 
 namespace {
 
+/// Sets scalar input `name` to `value` as one element of `dtype`; `bytes`
+/// is scratch space kept between steps.
+Status setScalarInput(Executor &executor, const std::string &name, double value,
+                      plan::DType dtype, std::vector<uint8_t> &bytes) {
+  Status status = scalarBytes(value, dtype, bytes);
+  if (!status.isOk())
+    return status;
+  return executor.setInput(name, bytes.data(), bytes.size(), dtype, {});
+}
+
+/// The value of scalar output `name`.
+StatusOr<double> scalarOutput(Executor &executor, const std::string &name) {
+  StatusOr<HostTensor> tensor = executor.output(name);
+  if (!tensor.isOk())
+    return tensor.takeStatus();
+  return scalarValue(*tensor);
+}
+
+/// One optimizer step as the log and the progress lines show it.
+struct StepReport {
+  int64_t step;
+  double loss;
+  double lr;
+  double lossScale;
+  double gradNorm;
+  bool overflow;
+  int64_t accumulation;
+  double tokensPerSecond;
+};
+
+struct FileCloser {
+  void operator()(std::FILE *file) const { std::fclose(file); }
+};
+
+/// What a training loop holds for the whole run: the schedules, the data,
+/// and rank 0's --log-json file and progress output.
+struct TrainRun {
+  LrSchedule schedule;
+  LossScaler scaler;
+  Feeder feeder;
+  std::unique_ptr<std::FILE, FileCloser> log;
+  bool leader;
+  /// Whether a progress bar is drawn, and the steps between log lines (0:
+  /// none).
+  bool progress;
+  int64_t printEvery;
+
+  static StatusOr<TrainRun> create(Executor &executor, const TrainOptions &options) {
+    const plan::Training &training = executor.plan().plan.training();
+    StatusOr<LrSchedule> schedule =
+        LrSchedule::create(training.scheduler(), training.lr(), training.beta1());
+    if (!schedule.isOk())
+      return schedule.takeStatus();
+    StatusOr<LossScaler> scaler = LossScaler::create(training.loss_scaler());
+    if (!scaler.isOk())
+      return scaler.takeStatus();
+    StatusOr<Feeder> feeder = Feeder::create(executor, options);
+    if (!feeder.isOk())
+      return feeder.takeStatus();
+    const bool leader = options.rank == 0;
+    std::unique_ptr<std::FILE, FileCloser> log;
+    if (leader && !options.logJson.empty()) {
+      log.reset(std::fopen(options.logJson.c_str(), "w"));
+      if (!log)
+        return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                          options.logJson.c_str(), std::strerror(errno));
+    }
+    int64_t printEvery =
+        options.printEvery > 0 ? options.printEvery : training.steps_per_print();
+    return TrainRun{std::move(*schedule),
+                    std::move(*scaler),
+                    std::move(*feeder),
+                    std::move(log),
+                    leader,
+                    leader && ::isatty(STDERR_FILENO) != 0,
+                    leader ? printEvery : 0};
+  }
+
+  /// Ends optimizer step `k` of `accumulation` micro-batches at
+  /// `lossScale`: runs `grad_norm` (its output `normName` summed over the
+  /// pipeline's stages through `stages`, when there is one), then drops the
+  /// gradients when the loss scale overflowed, or else runs
+  /// `optimizer_step` with the gradients unscaled, averaged and clipped.
+  Status endStep(Executor &executor, const std::string &normName,
+                 const std::string &scalarsName, Communicator *stages, int64_t step, int64_t k,
+                 int64_t accumulation, double lossScale, StepReport &report) const {
+    ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
+    StatusOr<double> normSq = scalarOutput(executor, normName);
+    if (!normSq.isOk())
+      return normSq.takeStatus();
+    double sumSquares = *normSq;
+    if (stages)
+      ZCC_RETURN_IF_ERROR(
+          stages->allReduce(&sumSquares, &sumSquares, 1, plan::F64, ReduceOp::kSum),
+          "step %lld: summing the gradient norm over the stages", static_cast<long long>(step));
+    double unscale = 1.0 / (static_cast<double>(accumulation) * lossScale);
+    report.step = step;
+    report.lossScale = lossScale;
+    report.accumulation = accumulation;
+    report.gradNorm = std::sqrt(sumSquares) * unscale;
+    report.overflow = scaler.enabled() && !std::isfinite(report.gradNorm);
+    report.lr = schedule.lrForStep(k);
+    if (report.overflow) {
+      ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
+      return Status::ok();
+    }
+    const plan::Training &training = executor.plan().plan.training();
+    double factor = unscale;
+    if (training.gradient_clipping() > 0) {
+      double coefficient = training.gradient_clipping() / (report.gradNorm + 1e-6);
+      if (coefficient < 1)
+        factor *= coefficient;
+    }
+    bool sgd = training.optimizer() == "sgd";
+    double scalars[8] = {report.lr,
+                         sgd ? training.beta1() : schedule.beta1ForStep(k),
+                         schedule.beta2ForStep(k, training.beta2()),
+                         training.eps(),
+                         training.weight_decay(),
+                         static_cast<double>(k),
+                         factor,
+                         training.momentum()};
+    ZCC_RETURN_IF_ERROR(executor.setInput(scalarsName, scalars, sizeof scalars, plan::F64, {8}),
+                        "step %lld", static_cast<long long>(step));
+    ZCC_RETURN_IF_ERROR(executor.run("optimizer_step"), "step %lld",
+                        static_cast<long long>(step));
+    return Status::ok();
+  }
+
+  /// Writes the step's --log-json line, progress bar and log line.
+  void report(const StepReport &step, int64_t steps) {
+    if (log) {
+      // JSON has no inf or NaN: a non-finite value is null.
+      auto number = [](double value) {
+        return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
+      };
+      std::fprintf(log.get(),
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.17g, \"loss_scale\": %.17g, "
+                   "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
+                   "\"tokens_per_s\": %.6g}\n",
+                   static_cast<long long>(step.step), number(step.loss).c_str(), step.lr,
+                   step.lossScale, number(step.gradNorm).c_str(),
+                   step.overflow ? "true" : "false", static_cast<long long>(step.accumulation),
+                   step.tokensPerSecond);
+    }
+    if (progress)
+      drawProgress(step.step, steps, step.loss);
+    if (printEvery > 0 && (step.step % printEvery == 0 || step.step == steps)) {
+      if (progress)
+        std::fputc('\n', stderr);
+      std::printf("step %lld/%lld | loss %.6f | lr %.4e | loss scale %g | grad norm %.4f%s | "
+                  "%.0f tokens/s\n",
+                  static_cast<long long>(step.step), static_cast<long long>(steps), step.loss,
+                  step.lr, step.lossScale, step.gradNorm,
+                  step.overflow ? " | skipped (overflow)" : "", step.tokensPerSecond);
+      std::fflush(stdout);
+    }
+  }
+
+  /// Flushes the --log-json file, which is closed with the run.
+  Status flushLog(const TrainOptions &options) {
+    if (log && std::fflush(log.get()) != 0)
+      return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
+                        options.logJson.c_str(), std::strerror(errno));
+    return Status::ok();
+  }
+};
+
 /// The training loop of one rank of a pipeline plan: each step runs the
 /// stage's schedule (its forward and backward passes, sends and receives,
 /// in the compiled order), then the stage's gradient norm, summed over the
@@ -372,33 +540,9 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
       return Status(StatusCode::kInvalidArgument,
                     std::string("the pipeline stage has no program '") + program +
                         "'; recompile the plan with this zcc");
-  StatusOr<LrSchedule> schedule =
-      LrSchedule::create(training.scheduler(), training.lr(), training.beta1());
-  if (!schedule.isOk())
-    return schedule.takeStatus();
-  StatusOr<LossScaler> scaler = LossScaler::create(training.loss_scaler());
-  if (!scaler.isOk())
-    return scaler.takeStatus();
-  StatusOr<Feeder> feeder = Feeder::create(executor, options);
-  if (!feeder.isOk())
-    return feeder.takeStatus();
-  const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
-
-  const bool leader = options.rank == 0;
-  std::FILE *log = nullptr;
-  if (leader && !options.logJson.empty()) {
-    log = std::fopen(options.logJson.c_str(), "w");
-    if (!log)
-      return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
-                        options.logJson.c_str(), std::strerror(errno));
-  }
-  struct Closer {
-    std::FILE *file;
-    ~Closer() {
-      if (file)
-        std::fclose(file);
-    }
-  } closer{log};
+  StatusOr<TrainRun> run = TrainRun::create(executor, options);
+  if (!run.isOk())
+    return run.takeStatus();
 
   const int64_t dataParallel = std::max<int64_t>(1, training.data_parallel_size());
   const int dataRank = static_cast<int>(options.rank % dataParallel);
@@ -411,11 +555,7 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
   BatchLayout layout;
   layout.dataParallelSize = dataParallel;
-  layout.microBatchSize = rows;
-  int64_t printEvery = options.printEvery > 0 ? options.printEvery : training.steps_per_print();
-  bool progress = leader && ::isatty(STDERR_FILENO) != 0;
-  if (!leader)
-    printEvery = 0;
+  layout.microBatchSize = run->feeder.rows;
   const int64_t accumulation = pipeline.micro_batches();
   const auto &steps = pipeline.stages(options.stage).steps();
 
@@ -431,81 +571,46 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   auto started = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= options.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
-    double lossScale = scaler->scale();
-    if (hasSeed) {
-      ZCC_RETURN_IF_ERROR(scalarBytes(lossScale, lossScaleDType, scalarBuffer), "step %lld",
-                          static_cast<long long>(step));
-      ZCC_RETURN_IF_ERROR(executor.setInput("zcc.loss_scale", scalarBuffer.data(),
-                                            scalarBuffer.size(), lossScaleDType, {}),
-                          "step %lld", static_cast<long long>(step));
-    }
+    double lossScale = run->scaler.scale();
+    if (hasSeed)
+      ZCC_RETURN_IF_ERROR(
+          setScalarInput(executor, "zcc.loss_scale", lossScale, lossScaleDType, scalarBuffer),
+          "step %lld", static_cast<long long>(step));
     double lossSum = 0;
     for (const plan::PipelineStep &instruction : steps) {
       bool forward = instruction.kind() == plan::PipelineStep::FORWARD;
       if (forward && hasData) {
         int64_t first = layout.sampleIndex(stepStart, instruction.micro_batch(), dataRank, 0);
-        ZCC_RETURN_IF_ERROR(feeder->feed(executor, first), "step %lld",
+        ZCC_RETURN_IF_ERROR(run->feeder.feed(executor, first), "step %lld",
                             static_cast<long long>(step));
       }
       ZCC_RETURN_IF_ERROR(executor.run(instruction.program()), "step %lld, micro-batch %lld",
                           static_cast<long long>(step),
                           static_cast<long long>(instruction.micro_batch()));
       if (forward && hasLoss) {
-        StatusOr<HostTensor> loss = executor.output(lossName);
+        StatusOr<double> loss = scalarOutput(executor, lossName);
         if (!loss.isOk())
           return loss.takeStatus();
-        lossSum += scalarValue(*loss);
+        lossSum += *loss;
       }
     }
-    stepStart += layout.samplesPerStep(accumulation);
-
     // The global norm: each stage's sum of squares, summed over the stages.
-    ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
-    StatusOr<HostTensor> normSq = executor.output("zcc.grad_norm_sq");
-    if (!normSq.isOk())
-      return normSq.takeStatus();
-    double sumSquares = scalarValue(*normSq);
-    if (options.pipelineCommunicator)
-      ZCC_RETURN_IF_ERROR(options.pipelineCommunicator->allReduce(&sumSquares, &sumSquares, 1,
-                                                                  plan::F64, ReduceOp::kSum),
-                          "step %lld: summing the gradient norm over the stages",
-                          static_cast<long long>(step));
-    double unscale = 1.0 / (static_cast<double>(accumulation) * lossScale);
-    double gradNorm = std::sqrt(sumSquares) * unscale;
-    bool overflow = scaler->enabled() && !std::isfinite(gradNorm);
-    double lr = schedule->lrForStep(applied + 1);
-    if (overflow) {
-      ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
-    } else {
-      int64_t k = applied + 1;
-      double factor = unscale;
-      if (training.gradient_clipping() > 0) {
-        double coefficient = training.gradient_clipping() / (gradNorm + 1e-6);
-        if (coefficient < 1)
-          factor *= coefficient;
-      }
-      bool sgd = training.optimizer() == "sgd";
-      double scalars[8] = {lr,
-                           sgd ? training.beta1() : schedule->beta1ForStep(k),
-                           schedule->beta2ForStep(k, training.beta2()),
-                           training.eps(),
-                           training.weight_decay(),
-                           static_cast<double>(k),
-                           factor,
-                           training.momentum()};
-      ZCC_RETURN_IF_ERROR(
-          executor.setInput("zcc.optimizer_scalars", scalars, sizeof scalars, plan::F64, {8}),
-          "step %lld", static_cast<long long>(step));
-      ZCC_RETURN_IF_ERROR(executor.run("optimizer_step"), "step %lld",
-                          static_cast<long long>(step));
+    StepReport report{};
+    Status ended = run->endStep(executor, "zcc.grad_norm_sq", "zcc.optimizer_scalars",
+                                options.pipelineCommunicator, step, applied + 1, accumulation,
+                                lossScale, report);
+    if (!ended.isOk())
+      return ended;
+    if (!report.overflow) {
       if (sync)
         ZCC_RETURN_IF_ERROR(executor.run("sync"), "step %lld: sending tied parameters",
                             static_cast<long long>(step));
       ++applied;
     }
-    Status updated = scaler->update(overflow);
+    Status updated = run->scaler.update(report.overflow);
     if (!updated.isOk())
       return updated.addContext(formatString("at step %lld", static_cast<long long>(step)));
+    stepStart += layout.samplesPerStep(accumulation);
 
     // The step's loss: the last stage's mean over its micro-batches,
     // averaged over the data-parallel ranks (the other stages add 0).
@@ -518,41 +623,18 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
     }
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - stepBegin).count();
-    double tokens = static_cast<double>(accumulation * rows * tokensPerRow * dataParallel);
-    double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
-    if (log) {
-      auto number = [](double value) {
-        return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
-      };
-      std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.17g, \"loss_scale\": %.17g, "
-                   "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
-                   "\"tokens_per_s\": %.6g}\n",
-                   static_cast<long long>(step), number(loss).c_str(), lr, lossScale,
-                   number(gradNorm).c_str(), overflow ? "true" : "false",
-                   static_cast<long long>(accumulation), tokensPerSecond);
-    }
-    if (progress)
-      drawProgress(step, options.steps, loss);
-    if (printEvery > 0 && (step % printEvery == 0 || step == options.steps)) {
-      if (progress)
-        std::fputc('\n', stderr);
-      std::printf("step %lld/%lld | loss %.6f | lr %.4e | loss scale %g | grad norm %.4f%s | "
-                  "%.0f tokens/s\n",
-                  static_cast<long long>(step), static_cast<long long>(options.steps), loss, lr,
-                  lossScale, gradNorm, overflow ? " | skipped (overflow)" : "", tokensPerSecond);
-      std::fflush(stdout);
-    }
+    double tokens = static_cast<double>(accumulation * run->feeder.rows *
+                                        run->feeder.tokensPerRow * dataParallel);
+    report.loss = loss;
+    report.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    run->report(report, options.steps);
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (leader)
+  if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s on %d pipeline stages\n",
                 static_cast<long long>(options.steps), static_cast<long long>(applied), total,
                 pipeline.stages_size());
-  if (log && std::fflush(log) != 0)
-    return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
-                      options.logJson.c_str(), std::strerror(errno));
-  return Status::ok();
+  return run->flushLog(options);
 }
 
 } // namespace
@@ -567,34 +649,9 @@ Status train(Executor &executor, const TrainOptions &options) {
       return Status(StatusCode::kInvalidArgument,
                     std::string("the training plan has no program '") + program +
                         "'; recompile it with this zcc");
-  StatusOr<LrSchedule> schedule =
-      LrSchedule::create(training.scheduler(), training.lr(), training.beta1());
-  if (!schedule.isOk())
-    return schedule.takeStatus();
-  StatusOr<LossScaler> scaler = LossScaler::create(training.loss_scaler());
-  if (!scaler.isOk())
-    return scaler.takeStatus();
-
-  StatusOr<Feeder> feeder = Feeder::create(executor, options);
-  if (!feeder.isOk())
-    return feeder.takeStatus();
-  const int64_t rows = feeder->rows, tokensPerRow = feeder->tokensPerRow;
-
-  const bool leader = options.rank == 0;
-  std::FILE *log = nullptr;
-  if (leader && !options.logJson.empty()) {
-    log = std::fopen(options.logJson.c_str(), "w");
-    if (!log)
-      return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
-                        options.logJson.c_str(), std::strerror(errno));
-  }
-  struct Closer {
-    std::FILE *file;
-    ~Closer() {
-      if (file)
-        std::fclose(file);
-    }
-  } closer{log};
+  StatusOr<TrainRun> run = TrainRun::create(executor, options);
+  if (!run.isOk())
+    return run.takeStatus();
 
   const std::string lossScaleName = bindingName(plan, training.loss_scale());
   const std::string scalarsName = bindingName(plan, training.optimizer_scalars());
@@ -603,23 +660,19 @@ Status train(Executor &executor, const TrainOptions &options) {
   const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
   BatchLayout layout;
   layout.dataParallelSize = training.data_parallel_size();
-  layout.microBatchSize = rows;
-  int64_t printEvery = options.printEvery > 0 ? options.printEvery : training.steps_per_print();
-  bool progress = leader && ::isatty(STDERR_FILENO) != 0;
-  if (!leader)
-    printEvery = 0;
+  layout.microBatchSize = run->feeder.rows;
 
   int64_t stepStart = 0, applied = 0, firstStep = 1;
   if (!options.resumeDir.empty()) {
     StatusOr<TrainState> resumed = resumeCheckpoint(executor, options.resumeDir, options.rank);
     if (!resumed.isOk())
       return resumed.takeStatus();
-    ZCC_RETURN_IF_ERROR(scaler->restore(resumed->scaler), "--resume %s",
+    ZCC_RETURN_IF_ERROR(run->scaler.restore(resumed->scaler), "--resume %s",
                         options.resumeDir.c_str());
     stepStart = resumed->samples;
     applied = resumed->applied;
     firstStep = resumed->step + 1;
-    if (leader)
+    if (run->leader)
       std::printf("resumed from step %lld of %s\n", static_cast<long long>(resumed->step),
                   options.resumeDir.c_str());
   }
@@ -631,11 +684,11 @@ Status train(Executor &executor, const TrainOptions &options) {
     state.step = step;
     state.applied = applied;
     state.samples = stepStart;
-    state.scaler = scaler->state();
+    state.scaler = run->scaler.state();
     ZCC_RETURN_IF_ERROR(saveCheckpoint(executor, options.saveDir, state, options.rank,
                                        options.communicator),
                         "step %lld", static_cast<long long>(step));
-    if (leader)
+    if (run->leader)
       std::printf("saved step %lld to %s\n", static_cast<long long>(step),
                   options.saveDir.c_str());
     return Status::ok();
@@ -646,68 +699,39 @@ Status train(Executor &executor, const TrainOptions &options) {
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     int64_t accumulation = accumulationFor(options, training.gradient_accumulation_steps(), step);
-    double lossScale = scaler->scale();
-    ZCC_RETURN_IF_ERROR(scalarBytes(lossScale, lossScaleDType, scalarBuffer), "step %lld",
-                        static_cast<long long>(step));
-    ZCC_RETURN_IF_ERROR(executor.setInput(lossScaleName, scalarBuffer.data(), scalarBuffer.size(),
-                                          lossScaleDType, {}),
-                        "step %lld", static_cast<long long>(step));
+    double lossScale = run->scaler.scale();
+    ZCC_RETURN_IF_ERROR(
+        setScalarInput(executor, lossScaleName, lossScale, lossScaleDType, scalarBuffer),
+        "step %lld", static_cast<long long>(step));
     double lossSum = 0;
     for (int64_t micro = 0; micro < accumulation; ++micro) {
       int64_t first = layout.sampleIndex(stepStart, micro, options.rank, 0);
-      ZCC_RETURN_IF_ERROR(feeder->feed(executor, first), "step %lld",
+      ZCC_RETURN_IF_ERROR(run->feeder.feed(executor, first), "step %lld",
                           static_cast<long long>(step));
       ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "step %lld",
                           static_cast<long long>(step));
-      StatusOr<HostTensor> loss = executor.output(lossName);
+      StatusOr<double> loss = scalarOutput(executor, lossName);
       if (!loss.isOk())
         return loss.takeStatus();
-      lossSum += scalarValue(*loss);
+      lossSum += *loss;
     }
-    stepStart += layout.samplesPerStep(accumulation);
-
-    ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
-    StatusOr<HostTensor> normSq = executor.output(normName);
-    if (!normSq.isOk())
-      return normSq.takeStatus();
-    double unscale = 1.0 / (static_cast<double>(accumulation) * lossScale);
-    double gradNorm = std::sqrt(scalarValue(*normSq)) * unscale;
-    bool overflow = scaler->enabled() && !std::isfinite(gradNorm);
-    double lr = schedule->lrForStep(applied + 1);
-    if (overflow) {
-      ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
-    } else {
-      int64_t k = applied + 1;
-      double factor = unscale;
-      if (training.gradient_clipping() > 0) {
-        double coefficient = training.gradient_clipping() / (gradNorm + 1e-6);
-        if (coefficient < 1)
-          factor *= coefficient;
-      }
-      bool sgd = training.optimizer() == "sgd";
-      double scalars[8] = {lr,
-                           sgd ? training.beta1() : schedule->beta1ForStep(k),
-                           schedule->beta2ForStep(k, training.beta2()),
-                           training.eps(),
-                           training.weight_decay(),
-                           static_cast<double>(k),
-                           factor,
-                           training.momentum()};
-      ZCC_RETURN_IF_ERROR(executor.setInput(scalarsName, scalars, sizeof scalars, plan::F64, {8}),
-                          "step %lld", static_cast<long long>(step));
-      ZCC_RETURN_IF_ERROR(executor.run("optimizer_step"), "step %lld",
-                          static_cast<long long>(step));
+    StepReport report{};
+    Status ended = run->endStep(executor, normName, scalarsName, /*stages=*/nullptr, step,
+                                applied + 1, accumulation, lossScale, report);
+    if (!ended.isOk())
+      return ended;
+    if (!report.overflow)
       ++applied;
-    }
-    Status updated = scaler->update(overflow);
+    Status updated = run->scaler.update(report.overflow);
     if (!updated.isOk())
       return updated.addContext(formatString("at step %lld", static_cast<long long>(step)));
+    stepStart += layout.samplesPerStep(accumulation);
 
     auto now = std::chrono::steady_clock::now();
     double seconds = std::chrono::duration<double>(now - stepBegin).count();
-    double tokens = static_cast<double>(accumulation * rows * tokensPerRow *
-                                        std::max<int64_t>(1, training.data_parallel_size()));
-    double tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    double tokens =
+        static_cast<double>(accumulation * run->feeder.rows * run->feeder.tokensPerRow *
+                            std::max<int64_t>(1, training.data_parallel_size()));
     double loss = lossSum / static_cast<double>(accumulation);
     if (options.communicator) {
       // The step's loss is the mean over the ranks as well.
@@ -715,30 +739,9 @@ Status train(Executor &executor, const TrainOptions &options) {
           options.communicator->allReduce(&loss, &loss, 1, plan::F64, ReduceOp::kAverage),
           "step %lld: averaging the loss over the ranks", static_cast<long long>(step));
     }
-    if (log) {
-      // JSON has no inf or NaN: a non-finite value is null.
-      auto number = [](double value) {
-        return std::isfinite(value) ? formatString("%.9g", value) : std::string("null");
-      };
-      std::fprintf(log,
-                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.17g, \"loss_scale\": %.17g, "
-                   "\"grad_norm\": %s, \"skipped\": %s, \"accumulation\": %lld, "
-                   "\"tokens_per_s\": %.6g}\n",
-                   static_cast<long long>(step), number(loss).c_str(), lr, lossScale,
-                   number(gradNorm).c_str(), overflow ? "true" : "false",
-                   static_cast<long long>(accumulation), tokensPerSecond);
-    }
-    if (progress)
-      drawProgress(step, options.steps, loss);
-    if (printEvery > 0 && (step % printEvery == 0 || step == options.steps)) {
-      if (progress)
-        std::fputc('\n', stderr);
-      std::printf("step %lld/%lld | loss %.6f | lr %.4e | loss scale %g | grad norm %.4f%s | "
-                  "%.0f tokens/s\n",
-                  static_cast<long long>(step), static_cast<long long>(options.steps), loss, lr,
-                  lossScale, gradNorm, overflow ? " | skipped (overflow)" : "", tokensPerSecond);
-      std::fflush(stdout);
-    }
+    report.loss = loss;
+    report.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
+    run->report(report, options.steps);
     if (!options.saveDir.empty() && options.saveEvery > 0 && step % options.saveEvery == 0) {
       ZCC_RETURN_IF_ERROR(save(step), "--save-every %lld",
                           static_cast<long long>(options.saveEvery));
@@ -748,14 +751,11 @@ Status train(Executor &executor, const TrainOptions &options) {
   if (!options.saveDir.empty() && lastSaved != options.steps && firstStep <= options.steps)
     ZCC_RETURN_IF_ERROR(save(options.steps), "at the end of the run");
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (leader)
+  if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s\n",
                 static_cast<long long>(std::max<int64_t>(0, options.steps - firstStep + 1)),
                 static_cast<long long>(applied), total);
-  if (log && std::fflush(log) != 0)
-    return makeStatus(StatusCode::kUnavailable, "cannot write --log-json %s: %s",
-                      options.logJson.c_str(), std::strerror(errno));
-  return Status::ok();
+  return run->flushLog(options);
 }
 
 } // namespace zcc

@@ -355,6 +355,15 @@ Status makeDirectories(const std::string &path) {
   return Status::ok();
 }
 
+/// Makes an inference run's output folder and its executor options.
+Status prepareInference(const Options &options, ExecutorOptions &executorOptions) {
+  Status status = makeDirectories(options.outputDir);
+  if (!status.isOk())
+    return status;
+  executorOptions.backend = options.backend;
+  return weightOptions(options, executorOptions.weights);
+}
+
 /// An output name as a file name: ONNX names may hold '/', which would
 /// otherwise point into folders that do not exist.
 std::string outputFileName(const std::string &name) {
@@ -403,13 +412,8 @@ Status runInference(const Options &options, LoadedPlan loaded) {
     }
     arrays.emplace_back(binding.name(), std::move(*array));
   }
-  Status status = makeDirectories(options.outputDir);
-  if (!status.isOk())
-    return status;
-
   ExecutorOptions executorOptions;
-  executorOptions.backend = options.backend;
-  status = weightOptions(options, executorOptions.weights);
+  Status status = prepareInference(options, executorOptions);
   if (!status.isOk())
     return status;
   StatusOr<std::unique_ptr<Executor>> executor =
@@ -463,6 +467,26 @@ int hostThreadsPerRank(const plan::Plan &plan, int world) {
     }
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, static_cast<int>(cores * share) / std::max(1, localRanks));
+}
+
+/// The subgroups of a pipeline job whose rank r runs stage r / dataParallel
+/// with data-parallel index r % dataParallel: with `perStage`, one per stage
+/// over its data-parallel ranks; otherwise one per data-parallel index over
+/// the stages, in stage order.
+StatusOr<std::vector<LocalCommunicatorGroup *>>
+pipelineSubgroups(LocalCommunicatorGroup &group, int stages, int dataParallel, bool perStage) {
+  std::vector<LocalCommunicatorGroup *> subgroups;
+  const int count = perStage ? stages : dataParallel, size = perStage ? dataParallel : stages;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int> ranks;
+    for (int j = 0; j < size; ++j)
+      ranks.push_back(perStage ? i * dataParallel + j : j * dataParallel + i);
+    StatusOr<LocalCommunicatorGroup *> subgroup = group.createSubgroup(ranks);
+    if (!subgroup.isOk())
+      return subgroup.takeStatus();
+    subgroups.push_back(*subgroup);
+  }
+  return subgroups;
 }
 
 /// An inference pipeline: ranks as threads, rank r running stage r / dp
@@ -526,12 +550,8 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       output.shape[0] *= microBatches * dataParallel;
     output.data.assign(static_cast<size_t>(buffer.bytes() * microBatches * dataParallel), 0);
   }
-  Status status = makeDirectories(options.outputDir);
-  if (!status.isOk())
-    return status;
   ExecutorOptions executorOptions;
-  executorOptions.backend = options.backend;
-  status = weightOptions(options, executorOptions.weights);
+  Status status = prepareInference(options, executorOptions);
   if (!status.isOk())
     return status;
 
@@ -539,16 +559,11 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       world, {std::chrono::seconds(options.commTimeoutSeconds)});
   if (!group.isOk())
     return group.takeStatus();
-  std::vector<LocalCommunicatorGroup *> pipeGroups;
-  for (int d = 0; d < dataParallel; ++d) {
-    std::vector<int> ranks;
-    for (int s = 0; s < stages; ++s)
-      ranks.push_back(s * dataParallel + d);
-    StatusOr<LocalCommunicatorGroup *> subgroup = (*group)->createSubgroup(ranks);
-    if (!subgroup.isOk())
-      return subgroup.takeStatus();
-    pipeGroups.push_back(*subgroup);
-  }
+  StatusOr<std::vector<LocalCommunicatorGroup *>> pipes =
+      pipelineSubgroups(**group, stages, dataParallel, /*perStage=*/false);
+  if (!pipes.isOk())
+    return pipes.takeStatus();
+  const std::vector<LocalCommunicatorGroup *> &pipeGroups = *pipes;
   std::vector<Status> results(world, Status::ok());
   double seconds = 0;
   auto runRank = [&](int rank) -> Status {
@@ -716,24 +731,16 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       return created.takeStatus();
     group = std::move(*created);
     if (pipelined) {
-      for (int s = 0; s < stages; ++s) {
-        std::vector<int> ranks;
-        for (int d = 0; d < dataParallel; ++d)
-          ranks.push_back(s * dataParallel + d);
-        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
-        if (!subgroup.isOk())
-          return subgroup.takeStatus();
-        stageGroups.push_back(*subgroup);
-      }
-      for (int d = 0; d < dataParallel; ++d) {
-        std::vector<int> ranks;
-        for (int s = 0; s < stages; ++s)
-          ranks.push_back(s * dataParallel + d);
-        StatusOr<LocalCommunicatorGroup *> subgroup = group->createSubgroup(ranks);
-        if (!subgroup.isOk())
-          return subgroup.takeStatus();
-        pipeGroups.push_back(*subgroup);
-      }
+      StatusOr<std::vector<LocalCommunicatorGroup *>> byStage =
+          pipelineSubgroups(*group, stages, dataParallel, /*perStage=*/true);
+      if (!byStage.isOk())
+        return byStage.takeStatus();
+      stageGroups = std::move(*byStage);
+      StatusOr<std::vector<LocalCommunicatorGroup *>> pipes =
+          pipelineSubgroups(*group, stages, dataParallel, /*perStage=*/false);
+      if (!pipes.isOk())
+        return pipes.takeStatus();
+      pipeGroups = std::move(*pipes);
     }
   }
   std::vector<Status> results(world, Status::ok());

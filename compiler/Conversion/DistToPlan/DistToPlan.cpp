@@ -2,6 +2,7 @@
 
 #include "compiler/Conversion/MemoryPlanner.h"
 #include "compiler/Conversion/Passes.h"
+#include "dialects/Graph/Transforms/NodeName.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -130,15 +131,7 @@ DictionaryAttr randomInit(OpBuilder &builder, zgraph::ParamOp param) {
   return builder.getDictionaryAttr(fields);
 }
 
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string name = locationName(inner); !name.empty())
-        return name;
-  return "";
-}
+using zgraph::nodeName;
 
 /// The operands an in-place training op writes (its outputs in the plan)
 /// and the ones it only reads (its inputs).
@@ -579,7 +572,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
               return signalPassFailure();
             to = *id;
           } else {
-            to = addBuffer(recv.getResult(), Kind::Activation, locationName(op.getLoc()), &op,
+            to = addBuffer(recv.getResult(), Kind::Activation, nodeName(op.getLoc()), &op,
                            index);
           }
           program.instructions.push_back(
@@ -603,7 +596,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           instruction.outputs.push_back(bufferOf.lookup(target));
         for (Value result : op.getResults())
           instruction.outputs.push_back(
-              addBuffer(result, Kind::Activation, locationName(op.getLoc()), &op, index));
+              addBuffer(result, Kind::Activation, nodeName(op.getLoc()), &op, index));
         // Host ops read and write host buffers; offload and fetch cross;
         // everything else stays on the device.
         bool hostOp = onHost(&op) && !isa<zdist::OffloadOp>(op);

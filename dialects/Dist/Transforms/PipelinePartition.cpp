@@ -12,6 +12,7 @@
 
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Dist/Transforms/PipelineCost.h"
+#include "dialects/Graph/Transforms/NodeName.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -31,17 +32,6 @@ using namespace mlir;
 
 namespace zcc::zdist {
 namespace {
-
-/// The ONNX node name an op was imported from, or "".
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string name = nodeName(inner); !name.empty())
-        return name;
-  return "";
-}
 
 /// Cuts `weights` into `parts` contiguous pieces, each with at least one
 /// unit of positive weight. The heaviest piece is kept within 5% of the
@@ -211,7 +201,7 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
       else if (method == "uniform")
         weights.push_back(usesParam ? 1 : 0);
       else
-        weights.push_back(pattern->match(nodeName(unit->getLoc())) ||
+        weights.push_back(pattern->match(zgraph::nodeName(unit->getLoc())) ||
                                   pattern->match(unit->getName().getStringRef())
                               ? 1
                               : 0);

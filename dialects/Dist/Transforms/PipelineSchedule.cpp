@@ -10,6 +10,7 @@
 
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Dist/Transforms/PipelineCost.h"
+#include "dialects/Dist/Transforms/PipelineSupport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -166,18 +167,6 @@ uint64_t byteSize(Type type) {
          (bits <= 8 ? 1 : bits / 8);
 }
 
-/// The stage an op runs on. Parameters, training state and constants have
-/// none: each stage that uses one holds its own.
-std::optional<int64_t> stageOf(Operation *op) {
-  if (!op || isa<zgraph::ParamOp, zgraph::StateOp, zgraph::ConstantOp>(op))
-    return std::nullopt;
-  if (auto stage = op->getAttrOfType<IntegerAttr>("zdist.stage"))
-    return stage.getInt();
-  return std::nullopt;
-}
-
-bool isBackward(Operation *op) { return op && op->hasAttr("zdist.backward"); }
-
 struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -222,22 +211,9 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
 
     // Ops made after partitioning take the latest stage among their
     // operands; ops of constants alone keep none.
-    for (Operation &op : body.without_terminator()) {
-      if (stageOf(&op))
-        continue;
-      std::optional<int64_t> latest;
-      bool backward = false;
-      for (Value operand : op.getOperands())
-        if (std::optional<int64_t> stage = stageOf(operand.getDefiningOp())) {
-          latest = std::max(latest.value_or(0), *stage);
-          backward |= isBackward(operand.getDefiningOp());
-        }
-      if (!latest)
-        continue;
-      op.setAttr("zdist.stage", builder.getI64IntegerAttr(*latest));
-      if (backward)
-        op.setAttr("zdist.backward", builder.getUnitAttr());
-    }
+    for (Operation &op : body.without_terminator())
+      if (!stageOf(&op))
+        inheritOperandStage(op);
     bool partitioned = false;
     for (Operation &op : body.without_terminator()) {
       std::optional<int64_t> stage = stageOf(&op);

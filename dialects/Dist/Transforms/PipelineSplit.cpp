@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/Transforms/Passes.h"
+#include "dialects/Dist/Transforms/PipelineSupport.h"
 #include "dialects/Graph/IR/ZGraph.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -35,16 +36,6 @@ using namespace mlir;
 
 namespace zcc::zdist {
 namespace {
-
-std::optional<int64_t> stageOf(Operation *op) {
-  if (!op || isa<zgraph::ParamOp, zgraph::StateOp, zgraph::ConstantOp>(op))
-    return std::nullopt;
-  if (auto stage = op->getAttrOfType<IntegerAttr>("zdist.stage"))
-    return stage.getInt();
-  return std::nullopt;
-}
-
-bool isBackward(Operation *op) { return op && op->hasAttr("zdist.backward"); }
 
 std::string slotName(StringRef kind, int64_t index, int64_t slot) {
   return ("zcc.pp." + kind + std::to_string(index) + ".k" + std::to_string(slot)).str();
@@ -121,26 +112,12 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
       return signalPassFailure();
     }
     Block &body = step.getBody().front();
-    OpBuilder builder(module.getContext());
 
     // Ops added since scheduling (ZeRO's) take their operands' stage; the
     // ones of parameters alone (gathers) are made again where used.
-    for (Operation &op : body.without_terminator()) {
-      if (stageOf(&op) || isa<ReleaseOp>(op))
-        continue;
-      std::optional<int64_t> latest;
-      bool backward = false;
-      for (Value operand : op.getOperands())
-        if (std::optional<int64_t> stage = stageOf(operand.getDefiningOp())) {
-          latest = std::max(latest.value_or(0), *stage);
-          backward |= isBackward(operand.getDefiningOp());
-        }
-      if (!latest)
-        continue;
-      op.setAttr("zdist.stage", builder.getI64IntegerAttr(*latest));
-      if (backward)
-        op.setAttr("zdist.backward", builder.getUnitAttr());
-    }
+    for (Operation &op : body.without_terminator())
+      if (!stageOf(&op) && !isa<ReleaseOp>(op))
+        inheritOperandStage(op);
     for (auto transfer : body.getOps<TransferOp>()) {
       transferIndex[transfer] = transfers.size();
       transfers.push_back(transfer);

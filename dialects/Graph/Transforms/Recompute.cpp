@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Graph/Transforms/NodeName.h"
 #include "dialects/Graph/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,16 +33,6 @@ using namespace mlir;
 
 namespace zcc::zgraph {
 namespace {
-
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (std::string name = nodeName(inner); !name.empty())
-        return name;
-  return "";
-}
 
 /// The repeated block an ONNX node name places an op in: ("h", 3) for
 /// "/h.3/attn/c_attn/MatMul" or "layers.3/Gemm".
