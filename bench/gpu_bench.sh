@@ -55,7 +55,7 @@ for item in $cases; do
   IFS=: read -r model stage micro <<< "$item"
   plan=$out/$model-z$stage.plan
   log=$out/$model-z$stage
-  "$zrun" "$plan" --backend cuda --nproc 2 --weights random --steps "$steps" \
+  "$zrun" "$plan" --backend cuda --nproc 2 --weights random --steps "$steps" --comm-timeout "${COMM_TIMEOUT:-60}" \
     --log-json "$log.jsonl" --memory-report > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
   $python - "$log" "$model" "$stage" "$micro" "$plan" >> "$results" <<'PY'
 import json, re, sys

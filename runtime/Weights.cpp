@@ -202,10 +202,13 @@ static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
                                Backend &backend, uint8_t *destination) {
   size_t elementBytes = cpu::dtypeBytes(buffer.dtype());
   // A partitioned weight draws the whole weight's sequence and keeps this
-  // rank's part, so every world size starts from the same values.
+  // rank's part, so every world size starts from the same values. Every
+  // rank draws all of it, so the ranks finish loading together and none
+  // waits at its first collective for longer than the others took.
   uint64_t part = buffer.bytes() / elementBytes;
-  uint64_t first = weight.shards() > 1 ? part * static_cast<uint64_t>(shardIndex) : 0;
-  uint64_t total = first + part;
+  uint64_t shards = std::max<uint64_t>(1, weight.shards());
+  uint64_t first = shards > 1 ? part * static_cast<uint64_t>(shardIndex) : 0;
+  uint64_t total = part * shards;
   uint64_t perSlice = std::max<uint64_t>(1, kStagingBytes / elementBytes);
   NormalSource normal(seed, index);
   for (uint64_t done = 0; done < total;) {
@@ -215,13 +218,14 @@ static Status loadRandomWeight(const plan::Weight &weight, uint32_t index,
                               count, staging.data());
     if (!status.isOk())
       return status.addContext("cannot draw " + describeWeight(weight));
-    // Keep the drawn elements that fall in [first, total).
+    // Keep the drawn elements that fall in [first, first + part).
     uint64_t keepFrom = std::max(done, first);
-    if (keepFrom < done + count)
+    uint64_t keepTo = std::min(done + count, first + part);
+    if (keepFrom < keepTo)
       ZCC_RETURN_IF_ERROR(
           backend.copyToDevice(destination + (keepFrom - first) * elementBytes,
                                staging.data() + (keepFrom - done) * elementBytes,
-                               (done + count - keepFrom) * elementBytes),
+                               (keepTo - keepFrom) * elementBytes),
           "while copying %s to the device", describeWeight(weight).c_str());
     done += count;
   }
