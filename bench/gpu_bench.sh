@@ -13,8 +13,8 @@
 # ZeRO 0 (against PyTorch DDP) and ZeRO 3 (against FSDP2); a 6.7 B model (32
 # layers, width 4096) at micro-batch 4 with ZeRO 3 against FSDP2. Each run
 # prints tokens/s, TFLOP/s per GPU and peak memory per GPU; the table gives
-# zcc / peer for each. Pipeline inference needs pipeline plans, which zcc
-# does not compile yet: that row reports the peer alone.
+# zcc / peer for each. Pipeline plans run on the cpu backend only: the
+# pipeline inference row reports the peers alone.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?compile or run}

@@ -41,7 +41,8 @@ def main():
         if key in by:
             r = by[key]
             print(f"{key[0]} {key[1]}: {r['tokens_per_s']:.0f} tokens/s, latency {r['latency_s'] * 1e3:.1f} ms per batch")
-    print("zcc pipeline inference: not run (zcc does not compile pipeline plans yet)")
+    print("zcc pipeline inference: not run (zcc compiles pipeline plans, but zrun runs them on "
+          "the cpu backend only: the cuda backend has no per-stage communicators yet)")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
 }
 
 void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
+  pm.addPass(zdist::createAutoTunePass());
   pm.addPass(createGraphToDistPass());
   pm.addPass(zdist::createPipelineSchedulePass());
   pm.addPass(zdist::createZeroPass());

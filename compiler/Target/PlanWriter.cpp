@@ -490,6 +490,10 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("zplan.pipeline"))
     if (failed(buildPipeline(module, pipeline, result)))
       return failure();
+  if (auto tuned = module->getAttrOfType<DictionaryAttr>("zcc.auto_tuned"))
+    for (NamedAttribute choice : tuned)
+      if (auto text = dyn_cast<StringAttr>(choice.getValue()))
+        (*result.mutable_auto_tuned())[choice.getName().str()] = text.str();
   DictionaryAttr config = config::getConfig(module);
   if (config)
     if (std::optional<config::Json> json = config::attributeToJson(config))

@@ -93,6 +93,10 @@ cl::opt<std::string> lossKind("loss",
                                        "against an i64 input 'labels', or mse"),
                               cl::value_desc("cross-entropy|mse"), cl::init(""),
                               cl::cat(zccCategory));
+cl::opt<std::string> target("target",
+                            cl::desc("The machine the cost model picks \"auto\" settings for"),
+                            cl::value_desc("h200|h100|cpu"), cl::init("h200"),
+                            cl::cat(zccCategory));
 cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
                                        cl::desc("Per-GPU memory the plan must fit"),
                                        cl::value_desc("16GiB"), cl::init(""),
@@ -166,7 +170,10 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
         rank["comm_bytes"][kind] = bytes;
       ranks.push_back(rank);
     }
-    outs() << zcc::config::Json{{"ranks", ranks}}.dump(2) << "\n";
+    zcc::config::Json document = {{"ranks", ranks}};
+    for (const auto &[key, why] : plan.auto_tuned())
+      document["auto_tuned"][key] = why;
+    outs() << document.dump(2) << "\n";
     return;
   }
   outs() << "memory plan, per rank (bytes; each of the " << world << " rank"
@@ -190,6 +197,13 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
     outs() << "communication per optimizer step, per rank (bytes)\n";
     for (const auto &[kind, bytes] : comm)
       outs() << llvm::format("  %-24s %14lld\n", kind.c_str(), (long long)bytes);
+  }
+  if (!plan.auto_tuned().empty()) {
+    outs() << "\"auto\" settings picked by the cost model\n";
+    std::map<std::string, std::string> sorted(plan.auto_tuned().begin(),
+                                              plan.auto_tuned().end());
+    for (const auto &[key, why] : sorted)
+      outs() << "  zero_optimization." << key << " = " << why << "\n";
   }
 }
 
@@ -441,6 +455,9 @@ int main(int argc, char **argv) {
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   if (config)
     zcc::config::attachConfig(*module, *config);
+  if (target != "h200" && target != "h100" && target != "cpu")
+    fail("--target " + target + ": the cost model knows h200, h100 and cpu");
+  (*module)->setAttr("zcc.target", mlir::StringAttr::get(&context, target));
 
   if (emit == EmitKind::Config) {
     if (report.getNumOccurrences())

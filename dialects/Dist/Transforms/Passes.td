@@ -58,6 +58,23 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def AutoTunePass : Pass<"zcc-dist-auto-tune", "mlir::ModuleOp"> {
+  let summary = "Picks the 'auto' ZeRO sizes from a cost model of the target";
+  let description = [{
+    Replaces each "auto" among `zero_optimization`'s reduce_bucket_size,
+    allgather_bucket_size, stage3_prefetch_bucket_size,
+    stage3_param_persistence_threshold, stage3_max_live_parameters,
+    stage3_max_reuse_distance and sub_group_size in `zcc.config` with a
+    value from a cost model of the module's `zcc.target` ("h200" when
+    unset, "h100", "cpu"): collectives cost latency plus bytes over the
+    target's bus bandwidth, a parameter costs 2 FLOPs per token of the
+    micro-batch at the target's peak. Records each choice and its reason in
+    the module attribute `zcc.auto_tuned`, which the report prints. Without
+    "auto" it changes nothing.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
 def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
   let summary = "CPU offload of optimizer state and parameter shards";
   let description = [{
