@@ -48,7 +48,10 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       use and gathered again; at the first use of a copy not yet gathered
       one coalesced all-gather (concat, gather, slice) fetches it with the
       next copies in use order, up to min(`stage3_max_live_parameters` -
-      resident elements, `stage3_prefetch_bucket_size`) elements.
+      resident elements, `stage3_prefetch_bucket_size`) elements. With
+      `overlap_comm` each bucket's gather is issued right after the first
+      use of the bucket before it (when both fit the live budget), so it
+      runs on the communication stream while that bucket computes.
 
     Offload is the next pass's (`zcc-dist-offload`); `overlap_comm` (the
     streams and events) is decided when the plan is built

@@ -52,6 +52,10 @@ struct Stage3Schedule {
   int64_t maxReuseDistance = 1000000000;
   /// The most elements one coalesced all-gather prefetches ahead of use.
   int64_t prefetchBucketSize = 50000000;
+  /// overlap_comm: each bucket's all-gather is issued right after the
+  /// first use of the bucket before it, so the gather runs on the
+  /// communication stream while that bucket computes.
+  bool gatherAhead = false;
 };
 
 /// The rewrite of one training step for one stage.
@@ -388,6 +392,8 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   };
 
   SmallVector<bool> fetched(segments.size(), false);
+  Operation *previousFirstUse = nullptr;
+  int64_t previousElements = 0;
   for (unsigned k = 0; k < segments.size(); ++k) {
     if (fetched[k])
       continue;
@@ -414,7 +420,20 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
       fetched[m] = true;
       prefetched += candidate.elements;
     }
-    builder.setInsertionPoint(segments[k].uses.front()->getOwner());
+    Operation *firstUse = segments[k].uses.front()->getOwner();
+    int64_t elements = params[segments[k].param].elements + prefetched;
+    // Ahead of use when the previous bucket and this one fit the live
+    // budget together, and the previous bucket's first use comes before.
+    bool ahead = schedule.gatherAhead && previousFirstUse &&
+                 previousFirstUse->isBeforeInBlock(firstUse) &&
+                 pipelineStage(previousFirstUse) == pipelineStage(firstUse) &&
+                 resident + previousElements + elements <= schedule.maxLiveParameters;
+    if (ahead)
+      builder.setInsertionPointAfter(previousFirstUse);
+    else
+      builder.setInsertionPoint(firstUse);
+    previousFirstUse = firstUse;
+    previousElements = elements;
     SmallVector<Value> wholes = gatherBucket(bucket);
     for (auto [m, whole] : llvm::zip(bucket, wholes))
       for (OpOperand *use : segments[m].uses)
@@ -672,6 +691,8 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
         configInt(zero, "stage3_max_reuse_distance", schedule.maxReuseDistance);
     schedule.prefetchBucketSize =
         configInt(zero, "stage3_prefetch_bucket_size", schedule.prefetchBucketSize);
+    if (auto overlap = zero ? zero.getAs<BoolAttr>("overlap_comm") : BoolAttr())
+      schedule.gatherAhead = overlap.getValue();
     int64_t gatherBucket = configInt(zero, "allgather_bucket_size", 500000000);
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
                                 std::max<int64_t>(1, bucket), std::max<int64_t>(1, gatherBucket),
