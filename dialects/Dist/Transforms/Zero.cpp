@@ -124,6 +124,9 @@ private:
                                        ReductionKindAttr::get(builder.getContext(), kind));
   }
 
+  SmallVector<Value> gatherCoalesced(Location loc, ArrayRef<Value> shards,
+                                     ArrayRef<RankedTensorType> fulls, bool flattenVectors,
+                                     llvm::function_ref<void(size_t, Value)> onWhole = {});
   void partitionMicroStep(func::FuncOp step);
   void scheduleGathers(func::FuncOp step);
   void reduceScatterBucket(ArrayRef<zgraph::AccumulateOp> bucket);
@@ -176,6 +179,48 @@ LogicalResult ZeroPartitioner::run() {
   if (stage == 1 || stage == 2)
     addInit(update);
   return success();
+}
+
+/// One all-gather for a bucket of row shards of one element type: the shards
+/// are flattened into one buffer, gathered rank-major ([ranks, elements])
+/// and each whole tensor cut back out of it (rows are blocks, so a tensor's
+/// column range over all ranks is its whole row-major data).
+/// `flattenVectors` reshapes 1-d shards too (they already are flat);
+/// `onWhole`, when given, is called with each whole as soon as it is cut.
+SmallVector<Value> ZeroPartitioner::gatherCoalesced(
+    Location loc, ArrayRef<Value> shards, ArrayRef<RankedTensorType> fulls, bool flattenVectors,
+    llvm::function_ref<void(size_t, Value)> onWhole) {
+  Type element = fulls.front().getElementType();
+  SmallVector<Value> flats;
+  int64_t total = 0;
+  for (auto [shard, full] : llvm::zip(shards, fulls)) {
+    int64_t part = full.getNumElements() / dataParallel;
+    flats.push_back(full.getRank() == 1 && !flattenVectors
+                        ? shard
+                        : Value(builder.create<zgraph::ReshapeOp>(
+                              loc, RankedTensorType::get({part}, element), shard)));
+    total += part;
+  }
+  Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
+                                                flats, builder.getI64IntegerAttr(0));
+  Value gathered = allGather(loc, flat, RankedTensorType::get({dataParallel * total}, element));
+  Value byRank = builder.create<zgraph::ReshapeOp>(
+      loc, RankedTensorType::get({dataParallel, total}, element), gathered);
+  SmallVector<Value> wholes;
+  int64_t offset = 0;
+  for (RankedTensorType full : fulls) {
+    int64_t part = full.getNumElements() / dataParallel;
+    Value columns = builder.create<zgraph::SliceOp>(
+        loc, RankedTensorType::get({dataParallel, part}, element), byRank,
+        builder.getDenseI64ArrayAttr({0, offset}),
+        builder.getDenseI64ArrayAttr({dataParallel, offset + part}),
+        builder.getDenseI64ArrayAttr({1, 1}));
+    wholes.push_back(builder.create<zgraph::ReshapeOp>(loc, full, columns));
+    if (onWhole)
+      onWhole(wholes.size() - 1, wholes.back());
+    offset += part;
+  }
+  return wholes;
 }
 
 /// Stage 2: each micro-step's gradient is reduce-scattered into the shard
@@ -361,34 +406,13 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
       wholes.push_back(allGather(loc, param.op, param.full));
       return wholes;
     }
-    Type element = params[segments[bucket.front()].param].full.getElementType();
-    SmallVector<Value> flats;
-    int64_t total = 0;
+    SmallVector<Value> shards;
+    SmallVector<RankedTensorType> fulls;
     for (unsigned m : bucket) {
-      Param &param = params[segments[m].param];
-      int64_t size = param.elements / dataParallel;
-      flats.push_back(builder.create<zgraph::ReshapeOp>(
-          loc, RankedTensorType::get({size}, element), param.op));
-      total += size;
+      shards.push_back(params[segments[m].param].op);
+      fulls.push_back(params[segments[m].param].full);
     }
-    Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
-                                                  flats, builder.getI64IntegerAttr(0));
-    Value gathered = allGather(loc, flat, RankedTensorType::get({dataParallel * total}, element));
-    Value byRank = builder.create<zgraph::ReshapeOp>(
-        loc, RankedTensorType::get({dataParallel, total}, element), gathered);
-    int64_t offset = 0;
-    for (unsigned m : bucket) {
-      Param &param = params[segments[m].param];
-      int64_t size = param.elements / dataParallel;
-      Value columns = builder.create<zgraph::SliceOp>(
-          loc, RankedTensorType::get({dataParallel, size}, element), byRank,
-          builder.getDenseI64ArrayAttr({0, offset}),
-          builder.getDenseI64ArrayAttr({dataParallel, offset + size}),
-          builder.getDenseI64ArrayAttr({1, 1}));
-      wholes.push_back(builder.create<zgraph::ReshapeOp>(loc, param.full, columns));
-      offset += size;
-    }
-    return wholes;
+    return gatherCoalesced(loc, shards, fulls, /*flattenVectors=*/true);
   };
 
   SmallVector<bool> fetched(segments.size(), false);
@@ -603,34 +627,15 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
       builder.create<zgraph::AssignOp>(loc, bucket.front().param, whole);
       continue;
     }
-    Type element = bucket.front().full.getElementType();
-    SmallVector<Value> flats;
-    int64_t total = 0;
+    SmallVector<Value> shards;
+    SmallVector<RankedTensorType> fulls;
     for (Updated &update : bucket) {
-      int64_t part = update.full.getNumElements() / dataParallel;
-      flats.push_back(update.full.getRank() == 1
-                          ? update.master
-                          : Value(builder.create<zgraph::ReshapeOp>(
-                                loc, RankedTensorType::get({part}, element), update.master)));
-      total += part;
+      shards.push_back(update.master);
+      fulls.push_back(update.full);
     }
-    Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
-                                                  flats, builder.getI64IntegerAttr(0));
-    Value gathered = allGather(loc, flat, RankedTensorType::get({dataParallel * total}, element));
-    Value byRank = builder.create<zgraph::ReshapeOp>(
-        loc, RankedTensorType::get({dataParallel, total}, element), gathered);
-    int64_t offset = 0;
-    for (Updated &update : bucket) {
-      int64_t part = update.full.getNumElements() / dataParallel;
-      Value columns = builder.create<zgraph::SliceOp>(
-          loc, RankedTensorType::get({dataParallel, part}, element), byRank,
-          builder.getDenseI64ArrayAttr({0, offset}),
-          builder.getDenseI64ArrayAttr({dataParallel, offset + part}),
-          builder.getDenseI64ArrayAttr({1, 1}));
-      Value whole = builder.create<zgraph::ReshapeOp>(loc, update.full, columns);
-      builder.create<zgraph::AssignOp>(loc, update.param, whole);
-      offset += part;
-    }
+    gatherCoalesced(loc, shards, fulls, /*flattenVectors=*/false, [&](size_t i, Value whole) {
+      builder.create<zgraph::AssignOp>(loc, bucket[i].param, whole);
+    });
   }
 }
 
