@@ -295,7 +295,18 @@ Status Executor::prepare(const ExecutorOptions &options) {
     }
   }
   inputWritten_.assign(plan.inputs_size(), false);
+  profiling_ = options.profile;
+  profile_.resize(programs_.size());
+  for (size_t p = 0; p < programs_.size(); ++p) {
+    profile_[p].program = programs_[p].source;
+    profile_[p].instructions.assign(programs_[p].instructions.size(), InstructionProfile());
+  }
   return Status::ok();
+}
+
+void Executor::resetProfile() {
+  for (ProgramProfile &program : profile_)
+    std::fill(program.instructions.begin(), program.instructions.end(), InstructionProfile());
 }
 
 /// numpy's name of a dtype, for the conversion a message suggests.
@@ -441,44 +452,21 @@ bool Executor::hasProgram(const std::string &programName) const {
   return false;
 }
 
-Status Executor::run(const std::string &programName) {
-  const PreparedProgram *program = nullptr;
-  for (const PreparedProgram &candidate : programs_)
-    if (candidate.source->name() == programName)
-      program = &candidate;
-  if (!program) {
-    std::string known;
-    for (const PreparedProgram &candidate : programs_)
-      known += (known.empty() ? "'" : ", '") + candidate.source->name() + "'";
-    return Status(StatusCode::kNotFound,
-                  "the plan has no program '" + programName +
-                      "' (its programs: " +
-                      (known.empty() ? std::string("none") : known) + ")");
-  }
-  for (int i : program->inputsRead)
-    if (!inputWritten_[i])
-      return Status(StatusCode::kFailedPrecondition,
-                    "input '" + plan_.plan.inputs(i).name() +
-                        "' was never written; pass it (zrun --input " +
-                        plan_.plan.inputs(i).name() + "=FILE.npy)");
-
-  // A rank with peers watches them while it waits: a dead or hung peer ends
-  // the wait with the communicator's error instead of blocking forever.
-  auto start = std::chrono::steady_clock::now();
-  std::function<Status()> watchPeers;
-  if (communicator_)
-    watchPeers = [&] {
-      return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - start));
-    };
-
+template <bool kProfile>
+Status Executor::runInstructions(size_t programIndex, const std::function<Status()> &watchPeers) {
+  const PreparedProgram &program = programs_[programIndex];
+  [[maybe_unused]] InstructionProfile *counters =
+      kProfile ? profile_[programIndex].instructions.data() : nullptr;
   // The step loop: launches only. Everything it reads was built by
   // instantiate(). A host kernel first waits for the device work before it
   // (the offloads it reads, the fetches still reading host buffers it may
   // overwrite).
   bool devicePending = false;
-  for (size_t i = 0; i < program->instructions.size(); ++i) {
-    const PreparedInstruction &step = program->instructions[i];
+  for (size_t i = 0; i < program.instructions.size(); ++i) {
+    const PreparedInstruction &step = program.instructions[i];
+    [[maybe_unused]] std::chrono::steady_clock::time_point started;
+    if constexpr (kProfile)
+      started = std::chrono::steady_clock::now();
     Status status = Status::ok();
     if (step.hostKernel) {
       if (devicePending)
@@ -503,10 +491,61 @@ Status Executor::run(const std::string &programName) {
                    : backend_->launch(step.kernel, step.args, step.stream);
       devicePending = true;
     }
+    if constexpr (kProfile) {
+      // Everything before this instruction has finished, so only a
+      // collective can wait on a peer: the others wait without polling,
+      // whose sleeps would round their times up.
+      if (status.isOk() && !step.hostKernel)
+        status = step.collective != Collective::kNone ? backend_->synchronize(watchPeers)
+                                                      : backend_->synchronize();
+      devicePending = false;
+      InstructionProfile &counter = counters[i];
+      counter.calls += 1;
+      counter.seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    }
     if (!status.isOk())
-      return kernelFailed(std::move(status), *program, i);
+      return kernelFailed(std::move(status), program, i);
   }
-  Status status = backend_->synchronize(watchPeers);
+  return Status::ok();
+}
+
+Status Executor::run(const std::string &programName) {
+  size_t index = programs_.size();
+  for (size_t p = 0; p < programs_.size(); ++p)
+    if (programs_[p].source->name() == programName)
+      index = p;
+  if (index == programs_.size()) {
+    std::string known;
+    for (const PreparedProgram &candidate : programs_)
+      known += (known.empty() ? "'" : ", '") + candidate.source->name() + "'";
+    return Status(StatusCode::kNotFound,
+                  "the plan has no program '" + programName +
+                      "' (its programs: " + (known.empty() ? std::string("none") : known) + ")");
+  }
+  const PreparedProgram *program = &programs_[index];
+  for (int i : program->inputsRead)
+    if (!inputWritten_[i])
+      return Status(StatusCode::kFailedPrecondition,
+                    "input '" + plan_.plan.inputs(i).name() +
+                        "' was never written; pass it (zrun --input " +
+                        plan_.plan.inputs(i).name() + "=FILE.npy)");
+
+  // A rank with peers watches them while it waits: a dead or hung peer ends
+  // the wait with the communicator's error instead of blocking forever.
+  auto start = std::chrono::steady_clock::now();
+  std::function<Status()> watchPeers;
+  if (communicator_)
+    watchPeers = [&] {
+      return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start));
+    };
+
+  Status status = profiling_ ? runInstructions<true>(index, watchPeers)
+                             : runInstructions<false>(index, watchPeers);
+  if (!status.isOk())
+    return status;
+  status = backend_->synchronize(watchPeers);
   if (!status.isOk())
     return status.addContext("while finishing program '" + programName + "'");
   return Status::ok();

@@ -6,6 +6,11 @@
 // then only launches kernels in plan order, so a step allocates nothing and
 // fails only when a kernel does.
 //
+// With ExecutorOptions::profile, run() also times every instruction: it
+// waits for the device after each one, so the time is the instruction's own
+// (streams no longer overlap, which changes the step's time but not its
+// results), and adds it to counters made by instantiate().
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZCC_RUNTIME_EXECUTOR_H
@@ -18,6 +23,7 @@
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Weights.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +46,22 @@ struct ExecutorOptions {
   /// index, one per stage in stage order, for the plan's sends and
   /// receives; null without a pipeline.
   Communicator *pipelineCommunicator = nullptr;
+  /// Times every instruction of every run (Executor::profile()).
+  bool profile = false;
+};
+
+/// What a profiled executor measured of one instruction since the last
+/// resetProfile().
+struct InstructionProfile {
+  uint64_t calls = 0;
+  /// Wall time from launch until the device finished it, summed over calls.
+  double seconds = 0;
+};
+
+/// A program's instructions' profiles, in plan order.
+struct ProgramProfile {
+  const plan::Program *program = nullptr;
+  std::vector<InstructionProfile> instructions;
 };
 
 class Executor {
@@ -54,6 +76,7 @@ public:
 
   const LoadedPlan &plan() const { return plan_; }
   Backend &backend() { return *backend_; }
+  const Backend &backend() const { return *backend_; }
 
   /// Copies `bytes` of host data into input `name`'s buffer after checking
   /// that `dtype` and `shape` are the ones the plan was compiled for.
@@ -78,6 +101,14 @@ public:
 
   /// Whether the plan has input `name`.
   bool hasInput(const std::string &name) const;
+
+  /// Whether run() times each instruction (ExecutorOptions::profile).
+  bool profiling() const { return profiling_; }
+  /// One entry per plan program, in plan order, each with one counter per
+  /// instruction; all zero unless profiling.
+  const std::vector<ProgramProfile> &profile() const { return profile_; }
+  /// Zeroes every counter, e.g. to leave warm-up runs out.
+  void resetProfile();
 
 private:
   enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard, kSend, kRecv };
@@ -119,6 +150,10 @@ private:
   uint8_t *addressOf(uint32_t id) const;
   Status kernelFailed(Status status, const PreparedProgram &program,
                       size_t index) const;
+  /// The step loop, instantiated twice so that a run without profiling
+  /// pays no branch per instruction for it.
+  template <bool kProfile>
+  Status runInstructions(size_t programIndex, const std::function<Status()> &watchPeers);
 
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
@@ -134,6 +169,10 @@ private:
   /// Whether each plan input has been written, so a run never reads an
   /// input the caller forgot.
   std::vector<bool> inputWritten_;
+  bool profiling_ = false;
+  /// Indexed like programs_; made by prepare() so that a profiled step
+  /// allocates nothing either.
+  std::vector<ProgramProfile> profile_;
 };
 
 } // namespace zcc

@@ -20,6 +20,7 @@ void zcc::registerZccDialects(mlir::DialectRegistry &registry) {
 
 void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zgraph::createFuseAttentionPass());
+  pm.addPass(zgraph::createFuseGeluPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createCanonicalizerPass());
   // Stages are assigned on the forward graph, so that autodiff gives every
@@ -45,6 +46,9 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
 }
 
 void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
+  // The graph's last rewrite: after autodiff and recomputation, before
+  // placement.
+  pm.addPass(zgraph::createFuseKernelsPass());
   pm.addPass(zdist::createAutoTunePass());
   pm.addPass(createGraphToDistPass());
   pm.addPass(zdist::createPipelineSchedulePass());
@@ -71,7 +75,7 @@ void zcc::registerZccPasses() {
   registerZccConversionPasses();
   mlir::PassPipelineRegistration<>(
       "zcc-graph-pipeline",
-      "The graph phase after import: fuse attention, CSE, canonicalize, verify",
+      "The graph phase after import: fuse attention and GELU, CSE, canonicalize, verify",
       buildGraphPipeline);
   mlir::PassPipelineRegistration<>(
       "zcc-train-pipeline",

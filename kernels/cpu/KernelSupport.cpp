@@ -7,6 +7,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <tuple>
 #include <utility>
 
 namespace zcc::cpu::detail {
@@ -455,6 +456,110 @@ Status checkWhereOperands(const KernelArgs &args, const char *kernel) {
                        shapeString(onFalse.shape).c_str());
   if (Status s = expectShape(kernel, "result", out, shape); !s.isOk())
     return s;
+  return Status::ok();
+}
+
+Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
+                           MatmulOperands &operands) {
+  // The bias is optional: three inputs name it, any other count is held
+  // to the two of a plain product.
+  bool hasBias = args.inputs.size() >= 3;
+  Status counted =
+      hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, {"result"})
+              : checkOperands(args, kernel, {"lhs", "rhs"}, {"result"});
+  if (!counted.isOk())
+    return counted;
+  const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
+                   &out = args.outputs[0];
+  if (Status s = optionalBool(args, kernel, "transpose_lhs", false,
+                              operands.transposeLhs);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "transpose_rhs", false,
+                              operands.transposeRhs);
+      !s.isOk())
+    return s;
+  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
+    return s;
+  if (hasBias)
+    if (Status s =
+            expectSameDType(kernel, "bias", args.inputs[2], "result", out);
+        !s.isOk())
+      return s;
+  if (lhs.shape.empty() || rhs.shape.empty())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "operands must have rank at least 1, got %s and %s",
+                       shapeString(lhs.shape).c_str(),
+                       shapeString(rhs.shape).c_str());
+  // A vector has no two dimensions to swap.
+  for (auto [attribute, operand, transposed, view] :
+       {std::tuple<const char *, const char *, bool, const TensorView *>{
+            "transpose_lhs", "lhs", operands.transposeLhs, &lhs},
+        {"transpose_rhs", "rhs", operands.transposeRhs, &rhs}})
+    if (transposed && view->shape.size() < 2)
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "%s needs '%s' of rank at least 2, got shape %s",
+                         attribute, operand, shapeString(view->shape).c_str());
+
+  // numpy.matmul: a rank-1 lhs is a row [1, K], a rank-1 rhs a column
+  // [K, 1]; the added dimension is dropped from the result.
+  bool lhsVector = lhs.shape.size() == 1, rhsVector = rhs.shape.size() == 1;
+  size_t lhsRank = lhs.shape.size(), rhsRank = rhs.shape.size();
+  int64_t m = 1, k = lhs.shape.back(), rhsK = rhs.shape[0], n = 1;
+  if (!lhsVector) {
+    m = lhs.shape[lhsRank - 2];
+    if (operands.transposeLhs)
+      std::swap(m, k);
+  }
+  if (!rhsVector) {
+    rhsK = rhs.shape[rhsRank - 2];
+    n = rhs.shape.back();
+    if (operands.transposeRhs)
+      std::swap(rhsK, n);
+  }
+  operands.lhsBatch = SmallShape(lhs.shape);
+  operands.rhsBatch = SmallShape(rhs.shape);
+  operands.lhsBatch.resize(lhsVector ? 0 : static_cast<int>(lhsRank) - 2);
+  operands.rhsBatch.resize(rhsVector ? 0 : static_cast<int>(rhsRank) - 2);
+  if (k != rhsK)
+    return kernelError(
+        StatusCode::kInvalidArgument, kernel,
+        "contracting dimensions differ: lhs %s has %lld, rhs "
+        "%s has %lld",
+        shapeString(lhs.shape).c_str(), static_cast<long long>(k),
+        shapeString(rhs.shape).c_str(), static_cast<long long>(rhsK));
+  if (!broadcastShapes(operands.lhsBatch, operands.rhsBatch, operands.batch))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "batch dimensions of lhs %s and rhs %s are not "
+                       "broadcast-compatible",
+                       shapeString(lhs.shape).c_str(),
+                       shapeString(rhs.shape).c_str());
+  SmallShape expected = operands.batch;
+  if (!lhsVector)
+    expected.push_back(m);
+  if (!rhsVector)
+    expected.push_back(n);
+  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
+    return s;
+  operands.m = m;
+  operands.n = n;
+  operands.k = k;
+  operands.bias = nullptr;
+  if (!hasBias)
+    return Status::ok();
+  // One value per column of the product (1 for a rank-1 rhs).
+  const TensorView &bias = args.inputs[2];
+  if (bias.shape.size() != 1 || bias.shape[0] != n)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'bias' has shape %s, expected [%lld] (one value per "
+                       "column of the product)",
+                       shapeString(bias.shape).c_str(),
+                       static_cast<long long>(n));
+  operands.bias = &bias;
   return Status::ok();
 }
 

@@ -235,6 +235,26 @@ Status checkConcatOperands(const KernelArgs &args, const char *kernel,
 /// element type, the result shaped as the three operands' broadcast.
 Status checkWhereOperands(const KernelArgs &args, const char *kernel);
 
+/// What matmul computes (both backends): numpy.matmul of lhs and rhs, each
+/// with its last two dimensions swapped where `transpose_lhs` /
+/// `transpose_rhs` says so, plus the optional third input `bias` [n] added
+/// to every row of the product. lhs is read as [lhsBatch..., m, k] (stored
+/// [lhsBatch..., k, m] when transposed), rhs as [rhsBatch..., k, n] (stored
+/// [rhsBatch..., n, k]); a rank-1 lhs is one row (m = 1), a rank-1 rhs one
+/// column (n = 1). The result is [batch..., m, n] without the dimensions a
+/// rank-1 operand dropped.
+struct MatmulOperands {
+  SmallShape lhsBatch, rhsBatch, batch;
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeLhs = false, transposeRhs = false;
+  /// Null without a bias.
+  const TensorView *bias = nullptr;
+};
+
+/// Checks matmul's operands and attributes and reads its sizes.
+Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
+                           MatmulOperands &operands);
+
 /// Checks an in-place optimizer's operands (adamw, sgd): every tensor but
 /// `scalars` (input `scalarsIndex`) has the parameter's dtype (f32 or f64)
 /// and shape. The outputs are the updated param and state, normally in the

@@ -5,7 +5,10 @@
 // hand-written GEMM would be neither fast nor any more trustworthy. f16 and
 // bf16 compute in f32: matmul widens tiles of its operands into static
 // per-thread buffers for sgemm; attention, whose rows could need buffers as
-// large as the head sizes, runs plain loops in f32.
+// large as the head sizes, runs plain loops in f32. matmul's transposed
+// operands are BLAS's transpose flags (a 16-bit tile is widened as stored
+// and transposed by sgemm too), and its bias is where C starts, so it joins
+// the sum before the one rounding to the result's type.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,21 +38,57 @@ Status checkBlasSize(const char *kernel, const char *what, int64_t value) {
                      static_cast<long long>(value), INT_MAX);
 }
 
-/// C[m, n] = A[m, k] B[k, n], all row-major and contiguous; k > 0.
-void gemm(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
-          float *c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(k), b, static_cast<int>(n), 0.0f, c,
-              static_cast<int>(n));
+/// One product C[m, n] = op(A)[m, k] op(B)[k, n] (+ bias), all row-major
+/// and contiguous; op swaps the two dimensions of a transposed operand, so
+/// A is stored [k, m] where `transposeA`, B [n, k] where `transposeB`.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeA = false, transposeB = false;
+};
+
+CBLAS_TRANSPOSE blasTranspose(bool transposed) {
+  return transposed ? CblasTrans : CblasNoTrans;
 }
 
-void gemm(int64_t m, int64_t n, int64_t k, const double *a, const double *b,
-          double *c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(k), b, static_cast<int>(n), 0.0, c,
-              static_cast<int>(n));
+/// Leading dimensions of A and B as stored.
+int leadingA(const GemmShape &g) {
+  return static_cast<int>(g.transposeA ? g.m : g.k);
+}
+int leadingB(const GemmShape &g) {
+  return static_cast<int>(g.transposeB ? g.k : g.n);
+}
+
+/// Every one of the `rows` rows of C[rows, n] set to `bias`.
+template <typename T>
+void fillRows(T *c, int64_t rows, int64_t n, const T *bias) {
+  for (int64_t i = 0; i < rows; ++i)
+    std::copy(bias, bias + n, c + i * n);
+}
+
+void blasGemm(const GemmShape &g, const float *a, const float *b, float beta,
+              float *c) {
+  cblas_sgemm(CblasRowMajor, blasTranspose(g.transposeA),
+              blasTranspose(g.transposeB), static_cast<int>(g.m),
+              static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, a,
+              leadingA(g), b, leadingB(g), beta, c, static_cast<int>(g.n));
+}
+
+void blasGemm(const GemmShape &g, const double *a, const double *b, double beta,
+              double *c) {
+  cblas_dgemm(CblasRowMajor, blasTranspose(g.transposeA),
+              blasTranspose(g.transposeB), static_cast<int>(g.m),
+              static_cast<int>(g.n), static_cast<int>(g.k), 1.0, a, leadingA(g),
+              b, leadingB(g), beta, c, static_cast<int>(g.n));
+}
+
+/// f32 and f64: BLAS adds the product to C, which starts as the bias rows;
+/// k > 0.
+template <typename T>
+std::enable_if_t<std::is_floating_point_v<T>>
+gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
+  if (bias)
+    fillRows(c, g.m, g.n, bias);
+  blasGemm(g, a, b, bias ? T(1) : T(0), c);
 }
 
 /// The tile of C, and the slice of the contraction, that a 16-bit product
@@ -60,36 +99,68 @@ constexpr int64_t kTileRows = 256, kTileColumns = 1024, kTileDepth = 256;
 
 /// The same for f16 and bf16: tiles of A and B are widened to f32 for
 /// sgemm, and each tile of C is accumulated in f32 over the whole
-/// contraction, then rounded once.
+/// contraction, starting from the widened bias, then rounded once. A tile
+/// of a transposed operand is widened as it is stored (rows of A^T, of
+/// B^T), reading its rows contiguously, and sgemm transposes it.
 template <typename T>
-void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
+std::enable_if_t<!std::is_floating_point_v<T>>
+gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
   static thread_local float aTile[kTileRows * kTileDepth];
   static thread_local float bTile[kTileDepth * kTileColumns];
   static thread_local float cTile[kTileRows * kTileColumns];
+  int64_t m = g.m, n = g.n, k = g.k;
   for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
     int64_t rows = std::min(kTileRows, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kTileColumns) {
       int64_t columns = std::min(kTileColumns, n - j0);
-      std::fill(cTile, cTile + rows * columns, 0.0f);
+      if (bias) {
+        for (int64_t j = 0; j < columns; ++j)
+          cTile[j] = load(bias[j0 + j]);
+        for (int64_t i = 1; i < rows; ++i)
+          std::copy(cTile, cTile + columns, cTile + i * columns);
+      } else {
+        std::fill(cTile, cTile + rows * columns, 0.0f);
+      }
       for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
         int64_t depth = std::min(kTileDepth, k - p0);
-        for (int64_t i = 0; i < rows; ++i) {
-          const T *row = a + (i0 + i) * k + p0;
-          float *out = aTile + i * depth;
-          for (int64_t p = 0; p < depth; ++p)
-            out[p] = load(row[p]);
+        // aTile is op(A)'s [rows, depth] tile, or A's [depth, rows] one.
+        if (g.transposeA) {
+          for (int64_t p = 0; p < depth; ++p) {
+            const T *row = a + (p0 + p) * m + i0;
+            float *out = aTile + p * rows;
+            for (int64_t i = 0; i < rows; ++i)
+              out[i] = load(row[i]);
+          }
+        } else {
+          for (int64_t i = 0; i < rows; ++i) {
+            const T *row = a + (i0 + i) * k + p0;
+            float *out = aTile + i * depth;
+            for (int64_t p = 0; p < depth; ++p)
+              out[p] = load(row[p]);
+          }
         }
-        for (int64_t p = 0; p < depth; ++p) {
-          const T *row = b + (p0 + p) * n + j0;
-          float *out = bTile + p * columns;
-          for (int64_t j = 0; j < columns; ++j)
-            out[j] = load(row[j]);
+        // bTile is op(B)'s [depth, columns] tile, or B's [columns, depth].
+        if (g.transposeB) {
+          for (int64_t j = 0; j < columns; ++j) {
+            const T *row = b + (j0 + j) * k + p0;
+            float *out = bTile + j * depth;
+            for (int64_t p = 0; p < depth; ++p)
+              out[p] = load(row[p]);
+          }
+        } else {
+          for (int64_t p = 0; p < depth; ++p) {
+            const T *row = b + (p0 + p) * n + j0;
+            float *out = bTile + p * columns;
+            for (int64_t j = 0; j < columns; ++j)
+              out[j] = load(row[j]);
+          }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-                    static_cast<int>(rows), static_cast<int>(columns),
-                    static_cast<int>(depth), 1.0f, aTile,
-                    static_cast<int>(depth), bTile, static_cast<int>(columns),
-                    1.0f, cTile, static_cast<int>(columns));
+        cblas_sgemm(CblasRowMajor, blasTranspose(g.transposeA),
+                    blasTranspose(g.transposeB), static_cast<int>(rows),
+                    static_cast<int>(columns), static_cast<int>(depth), 1.0f,
+                    aTile, static_cast<int>(g.transposeA ? rows : depth), bTile,
+                    static_cast<int>(g.transposeB ? depth : columns), 1.0f,
+                    cTile, static_cast<int>(columns));
       }
       for (int64_t i = 0; i < rows; ++i) {
         T *row = c + (i0 + i) * n + j0;
@@ -101,22 +172,30 @@ void gemm(int64_t m, int64_t n, int64_t k, const T *a, const T *b, T *c) {
   }
 }
 
-/// Every batch of C[batch..., m, n] = A[batch..., m, k] B[batch..., k, n],
-/// the batch dimensions of A and B broadcast to `batch`.
+/// Every batch of C[batch..., m, n] = op(A)[batch..., m, k]
+/// op(B)[batch..., k, n] (+ bias), the batch dimensions of A and B
+/// broadcast to `batch`.
 template <typename T>
-void matmulLoop(const T *a, const T *b, T *c, const SmallShape &lhsBatch,
-                const SmallShape &rhsBatch, const SmallShape &batch, int64_t m,
-                int64_t n, int64_t k) {
+void matmulLoop(const GemmShape &g, const T *a, const T *b, const T *bias, T *c,
+                const SmallShape &lhsBatch, const SmallShape &rhsBatch,
+                const SmallShape &batch) {
   int64_t batchCount = batch.numElements();
+  int64_t m = g.m, n = g.n, k = g.k;
   if (k == 0) {
     // An empty sum; BLAS would reject lda = 0.
-    std::fill(c, c + batchCount * m * n, store<T>(Compute<T>(0)));
+    if (bias)
+      fillRows(c, batchCount * m, n, bias);
+    else
+      std::fill(c, c + batchCount * m * n, store<T>(Compute<T>(0)));
     return;
   }
-  // A shared rhs (a weight): the batch folds into the rows of one product.
-  if (rhsBatch.numElements() == 1 && lhsBatch.numElements() == batchCount &&
-      batchCount * m <= INT_MAX) {
-    gemm(batchCount * m, n, k, a, b, c);
+  // A shared rhs (a weight): the batch folds into the rows of one product,
+  // where those rows lie one after another (lhs not transposed).
+  if (!g.transposeA && rhsBatch.numElements() == 1 &&
+      lhsBatch.numElements() == batchCount && batchCount * m <= INT_MAX) {
+    GemmShape folded = g;
+    folded.m = batchCount * m;
+    gemm(folded, a, b, bias, c);
     return;
   }
   SmallShape strides[2] = {broadcastStrides(lhsBatch, batch),
@@ -127,7 +206,7 @@ void matmulLoop(const T *a, const T *b, T *c, const SmallShape &lhsBatch,
   }
   IndexWalker<2> walker(batch, strides);
   for (int64_t i = 0; i < batchCount; ++i, walker.next())
-    gemm(m, n, k, a + walker.offset(0), b + walker.offset(1), c + i * m * n);
+    gemm(g, a + walker.offset(0), b + walker.offset(1), bias, c + i * m * n);
 }
 
 /// Scores above this many keys are processed in blocks, so a row of scores
@@ -271,67 +350,33 @@ void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
 
 Status matmul(const KernelArgs &args) {
   const char *kernel = "matmul";
-  if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"result"});
-      !s.isOk())
+  MatmulOperands operands;
+  if (Status s = checkMatmulOperands(args, kernel, operands); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
-    return s;
-  if (lhs.shape.empty() || rhs.shape.empty())
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "operands must have rank at least 1, got %s and %s",
-                       shapeString(lhs.shape).c_str(),
-                       shapeString(rhs.shape).c_str());
+  GemmShape g;
+  g.m = operands.m;
+  g.n = operands.n;
+  g.k = operands.k;
+  g.transposeA = operands.transposeLhs;
+  g.transposeB = operands.transposeRhs;
 
-  // numpy.matmul: a rank-1 lhs is a row [1, K], a rank-1 rhs a column
-  // [K, 1]; the added dimension is dropped from the result.
-  bool lhsVector = lhs.shape.size() == 1, rhsVector = rhs.shape.size() == 1;
-  SmallShape lhsBatch(lhs.shape), rhsBatch(rhs.shape);
-  int64_t m = lhsVector ? 1 : lhs.shape[lhs.shape.size() - 2];
-  int64_t k = lhs.shape.back();
-  int64_t rhsK = rhsVector ? rhs.shape[0] : rhs.shape[rhs.shape.size() - 2];
-  int64_t n = rhsVector ? 1 : rhs.shape.back();
-  lhsBatch.resize(lhsVector ? 0 : lhsBatch.rank() - 2);
-  rhsBatch.resize(rhsVector ? 0 : rhsBatch.rank() - 2);
-  if (k != rhsK)
-    return kernelError(
-        StatusCode::kInvalidArgument, kernel,
-        "contracting dimensions differ: lhs %s has %lld, rhs "
-        "%s has %lld",
-        shapeString(lhs.shape).c_str(), static_cast<long long>(k),
-        shapeString(rhs.shape).c_str(), static_cast<long long>(rhsK));
-  SmallShape batch;
-  if (!broadcastShapes(lhsBatch, rhsBatch, batch))
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "batch dimensions of lhs %s and rhs %s are not "
-                       "broadcast-compatible",
-                       shapeString(lhs.shape).c_str(),
-                       shapeString(rhs.shape).c_str());
-  SmallShape expected = batch;
-  if (!lhsVector)
-    expected.push_back(m);
-  if (!rhsVector)
-    expected.push_back(n);
-  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
-    return s;
-
-  if (batch.numElements() == 0 || m == 0 || n == 0)
+  if (operands.batch.numElements() == 0 || g.m == 0 || g.n == 0)
     return Status::ok();
-  // An empty contraction (k = 0) fills zeros and calls no BLAS.
-  if (k > 0)
+  // An empty contraction (k = 0) fills zeros (or the bias) and calls no
+  // BLAS.
+  if (g.k > 0)
     for (auto [what, value] :
-         {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
+         {std::pair<const char *, int64_t>{"M", g.m}, {"N", g.n}, {"K", g.k}})
       if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
         return s;
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
-    matmulLoop(lhs.as<const T>(), rhs.as<const T>(), out.as<T>(), lhsBatch,
-               rhsBatch, batch, m, n, k);
+    matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(),
+               operands.bias ? operands.bias->as<const T>() : nullptr,
+               out.as<T>(), operands.lhsBatch, operands.rhsBatch,
+               operands.batch);
   });
 }
 

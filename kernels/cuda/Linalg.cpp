@@ -1,17 +1,24 @@
 //===- Linalg.cpp - Matrix products through cuBLASLt ----------------------===//
 //
 // matmul with numpy.matmul's semantics, as kernels/cpu/Linalg.cpp: rank-1
-// operands, broadcast batch dimensions. Operands are row-major, so each
-// product is computed as its transpose in cuBLASLt's column-major terms,
-// C^T[n, m] = B^T[n, k] A^T[k, m], which reads the row-major buffers as they
-// are. The batch becomes one strided-batched product where the operands'
-// batch strides allow it (0 for a broadcast operand), else one such product
-// per slice of the outer batch dimensions.
+// operands, broadcast batch dimensions, transpose_lhs / transpose_rhs and an
+// optional bias added to every row (checkMatmulOperands). Operands are
+// row-major, so each product is computed as its transpose in cuBLASLt's
+// column-major terms, C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m], which reads
+// the row-major buffers as they are: cuBLASLt's A is our rhs, its B our lhs,
+// and a transposed operand is one cuBLASLt transposes (TRANSA for rhs,
+// TRANSB for lhs). The bias, one value per row of that column-major result,
+// is cuBLASLt's bias epilogue, added in the compute type before the result
+// is rounded. The batch becomes one strided-batched product where the
+// operands' batch strides allow it (0 for a broadcast operand), else one
+// such product per slice of the outer batch dimensions.
 //
 // f32 computes in f32 (never TF32: results are held to the cpu's within
 // 1e-5), f64 in f64, f16 and bf16 in f32 with their partial sums kept in
-// f32. Descriptors live on the stack (cuBLASLt's *Init calls), so a product
-// allocates nothing of its own.
+// f32. Descriptors live on the stack (cuBLASLt's *Init calls), and the
+// algorithm cuBLASLt's heuristic picks for a shape is kept in a fixed table
+// (HeuristicCache), so a product allocates nothing of its own and a shape
+// seen before skips the heuristic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,9 +26,11 @@
 
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/KernelSupport.h"
+#include "kernels/cuda/ShapeLaunch.h"
 
 #include <climits>
 #include <cstdint>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
@@ -87,12 +96,13 @@ BatchLayout batchLayout(const SmallShape &lhsBatch, const SmallShape &rhsBatch,
   return layout;
 }
 
-/// One cuBLASLt product shape (in row-major terms: C[m, n] = A[m, k] B[k,
-/// n], `batchCount` of them with the given element strides), planned once
-/// and enqueued for each slice of the outer batch.
+/// One cuBLASLt product shape (in row-major terms: C[m, n] = op(A)[m, k]
+/// op(B)[k, n], `batchCount` of them with the given element strides),
+/// planned once and enqueued for each slice of the outer batch.
 struct ProductPlan {
   int64_t m = 0, n = 0, k = 0;
   int64_t batchCount = 1, lhsStride = 0, rhsStride = 0, resultStride = 0;
+  bool transposeLhs = false, transposeRhs = false;
 };
 
 template <typename T> struct BlasTypes;
@@ -137,31 +147,193 @@ cublasStatus_t initLayout(cublasLtMatrixLayoutOpaque_t &layout,
       sizeof(stride));
 }
 
+/// Everything cublasLtMatmulAlgoGetHeuristic is told about a product: the
+/// handle (and so the device), the workspace, the type, the sizes, strides
+/// and transposes (which fix every layout), the epilogue and the alignment
+/// of every pointer it may assume (the bias's is read from its pointer).
+struct HeuristicKey {
+  cublasLtHandle_t handle = nullptr;
+  size_t workspaceBytes = 0;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batchCount = 0, lhsStride = 0, rhsStride = 0, resultStride = 0;
+  cudaDataType_t type = CUDA_R_32F;
+  uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0;
+  bool transposeLhs = false, transposeRhs = false, bias = false;
+
+  bool operator==(const HeuristicKey &o) const {
+    return handle == o.handle && workspaceBytes == o.workspaceBytes &&
+           m == o.m && n == o.n && k == o.k && batchCount == o.batchCount &&
+           lhsStride == o.lhsStride && rhsStride == o.rhsStride &&
+           resultStride == o.resultStride && type == o.type &&
+           aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
+           biasAlign == o.biasAlign && transposeLhs == o.transposeLhs &&
+           transposeRhs == o.transposeRhs && bias == o.bias;
+  }
+
+  uint64_t hash() const {
+    uint64_t h = 0;
+    for (uint64_t v :
+         {static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle)),
+          static_cast<uint64_t>(workspaceBytes), static_cast<uint64_t>(m),
+          static_cast<uint64_t>(n), static_cast<uint64_t>(k),
+          static_cast<uint64_t>(batchCount), static_cast<uint64_t>(lhsStride),
+          static_cast<uint64_t>(rhsStride), static_cast<uint64_t>(resultStride),
+          static_cast<uint64_t>(type),
+          static_cast<uint64_t>(aAlign) << 32 | bAlign,
+          static_cast<uint64_t>(cAlign) << 32 | biasAlign,
+          static_cast<uint64_t>(transposeLhs) << 2 |
+              static_cast<uint64_t>(transposeRhs) << 1 |
+              static_cast<uint64_t>(bias)})
+      h = (h ^ v) * 0x100000001b3ull + (h >> 29);
+    return h;
+  }
+};
+
+/// What the heuristic chose: the algorithm, and whether the bias is its
+/// epilogue (false where no algorithm fuses it: C then starts as the bias
+/// rows, with beta = 1).
+struct HeuristicChoice {
+  cublasLtMatmulAlgo_t algo = {};
+  bool biasEpilogue = false;
+};
+
+/// The heuristic's choices by key: an open-addressed table of fixed size
+/// (entries are never removed), shared by every thread of the process
+/// (ranks may run as threads of one process, each with its own handle).
+/// Once it is full, further shapes go to the heuristic every time.
+class HeuristicCache {
+public:
+  static HeuristicCache &get() {
+    static HeuristicCache cache;
+    return cache;
+  }
+
+  bool find(const HeuristicKey &key, HeuristicChoice &choice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Slot *slot = probe(key);
+    if (!slot || !slot->used)
+      return false;
+    choice = slot->choice;
+    return true;
+  }
+
+  void insert(const HeuristicKey &key, const HeuristicChoice &choice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Slot *slot = probe(key);
+    if (!slot || slot->used)
+      return; // Full, or another thread got there first.
+    slot->used = true;
+    slot->key = key;
+    slot->choice = choice;
+  }
+
+private:
+  static constexpr size_t kSlots = 256;
+  struct Slot {
+    bool used = false;
+    HeuristicKey key;
+    HeuristicChoice choice;
+  };
+
+  /// The slot holding `key`, or the free one where it would go; null when
+  /// the table is full without it.
+  Slot *probe(const HeuristicKey &key) {
+    size_t start = static_cast<size_t>(key.hash() % kSlots);
+    for (size_t i = 0; i < kSlots; ++i) {
+      Slot &slot = slots_[(start + i) % kSlots];
+      if (!slot.used || slot.key == key)
+        return &slot;
+    }
+    return nullptr;
+  }
+
+  std::mutex mutex_;
+  Slot slots_[kSlots];
+};
+
+/// The operation C = op(A) op(B) (+ bias as the epilogue where `bias` is
+/// not null), column-major, of the types of T.
+template <typename T>
+cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
+                             bool transposeA, bool transposeB,
+                             const void *bias) {
+  using Types = BlasTypes<T>;
+  cublasStatus_t status =
+      cublasLtMatmulDescInit(&operation, Types::compute, Types::scale);
+  int32_t transpose = CUBLAS_OP_T;
+  if (status == CUBLAS_STATUS_SUCCESS && transposeA)
+    status = cublasLtMatmulDescSetAttribute(
+        &operation, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose));
+  if (status == CUBLAS_STATUS_SUCCESS && transposeB)
+    status = cublasLtMatmulDescSetAttribute(
+        &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
+  if (status != CUBLAS_STATUS_SUCCESS || !bias)
+    return status;
+  // The bias has D's type (the default for these types) and, with a
+  // strided batch, serves every product (a batch stride of 0, the
+  // default).
+  uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  status = cublasLtMatmulDescSetAttribute(
+      &operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return status;
+  return cublasLtMatmulDescSetAttribute(
+      &operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+}
+
+/// Sets every one of the `rows` rows of the contiguous `result` [rows, n]
+/// to `bias` [n]: a broadcast copy.
+Status fillBiasRows(const char *kernel, const LaunchContext &context,
+                    const void *bias, void *result, int elementBytes,
+                    int64_t rows, int64_t n) {
+  StridedView view;
+  view.elementBytes = elementBytes;
+  view.shape.rank = view.strides.rank = 2;
+  view.shape.dims[0] = rows;
+  view.shape.dims[1] = n;
+  view.strides.dims[0] = 0;
+  view.strides.dims[1] = 1;
+  cudaError_t error = launchStridedCopy(result, bias, view, context.stream);
+  if (error == cudaSuccess)
+    return Status::ok();
+  return kernelError(StatusCode::kInternal, kernel,
+                     "cuda launch failed: %s (%s)", cudaGetErrorString(error),
+                     cudaGetErrorName(error));
+}
+
 /// Runs `plan` once for each of the `sliceCount` slices that `nextSlice`
 /// yields (element offsets of lhs, rhs and the result); every offset, in
 /// bytes, is a multiple of `outerAlignment` (0 when there is one slice).
+/// `bias` (null for none) is added to every row of the result, which has
+/// `resultRows` rows of plan.n elements in all.
 template <typename T, typename NextSlice>
 Status runProducts(const char *kernel, const LaunchContext &context,
                    const ProductPlan &plan, const T *lhs, const T *rhs,
-                   T *result, int64_t sliceCount, uint64_t outerAlignment,
+                   const T *bias, T *result, int64_t resultRows,
+                   int64_t sliceCount, uint64_t outerAlignment,
                    NextSlice &&nextSlice) {
   using Types = BlasTypes<T>;
   constexpr uint64_t kElement = sizeof(T);
-  // Column-major: cuBLASLt's A is rhs^T [n, k], its B lhs^T [k, m], its C
-  // and D result^T [n, m].
+  // Column-major: cuBLASLt's A is rhs as stored ([n, k] read as k x n
+  // where transposed, else [k, n] read as n x k), its B lhs as stored
+  // ([k, m] read as m x k where transposed, else [m, k] read as k x m),
+  // its C and D result^T [n, m].
   cublasLtMatrixLayoutOpaque_t aLayout, bLayout, cLayout;
   ZCC_BLAS_RETURN_IF_ERROR(kernel,
-                           initLayout(aLayout, Types::data, plan.n, plan.k,
-                                      plan.n, plan.batchCount, plan.rhsStride));
+                           initLayout(aLayout, Types::data,
+                                      plan.transposeRhs ? plan.k : plan.n,
+                                      plan.transposeRhs ? plan.n : plan.k,
+                                      plan.transposeRhs ? plan.k : plan.n,
+                                      plan.batchCount, plan.rhsStride));
   ZCC_BLAS_RETURN_IF_ERROR(kernel,
-                           initLayout(bLayout, Types::data, plan.k, plan.m,
-                                      plan.k, plan.batchCount, plan.lhsStride));
+                           initLayout(bLayout, Types::data,
+                                      plan.transposeLhs ? plan.m : plan.k,
+                                      plan.transposeLhs ? plan.k : plan.m,
+                                      plan.transposeLhs ? plan.m : plan.k,
+                                      plan.batchCount, plan.lhsStride));
   ZCC_BLAS_RETURN_IF_ERROR(kernel, initLayout(cLayout, Types::data, plan.n,
                                               plan.m, plan.n, plan.batchCount,
                                               plan.resultStride));
-  cublasLtMatmulDescOpaque_t operation;
-  ZCC_BLAS_RETURN_IF_ERROR(
-      kernel, cublasLtMatmulDescInit(&operation, Types::compute, Types::scale));
 
   cublasLtMatmulPreferenceOpaque_t preference;
   ZCC_BLAS_RETURN_IF_ERROR(kernel, cublasLtMatmulPreferenceInit(&preference));
@@ -178,7 +350,9 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                   &preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                   &reductions, sizeof(reductions)));
   // The operands need not start on 256 bytes (cuBLASLt's default
-  // assumption): tell it the alignment every slice really has.
+  // assumption): tell it the alignment every slice really has. The bias
+  // has no such preference: the heuristic reads its alignment from the
+  // bias pointer itself, which every slice shares.
   auto address = [](const void *p) {
     return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p));
   };
@@ -200,26 +374,83 @@ Status runProducts(const char *kernel, const LaunchContext &context,
         kernel, cublasLtMatmulPreferenceSetAttribute(&preference, attribute,
                                                      value, sizeof(*value)));
 
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  ZCC_BLAS_RETURN_IF_ERROR(kernel, cublasLtMatmulAlgoGetHeuristic(
-                                       context.blasLt, &operation, &aLayout,
-                                       &bLayout, &cLayout, &cLayout,
-                                       &preference, 1, &heuristic, &found));
-  if (found == 0)
-    return blasStatus(kernel, "cublasLtMatmulAlgoGetHeuristic",
-                      CUBLAS_STATUS_NOT_SUPPORTED);
+  HeuristicKey key;
+  key.handle = context.blasLt;
+  key.workspaceBytes = context.workspaceBytes;
+  key.m = plan.m;
+  key.n = plan.n;
+  key.k = plan.k;
+  key.batchCount = plan.batchCount;
+  key.lhsStride = plan.lhsStride;
+  key.rhsStride = plan.rhsStride;
+  key.resultStride = plan.resultStride;
+  key.type = Types::data;
+  key.aAlign = aAlign;
+  key.bAlign = bAlign;
+  key.cAlign = cAlign;
+  key.biasAlign =
+      bias ? static_cast<uint32_t>(commonAlignment({address(bias)})) : 0;
+  key.transposeLhs = plan.transposeLhs;
+  key.transposeRhs = plan.transposeRhs;
+  key.bias = bias != nullptr;
+
+  // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
+  cublasLtMatmulDescOpaque_t operation;
+  HeuristicChoice choice;
+  HeuristicCache &cache = HeuristicCache::get();
+  bool cached = cache.find(key, choice);
+  if (!cached)
+    choice.biasEpilogue = bias != nullptr;
+  ZCC_BLAS_RETURN_IF_ERROR(
+      kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
+                               choice.biasEpilogue ? bias : nullptr));
+  if (!cached) {
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
+        &preference, 1, &heuristic, &found);
+    if (bias && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      // No algorithm fuses this bias (its type or its alignment): C
+      // starts as the bias rows instead, which beta = 1 adds in the
+      // compute type all the same. A failure of another cause fails
+      // again below and is reported.
+      choice.biasEpilogue = false;
+      ZCC_BLAS_RETURN_IF_ERROR(kernel,
+                               initOperation<T>(operation, plan.transposeRhs,
+                                                plan.transposeLhs, nullptr));
+      found = 0;
+      status = cublasLtMatmulAlgoGetHeuristic(
+          context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
+          &preference, 1, &heuristic, &found);
+    }
+    if (Status s = blasStatus(kernel, "cublasLtMatmulAlgoGetHeuristic", status);
+        !s.isOk())
+      return s;
+    if (found == 0)
+      return blasStatus(kernel, "cublasLtMatmulAlgoGetHeuristic",
+                        CUBLAS_STATUS_NOT_SUPPORTED);
+    choice.algo = heuristic.algo;
+    cache.insert(key, choice);
+  }
 
   typename Types::Scale alpha = 1, beta = 0;
+  if (bias && !choice.biasEpilogue) {
+    if (Status s = fillBiasRows(kernel, context, bias, result,
+                                static_cast<int>(kElement), resultRows, plan.n);
+        !s.isOk())
+      return s;
+    beta = 1;
+  }
   for (int64_t slice = 0; slice < sliceCount; ++slice) {
     auto [lhsOffset, rhsOffset, resultOffset] = nextSlice();
     T *out = result + resultOffset;
     ZCC_BLAS_RETURN_IF_ERROR(
-        kernel, cublasLtMatmul(context.blasLt, &operation, &alpha,
-                               rhs + rhsOffset, &aLayout, lhs + lhsOffset,
-                               &bLayout, &beta, out, &cLayout, out, &cLayout,
-                               &heuristic.algo, context.workspace,
-                               context.workspaceBytes, context.stream));
+        kernel,
+        cublasLtMatmul(context.blasLt, &operation, &alpha, rhs + rhsOffset,
+                       &aLayout, lhs + lhsOffset, &bLayout, &beta, out,
+                       &cLayout, out, &cLayout, &choice.algo, context.workspace,
+                       context.workspaceBytes, context.stream));
   }
   return Status::ok();
 }
@@ -229,14 +460,18 @@ Status runProducts(const char *kernel, const LaunchContext &context,
 /// both operands form the strided batch.
 template <typename T>
 Status matmulBatches(const char *kernel, const LaunchContext &context,
-                     const T *lhs, const T *rhs, T *result,
-                     const SmallShape &lhsBatch, const SmallShape &rhsBatch,
-                     const SmallShape &batch, int64_t m, int64_t n, int64_t k) {
-  BatchLayout layout = batchLayout(lhsBatch, rhsBatch, batch, m * k, k * n);
+                     const MatmulOperands &operands, const T *lhs, const T *rhs,
+                     const T *bias, T *result) {
+  int64_t m = operands.m, n = operands.n, k = operands.k;
+  const SmallShape &batch = operands.batch;
+  BatchLayout layout =
+      batchLayout(operands.lhsBatch, operands.rhsBatch, batch, m * k, k * n);
   ProductPlan plan;
   plan.m = m;
   plan.n = n;
   plan.k = k;
+  plan.transposeLhs = operands.transposeLhs;
+  plan.transposeRhs = operands.transposeRhs;
   int rank = layout.dims.rank();
   int inner = rank; // layout.dims[inner, rank) form the strided batch.
   if (rank > 0) {
@@ -258,10 +493,11 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
                          static_cast<long long>(plan.batchCount), INT_MAX);
   }
   plan.resultStride = m * n;
-  // A shared rhs (a weight) under a contiguous lhs: the batch folds into
-  // the rows of one product.
+  // A shared rhs (a weight) under a contiguous lhs whose rows lie one
+  // after another (not transposed): the batch folds into the rows of one
+  // product.
   if (plan.batchCount > 1 && plan.rhsStride == 0 && plan.lhsStride == m * k &&
-      plan.batchCount * m <= INT_MAX) {
+      !plan.transposeLhs && plan.batchCount * m <= INT_MAX) {
     plan.m *= plan.batchCount;
     plan.batchCount = 1;
     plan.lhsStride = plan.resultStride = 0;
@@ -294,67 +530,31 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
   };
   if (sliceCount > 1)
     outerAlignment |= static_cast<uint64_t>(sliceSize) * sizeof(T);
-  return runProducts(kernel, context, plan, lhs, rhs, result, sliceCount,
-                     outerAlignment, nextSlice);
+  return runProducts(kernel, context, plan, lhs, rhs, bias, result,
+                     batch.numElements() * m, sliceCount, outerAlignment,
+                     nextSlice);
 }
 
 } // namespace
 
 Status matmul(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "matmul";
-  if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"result"});
-      !s.isOk())
+  MatmulOperands operands;
+  if (Status s = checkMatmulOperands(args, kernel, operands); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
-    return s;
-  if (lhs.shape.empty() || rhs.shape.empty())
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "operands must have rank at least 1, got %s and %s",
-                       shapeString(lhs.shape).c_str(),
-                       shapeString(rhs.shape).c_str());
+  int64_t m = operands.m, n = operands.n, k = operands.k;
 
-  // numpy.matmul: a rank-1 lhs is a row [1, K], a rank-1 rhs a column
-  // [K, 1]; the added dimension is dropped from the result.
-  bool lhsVector = lhs.shape.size() == 1, rhsVector = rhs.shape.size() == 1;
-  SmallShape lhsBatch(lhs.shape), rhsBatch(rhs.shape);
-  int64_t m = lhsVector ? 1 : lhs.shape[lhs.shape.size() - 2];
-  int64_t k = lhs.shape.back();
-  int64_t rhsK = rhsVector ? rhs.shape[0] : rhs.shape[rhs.shape.size() - 2];
-  int64_t n = rhsVector ? 1 : rhs.shape.back();
-  lhsBatch.resize(lhsVector ? 0 : lhsBatch.rank() - 2);
-  rhsBatch.resize(rhsVector ? 0 : rhsBatch.rank() - 2);
-  if (k != rhsK)
-    return kernelError(
-        StatusCode::kInvalidArgument, kernel,
-        "contracting dimensions differ: lhs %s has %lld, rhs "
-        "%s has %lld",
-        shapeString(lhs.shape).c_str(), static_cast<long long>(k),
-        shapeString(rhs.shape).c_str(), static_cast<long long>(rhsK));
-  SmallShape batch;
-  if (!broadcastShapes(lhsBatch, rhsBatch, batch))
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "batch dimensions of lhs %s and rhs %s are not "
-                       "broadcast-compatible",
-                       shapeString(lhs.shape).c_str(),
-                       shapeString(rhs.shape).c_str());
-  SmallShape expected = batch;
-  if (!lhsVector)
-    expected.push_back(m);
-  if (!rhsVector)
-    expected.push_back(n);
-  if (Status s = expectShape(kernel, "result", out, expected); !s.isOk())
-    return s;
-
-  if (batch.numElements() == 0 || m == 0 || n == 0)
+  if (operands.batch.numElements() == 0 || m == 0 || n == 0)
     return Status::ok();
   if (k == 0) {
-    // An empty sum: zeros (all bits zero in every float type).
+    // An empty sum: the bias rows, or zeros (all bits zero in every float
+    // type).
+    if (operands.bias)
+      return fillBiasRows(kernel, context, operands.bias->data, out.data,
+                          static_cast<int>(dtypeBytes(out.dtype)),
+                          operands.batch.numElements() * m, n);
     size_t bytes = static_cast<size_t>(out.numElements()) *
                    static_cast<size_t>(dtypeBytes(out.dtype));
     cudaError_t error = cudaMemsetAsync(out.data, 0, bytes, context.stream);
@@ -371,9 +571,9 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
   Status status;
   Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
-    status =
-        matmulBatches(kernel, context, lhs.as<const T>(), rhs.as<const T>(),
-                      out.as<T>(), lhsBatch, rhsBatch, batch, m, n, k);
+    status = matmulBatches(
+        kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
+        operands.bias ? operands.bias->as<const T>() : nullptr, out.as<T>());
   });
   return dispatched.isOk() ? status : dispatched;
 }

@@ -30,6 +30,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace zcc::cpu {
@@ -797,6 +798,167 @@ TEST(CpuKernelsDType, MatmulAcrossTiles) {
     return out;
   };
   checkEveryFloatType(batched);
+}
+
+/// `values` of `shape` [..., a, b] with its last two dimensions swapped
+/// ([..., b, a]); `shape` becomes the swapped shape.
+std::vector<double> transposeLastTwo(const std::vector<double> &values,
+                                     std::vector<int64_t> &shape) {
+  size_t rank = shape.size();
+  int64_t a = shape[rank - 2], b = shape[rank - 1];
+  std::vector<double> result(values.size());
+  for (int64_t base = 0; base < static_cast<int64_t>(values.size());
+       base += a * b)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        result[base + j * a + i] = values[base + i * b + j];
+  std::swap(shape[rank - 2], shape[rank - 1]);
+  return result;
+}
+
+/// A matmul with transposed operands and a bias, as the kernel gets them:
+/// lhs and rhs as stored, the bias's length (0 for none).
+struct FusedMatmulCase {
+  std::vector<int64_t> lhs, rhs, result;
+  bool transposeLhs = false, transposeRhs = false;
+  int64_t bias = 0;
+  /// Sets the attributes even where false (absent means false too).
+  bool explicitFalse = false;
+};
+
+/// The fused matmul in `dtype` against the unfused composition: explicit
+/// transposed copies, a plain matmul (in f32 for the 16-bit types, whose
+/// product the fused kernel also keeps in f32), the bias added in double,
+/// rounded once to `dtype`.
+void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
+  SCOPED_TRACE(std::string(dtypeName(dtype)) + " case " + std::to_string(seed));
+  std::vector<double> lhs = quantize(dtype, randomValues(countOf(c.lhs), seed));
+  std::vector<double> rhs =
+      quantize(dtype, randomValues(countOf(c.rhs), seed + 1));
+  std::vector<double> bias = quantize(dtype, randomValues(c.bias, seed + 2));
+
+  Call fused("matmul");
+  fused.in(encode(dtype, c.lhs, lhs)).in(encode(dtype, c.rhs, rhs));
+  if (c.bias > 0)
+    fused.in(encode(dtype, {c.bias}, bias));
+  if (c.transposeLhs || c.explicitFalse)
+    fused.boolAttr("transpose_lhs", c.transposeLhs);
+  if (c.transposeRhs || c.explicitFalse)
+    fused.boolAttr("transpose_rhs", c.transposeRhs);
+  fused.out(dtype, c.result);
+  ASSERT_OK(fused.run());
+
+  std::vector<int64_t> lhsShape = c.lhs, rhsShape = c.rhs;
+  std::vector<double> plainLhs =
+      c.transposeLhs ? transposeLastTwo(lhs, lhsShape) : lhs;
+  std::vector<double> plainRhs =
+      c.transposeRhs ? transposeLastTwo(rhs, rhsShape) : rhs;
+  DType productType = dtype == plan::F64 ? plan::F64 : plan::F32;
+  Call plain("matmul");
+  plain.in(encode(productType, lhsShape, plainLhs))
+      .in(encode(productType, rhsShape, plainRhs))
+      .out(productType, c.result);
+  ASSERT_OK(plain.run());
+  std::vector<double> expected = plain.values();
+  if (c.bias > 0)
+    for (size_t i = 0; i < expected.size(); ++i)
+      expected[i] += bias[i % c.bias];
+  Tensor rounded = encode(dtype, c.result, expected);
+
+  // The fused product sums in another order than the plain one (the bias
+  // first, a transposed operand, one product per batch, the 16-bit
+  // product slice by slice of the contraction). Its partial sums, of up to
+  // 270 products of magnitude up to 4, reach ~40, where an f32 ulp is
+  // ~4e-6: another order moves a result by some of those, whatever its
+  // own magnitude.
+  constexpr double kReorderSlack = 8e-5;
+  switch (dtype) {
+  case plan::F64:
+    expectNear(decode(fused.result()), expected, 1e-12, "f64");
+    break;
+  case plan::F32:
+    expectNear(decode(fused.result()), decode(rounded), kReorderSlack, "f32");
+    break;
+  default:
+    // One ulp of the 16-bit type (the two f32 results may sit on either
+    // side of a rounding boundary), or the f32 slack near zero.
+    expectWithinUlps(fused.result(), rounded, 1, kReorderSlack);
+  }
+}
+
+// The bias is added to the product in f32 and the sum rounded once: lhs
+// [1, 1] . rhs [1, 15u/32] (u an ulp at 1) is 1 + 15u/32, which rounds to
+// 1 alone, but plus the bias u/16 it is just above 1 + u/2 and so rounds
+// to 1 + u. Rounding the product first, then its sum with the bias, would
+// give 1.
+TEST(CpuKernelsDType, MatmulBiasIsAddedBeforeRounding) {
+  for (DType dtype : kHalfWidthTypes) {
+    SCOPED_TRACE(dtypeName(dtype));
+    double ulp =
+        dtype == plan::F16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    Call call("matmul");
+    call.in(encode(dtype, {1, 2}, {1, 1}))
+        .in(encode(dtype, {1, 2}, {1, 15 * ulp / 32}))
+        .in(encode(dtype, {1}, {ulp / 16}))
+        .boolAttr("transpose_rhs", true)
+        .out(dtype, {1, 1});
+    ASSERT_OK(call.run());
+    EXPECT_EQ(call.values(), std::vector<double>{1 + ulp});
+  }
+}
+
+constexpr DType kEveryFloatType[] = {plan::F32, plan::F64, plan::F16,
+                                     plan::BF16};
+
+// Each transpose and the bias, alone and together, on batches that
+// broadcast on either side, a shared rhs (whose batch folds into the rows
+// of one product, which a transposed lhs must not do), a shared lhs,
+// rank-1 operands and an empty contraction (the bias rows alone).
+TEST(CpuKernelsDType, MatmulTransposesAndBias) {
+  const FusedMatmulCase cases[] = {
+      {{5, 7}, {7, 3}, {5, 3}, false, false, 3},
+      {{7, 5}, {7, 3}, {5, 3}, true, false, 0},
+      {{5, 7}, {3, 7}, {5, 3}, false, true, 0},
+      {{7, 5}, {3, 7}, {5, 3}, true, true, 3, true},
+      {{5, 7}, {7, 3}, {5, 3}, false, false, 0, true},
+      {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 5},
+      {{2, 1, 4, 6}, {3, 6, 5}, {2, 3, 4, 5}, false, false, 5},
+      {{2, 3, 6, 4}, {6, 5}, {2, 3, 4, 5}, true, false, 5},
+      {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 5},
+      {{2, 3, 6, 4}, {5, 6}, {2, 3, 4, 5}, true, true, 0},
+      {{6, 4}, {3, 6, 5}, {3, 4, 5}, true, false, 5},
+      {{1, 6, 4}, {3, 5, 6}, {3, 4, 5}, true, true, 5},
+      {{6}, {5, 6}, {5}, false, true, 5},
+      {{6}, {2, 5, 6}, {2, 5}, false, true, 5},
+      {{6, 4}, {6}, {4}, true, false, 1},
+      {{2, 6, 4}, {6}, {2, 4}, true, false, 0},
+      {{0, 3}, {2, 0}, {3, 2}, true, true, 2},
+      {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0},
+  };
+  uint32_t seed = 900;
+  for (DType dtype : kEveryFloatType)
+    for (const FusedMatmulCase &c : cases)
+      checkFusedMatmul(dtype, c, seed += 3);
+}
+
+// m = 300, n = 1100 and k = 270 each cross a tile of the 16-bit product
+// (256 rows, 1024 columns, 256 deep) and end in a partial one, so every
+// tile of a transposed operand, and the bias of every column tile, is
+// read from the right place.
+TEST(CpuKernelsDType, MatmulTransposesAndBiasAcrossTiles) {
+  const FusedMatmulCase cases[] = {
+      {{300, 270}, {270, 1100}, {300, 1100}, false, false, 1100},
+      {{270, 300}, {270, 1100}, {300, 1100}, true, false, 1100},
+      {{300, 270}, {1100, 270}, {300, 1100}, false, true, 1100},
+      {{270, 300}, {1100, 270}, {300, 1100}, true, true, 0},
+      {{270, 300}, {1100, 270}, {300, 1100}, true, true, 1100},
+      // Batched, lhs transposed under a shared rhs: one product per batch.
+      {{2, 270, 300}, {1100, 270}, {2, 300, 1100}, true, true, 1100},
+  };
+  uint32_t seed = 1200;
+  for (DType dtype : kEveryFloatType)
+    for (const FusedMatmulCase &c : cases)
+      checkFusedMatmul(dtype, c, seed += 3);
 }
 
 KernelCase attentionCase(std::vector<int64_t> lead, int64_t tq, int64_t tk,

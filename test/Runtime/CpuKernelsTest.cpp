@@ -818,6 +818,108 @@ TEST(CpuKernels, MatmulErrors) {
               {"matmul", "rank at least 1"});
 }
 
+// transpose_lhs and transpose_rhs swap an operand's last two dimensions;
+// the bias is added to every row. Small enough to check by hand: lhs^T =
+// [[1, 3], [2, 4]], rhs^T = [[1, 2, 0], [0, 1, 1]].
+TEST(CpuKernels, MatmulTransposedOperandsAndBias) {
+  Call call("matmul");
+  call.in(f32({2, 2}, {1, 2, 3, 4}))
+      .in(f32({3, 2}, {1, 0, 2, 1, 0, 1}))
+      .in(f32({3}, {10, 20, 30}))
+      .boolAttr("transpose_lhs", true)
+      .boolAttr("transpose_rhs", true)
+      .out(plan::F32, {2, 3});
+  ASSERT_OK(call.run());
+  expectNear(call.floats(), std::vector<float>{11, 25, 33, 12, 28, 34});
+
+  // A unit attribute reads as true; lhs [2, 3, 2] (read [2, 2, 3]) under a
+  // shared rhs must not fold its batch into rows.
+  std::vector<float> a = randomFloats(2 * 3 * 2, 11),
+                     b = randomFloats(3 * 4, 12);
+  Call batched("matmul");
+  batched.in(f32({2, 3, 2}, a))
+      .in(f32({3, 4}, b))
+      .in(f32({4}, {1, -1, 0.5f, 0}))
+      .unitAttr("transpose_lhs")
+      .out(plan::F32, {2, 2, 4});
+  ASSERT_OK(batched.run());
+  std::vector<float> aT(a.size());
+  for (int batch = 0; batch < 2; ++batch)
+    for (int i = 0; i < 2; ++i)
+      for (int p = 0; p < 3; ++p)
+        aT[batch * 6 + i * 3 + p] = a[batch * 6 + p * 2 + i];
+  std::vector<double> expected = naiveMatmul(aT, b, {0, 1}, {0, 0}, 2, 3, 4);
+  const double bias[] = {1, -1, 0.5, 0};
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] += bias[i % 4];
+  expectNear(batched.values(), expected, 1e-5);
+}
+
+TEST(CpuKernels, MatmulTransposeAndBiasErrors) {
+  auto product = [](std::vector<int64_t> lhs, std::vector<int64_t> rhs,
+                    std::vector<int64_t> result) {
+    Call c("matmul");
+    c.in(f32(lhs, std::vector<float>(countOf(lhs), 1.0f)))
+        .in(f32(rhs, std::vector<float>(countOf(rhs), 1.0f)))
+        .out(plan::F32, result);
+    return c;
+  };
+  // A vector has no two dimensions to swap.
+  Call vectorLhs = product({3}, {3, 2}, {2});
+  vectorLhs.boolAttr("transpose_lhs", true);
+  expectError(vectorLhs.run(), StatusCode::kInvalidArgument,
+              {"matmul", "transpose_lhs needs 'lhs' of rank at least 2",
+               "got shape [3]"});
+  Call vectorRhs = product({2, 3}, {3}, {2});
+  vectorRhs.boolAttr("transpose_rhs", true);
+  expectError(vectorRhs.run(), StatusCode::kInvalidArgument,
+              {"matmul", "transpose_rhs needs 'rhs' of rank at least 2",
+               "got shape [3]"});
+  // The contraction is read after the swap: lhs [3, 2] transposed
+  // contracts over 3.
+  Call contraction = product({3, 2}, {2, 4}, {2, 4});
+  contraction.boolAttr("transpose_lhs", true);
+  expectError(contraction.run(), StatusCode::kInvalidArgument,
+              {"matmul", "contracting dimensions differ", "[3, 2] has 3",
+               "[2, 4] has 2"});
+  // A transpose is a bool.
+  Call kind = product({2, 3}, {3, 4}, {2, 4});
+  kind.stringAttr("transpose_rhs", "yes");
+  expectError(
+      kind.run(), StatusCode::kInvalidArgument,
+      {"matmul", "attribute 'transpose_rhs' must be a bool", "a string"});
+
+  // The bias is [n], of the result's type.
+  Call length = product({2, 3}, {3, 4}, {2, 4});
+  length.in(f32({3}, {1, 2, 3}));
+  expectError(length.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'bias' has shape [3], expected [4]"});
+  Call transposedLength = product({2, 3}, {4, 3}, {2, 4});
+  transposedLength.boolAttr("transpose_rhs", true).in(f32({3}, {1, 2, 3}));
+  expectError(transposedLength.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'bias' has shape [3], expected [4]"});
+  Call rank = product({2, 3}, {3, 4}, {2, 4});
+  rank.in(f32({1, 4}, {1, 2, 3, 4}));
+  expectError(rank.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'bias' has shape [1, 4], expected [4]"});
+  Call scalar = product({2, 3}, {3, 4}, {2, 4});
+  scalar.in(f32({}, {1}));
+  expectError(scalar.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'bias' has shape [], expected [4]"});
+  Call dtype = product({2, 3}, {3, 4}, {2, 4});
+  dtype.in(f64({4}, {1, 2, 3, 4}));
+  expectError(dtype.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'bias' has element type f64, but 'result' has f32"});
+  Call extra = product({2, 3}, {3, 4}, {2, 4});
+  extra.in(f32({4}, {1, 2, 3, 4})).in(f32({4}, {1, 2, 3, 4}));
+  expectError(extra.run(), StatusCode::kInvalidArgument,
+              {"matmul", "expected 3 inputs, got 4"});
+  Call one("matmul");
+  one.in(f32({2, 3}, iota<float>(6))).out(plan::F32, {2, 3});
+  expectError(one.run(), StatusCode::kInvalidArgument,
+              {"matmul", "expected 2 inputs, got 1"});
+}
+
 //===----------------------------------------------------------------------===//
 // attention
 //===----------------------------------------------------------------------===//

@@ -180,6 +180,203 @@ TEST(CudaKernelsLinalg, MatmulRefusesLikeCpu) {
                                 i64({2, 2}, {1, 2, 3, 4}), plan::I64, {2, 2}));
 }
 
+/// A matmul with operands as stored (transposed where the flags say), a
+/// bias of `bias` elements (none for 0) and the given result shape.
+struct FusedMatmul {
+  std::vector<int64_t> lhs, rhs, result;
+  bool transposeLhs = false, transposeRhs = false;
+  int64_t bias = 0;
+};
+
+Call fusedMatmulCall(DType dtype, const FusedMatmul &c, uint32_t seed) {
+  Call call("matmul");
+  call.in(randomTensor(dtype, c.lhs, seed))
+      .in(randomTensor(dtype, c.rhs, seed + 1));
+  if (c.bias > 0)
+    call.in(randomTensor(dtype, {c.bias}, seed + 2));
+  if (c.transposeLhs)
+    call.boolAttr("transpose_lhs", true);
+  if (c.transposeRhs)
+    call.boolAttr("transpose_rhs", true);
+  call.out(dtype, c.result);
+  return call;
+}
+
+std::string describe(DType dtype, const FusedMatmul &c) {
+  return describe(dtype, c.lhs, c.rhs) + (c.transposeLhs ? " lhs^T" : "") +
+         (c.transposeRhs ? " rhs^T" : "") +
+         (c.bias > 0 ? " + bias " + std::to_string(c.bias) : "");
+}
+
+// Transposes (cuBLASLt's TRANSA for rhs, TRANSB for lhs) and the bias
+// epilogue against the cpu, with sizes off every tile size and of 16:
+// plain products, equal batches (one strided batch, one bias for all), a
+// shared rhs (folded into rows unless lhs is transposed), a shared lhs,
+// batches broadcast on both sides (one strided batch per outer slice), and
+// rank-1 operands beside a transposed one.
+TEST(CudaKernelsLinalg, MatmulTransposesAndBias) {
+  ZCC_REQUIRE_GPU();
+  const FusedMatmul cases[] = {
+      {{37, 53}, {53, 29}, {37, 29}, false, false, 29},
+      {{53, 37}, {53, 29}, {37, 29}, true, false, 0},
+      {{37, 53}, {29, 53}, {37, 29}, false, true, 0},
+      {{53, 37}, {29, 53}, {37, 29}, true, true, 0},
+      {{53, 37}, {53, 29}, {37, 29}, true, false, 29},
+      {{37, 53}, {29, 53}, {37, 29}, false, true, 29},
+      {{53, 37}, {29, 53}, {37, 29}, true, true, 29},
+      {{4, 53, 37}, {4, 29, 53}, {4, 37, 29}, true, true, 29},
+      {{4, 37, 53}, {4, 53, 29}, {4, 37, 29}, false, false, 29},
+      {{2, 3, 53, 37}, {53, 29}, {2, 3, 37, 29}, true, false, 29},
+      {{2, 3, 37, 53}, {29, 53}, {2, 3, 37, 29}, false, true, 29},
+      {{53, 37}, {3, 29, 53}, {3, 37, 29}, true, true, 29},
+      {{3, 1, 53, 37}, {5, 53, 29}, {3, 5, 37, 29}, true, false, 29},
+      {{2, 1, 3, 9, 7}, {4, 1, 5, 9}, {2, 4, 3, 7, 5}, true, true, 5},
+      {{53}, {29, 53}, {29}, false, true, 29},
+      {{53}, {4, 29, 53}, {4, 29}, false, true, 29},
+      {{53, 37}, {53}, {37}, true, false, 1},
+      {{1, 1}, {1, 1}, {1, 1}, true, true, 1},
+  };
+  uint32_t seed = 700;
+  for (DType dtype : kFloatTypes)
+    for (const FusedMatmul &c : cases) {
+      SCOPED_TRACE(describe(dtype, c));
+      expectCudaMatchesCpu(fusedMatmulCall(dtype, c, seed += 3),
+                           toleranceFor(dtype));
+    }
+}
+
+// The same shapes again, with other values: the algorithm cuBLASLt's
+// heuristic chose the first time (kept by shape, transposes, bias and
+// alignment) must serve them too, and a shape that differs only in its
+// transposes or its bias must not get another's algorithm.
+TEST(CudaKernelsLinalg, MatmulRepeatedShapes) {
+  ZCC_REQUIRE_GPU();
+  const FusedMatmul cases[] = {
+      {{3, 64, 96}, {96, 80}, {3, 64, 80}, false, false, 80},
+      {{3, 96, 64}, {96, 80}, {3, 64, 80}, true, false, 80},
+      {{3, 64, 96}, {80, 96}, {3, 64, 80}, false, true, 80},
+      {{3, 64, 96}, {80, 96}, {3, 64, 80}, false, true, 0},
+      {{3, 96, 64}, {80, 96}, {3, 64, 80}, true, true, 80},
+  };
+  for (DType dtype : kFloatTypes)
+    for (uint32_t round = 0; round < 3; ++round)
+      for (const FusedMatmul &c : cases) {
+        SCOPED_TRACE(describe(dtype, c) + " round " + std::to_string(round));
+        expectCudaMatchesCpu(fusedMatmulCall(dtype, c, 800 + 10 * round),
+                             toleranceFor(dtype));
+      }
+}
+
+// Large enough for tiled and split-K algorithms with the bias epilogue.
+TEST(CudaKernelsLinalg, MatmulTransposesAndBiasLarge) {
+  ZCC_REQUIRE_GPU();
+  const FusedMatmul cases[] = {
+      {{2, 257, 130}, {190, 257}, {2, 130, 190}, true, true, 190},
+      {{3, 768, 64}, {3, 768, 96}, {3, 64, 96}, true, false, 96},
+      {{1000, 4}, {1000, 3}, {4, 3}, true, false, 3},
+      {{4, 1000}, {3, 1000}, {4, 3}, false, true, 3},
+  };
+  uint32_t seed = 900;
+  for (DType dtype : kFloatTypes) {
+    double tolerance = dtype == plan::F32 ? 1e-4 : toleranceFor(dtype);
+    for (const FusedMatmul &c : cases) {
+      SCOPED_TRACE(describe(dtype, c));
+      expectCudaMatchesCpu(fusedMatmulCall(dtype, c, seed += 3), tolerance);
+    }
+  }
+}
+
+// An empty contraction leaves the bias rows, every batch of them.
+TEST(CudaKernelsLinalg, MatmulEmptyWithBias) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : kFloatTypes) {
+    SCOPED_TRACE(cpu::dtypeName(dtype));
+    expectCudaMatchesCpu(
+        fusedMatmulCall(dtype, {{0, 3}, {4, 0}, {3, 4}, true, true, 4}, 950),
+        0);
+    expectCudaMatchesCpu(
+        fusedMatmulCall(dtype, {{2, 3, 0}, {0, 5}, {2, 3, 5}, false, false, 5},
+                        953),
+        0);
+    expectCudaMatchesCpu(
+        fusedMatmulCall(dtype, {{0, 3, 4}, {4, 5}, {0, 3, 5}, false, false, 5},
+                        956),
+        0);
+  }
+}
+
+// The bias joins the f32 sum before the one rounding (as on the cpu,
+// CpuKernelsDType.MatmulBiasIsAddedBeforeRounding): 1 + 15u/32 alone
+// rounds to 1, plus the bias u/16 to 1 + u (u an ulp at 1); exactly, in
+// one product and in a strided batch of them.
+TEST(CudaKernelsLinalg, MatmulBiasIsAddedBeforeRounding) {
+  ZCC_REQUIRE_GPU();
+  for (DType dtype : {plan::F16, plan::BF16}) {
+    SCOPED_TRACE(cpu::dtypeName(dtype));
+    double ulp =
+        dtype == plan::F16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    for (int64_t batch : {1, 3}) {
+      std::vector<double> lhs, rhs;
+      for (int64_t b = 0; b < batch; ++b) {
+        lhs.insert(lhs.end(), {1, 1});
+        rhs.insert(rhs.end(), {1, 15 * ulp / 32});
+      }
+      Call call("matmul");
+      call.in(encode(dtype, {batch, 1, 2}, lhs))
+          .in(encode(dtype, {batch, 1, 2}, rhs))
+          .in(encode(dtype, {1}, {ulp / 16}))
+          .boolAttr("transpose_rhs", true)
+          .out(dtype, {batch, 1, 1});
+      ASSERT_OK(runOnCuda(call));
+      EXPECT_EQ(call.values(), std::vector<double>(batch, 1 + ulp));
+    }
+  }
+}
+
+TEST(CudaKernelsLinalg, MatmulTransposeAndBiasRefusesLikeCpu) {
+  ZCC_REQUIRE_GPU();
+  auto call = [](std::vector<int64_t> lhs, std::vector<int64_t> rhs,
+                 std::vector<int64_t> result) {
+    Call c("matmul");
+    c.in(randomTensor(plan::F32, lhs, 1))
+        .in(randomTensor(plan::F32, rhs, 2))
+        .out(plan::F32, result);
+    return c;
+  };
+  // A transposed vector.
+  Call vectorLhs = call({3}, {3, 2}, {2});
+  vectorLhs.boolAttr("transpose_lhs", true);
+  expectCudaRefusesLikeCpu(vectorLhs);
+  Call vectorRhs = call({2, 3}, {3}, {2});
+  vectorRhs.boolAttr("transpose_rhs", true);
+  expectCudaRefusesLikeCpu(vectorRhs);
+  // Contractions that differ once lhs is transposed; a transpose that is
+  // not a bool.
+  Call contraction = call({3, 2}, {2, 4}, {2, 4});
+  contraction.boolAttr("transpose_lhs", true);
+  expectCudaRefusesLikeCpu(contraction);
+  Call kind = call({2, 3}, {3, 4}, {2, 4});
+  kind.intAttr("transpose_rhs", 2);
+  expectCudaRefusesLikeCpu(kind);
+  // Biases of the wrong length (also after a transpose), rank and type.
+  Call length = call({2, 3}, {3, 4}, {2, 4});
+  length.in(randomTensor(plan::F32, {3}, 3));
+  expectCudaRefusesLikeCpu(length);
+  Call transposedLength = call({2, 3}, {4, 3}, {2, 4});
+  transposedLength.boolAttr("transpose_rhs", true)
+      .in(randomTensor(plan::F32, {3}, 3));
+  expectCudaRefusesLikeCpu(transposedLength);
+  Call rank = call({2, 3}, {3, 4}, {2, 4});
+  rank.in(randomTensor(plan::F32, {1, 4}, 3));
+  expectCudaRefusesLikeCpu(rank);
+  Call type = call({2, 3}, {3, 4}, {2, 4});
+  type.in(randomTensor(plan::F16, {4}, 3));
+  expectCudaRefusesLikeCpu(type);
+  Call extra = call({2, 3}, {3, 4}, {2, 4});
+  extra.in(randomTensor(plan::F32, {4}, 3)).in(randomTensor(plan::F32, {4}, 4));
+  expectCudaRefusesLikeCpu(extra);
+}
+
 //===----------------------------------------------------------------------===//
 // attention, attention_grad
 //===----------------------------------------------------------------------===//

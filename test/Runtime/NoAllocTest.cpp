@@ -85,7 +85,7 @@ template <typename Body> long allocationsDuring(Body body) {
   return allocations.load();
 }
 
-std::unique_ptr<Executor> instantiate(const plan::Plan &plan) {
+std::unique_ptr<Executor> instantiate(const plan::Plan &plan, bool profile = false) {
   StatusOr<LoadedPlan> loaded =
       parsePlanFile(encodePlanFile(plan, "t"), "test.bin");
   EXPECT_TRUE(loaded.isOk()) << loaded.status().toString();
@@ -93,6 +93,7 @@ std::unique_ptr<Executor> instantiate(const plan::Plan &plan) {
     return nullptr;
   ExecutorOptions options;
   options.weights.source = WeightSource::kRandom;
+  options.profile = profile;
   StatusOr<std::unique_ptr<Executor>> executor =
       Executor::instantiate(std::move(*loaded), options);
   EXPECT_TRUE(executor.isOk()) << executor.status().toString();
@@ -121,6 +122,22 @@ TEST(NoAlloc, RunAllocatesNothing) {
     long counted = allocationsDuring([&] { status = executor->run(program); });
     ASSERT_TRUE(status.isOk()) << status.toString();
     EXPECT_EQ(counted, 0) << "run() allocated";
+  }
+}
+
+// Profiling times each instruction into counters made by instantiate().
+TEST(NoAlloc, ProfiledRunAllocatesNothing) {
+  for (const plan::Plan &plan : {test::addConstantPlan(), test::matmulWeightPlan()}) {
+    std::unique_ptr<Executor> executor = instantiate(plan, /*profile=*/true);
+    ASSERT_TRUE(executor);
+    std::vector<float> x = {1, 2, 3, 4, 5, 6};
+    ASSERT_TRUE(executor->setInput("x", x.data(), 24, plan::F32, {2, 3}).isOk());
+    const std::string program = "infer";
+    Status status;
+    long counted = allocationsDuring([&] { status = executor->run(program); });
+    ASSERT_TRUE(status.isOk()) << status.toString();
+    EXPECT_EQ(counted, 0) << "run() allocated";
+    EXPECT_EQ(executor->profile()[0].instructions[0].calls, 1u);
   }
 }
 

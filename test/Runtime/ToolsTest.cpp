@@ -8,49 +8,21 @@
 //===----------------------------------------------------------------------===//
 
 #include "PlanTestUtil.h"
+#include "RunTool.h"
 
 #include "runtime/Data/Npy.h"
 
 #include <algorithm>
 #include <cstring>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 namespace zcc {
 namespace {
 
 using test::TempDir;
 
-struct Result {
-  int exitCode = -1;
-  std::string output; // standard output and standard error together
-};
-
-std::string shellQuote(const std::string &text) {
-  std::string quoted = "'";
-  for (char c : text)
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-Result runTool(const char *tool, const std::vector<std::string> &args) {
-  std::string command = shellQuote(tool);
-  for (const std::string &arg : args)
-    command += " " + shellQuote(arg);
-  command += " 2>&1";
-  Result result;
-  std::FILE *pipe = ::popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr) << command;
-  if (!pipe)
-    return result;
-  char buffer[4096];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0)
-    result.output.append(buffer, got);
-  int status = ::pclose(pipe);
-  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using Result = test::ToolResult;
+using test::runTool;
 
 Result zrun(const std::vector<std::string> &args) {
   return runTool(ZCC_ZRUN_PATH, args);

@@ -3,6 +3,7 @@
 #include "tools/zrun/Train.h"
 
 #include "tools/zrun/Checkpoint.h"
+#include "tools/zrun/Profile.h"
 
 #include "kernels/cpu/Float16.h"
 #include "runtime/Train/LossScaler.h"
@@ -193,6 +194,46 @@ void setElement(HostTensor &tensor, int64_t index, double value) {
     reinterpret_cast<double *>(tensor.data.data())[index] = value;
   else
     reinterpret_cast<float *>(tensor.data.data())[index] = static_cast<float>(value);
+}
+
+/// What a training run's profile covers, for its header: the steps after
+/// the warm-up one, and whose they are where there are several ranks.
+std::string profileScope(const TrainOptions &options, int64_t firstStep, bool pipelined) {
+  std::string scope =
+      firstStep > options.steps ? std::string("no step")
+      : firstStep == options.steps
+          ? formatString("step %lld", static_cast<long long>(firstStep))
+          : formatString("steps %lld-%lld (step %lld left out as warm-up)",
+                         static_cast<long long>(firstStep + 1),
+                         static_cast<long long>(options.steps), static_cast<long long>(firstStep));
+  if (options.communicator && options.communicator->size() > 1)
+    scope += formatString(", rank %d of %d", options.rank, options.communicator->size());
+  if (pipelined)
+    scope += formatString(", pipeline stage %d", options.stage);
+  return scope;
+}
+
+/// Leaves the first step of a profiled run out, when more follow: it pays
+/// for first touches of memory, caches and the device's lazy setup.
+void endProfiledStep(Executor &executor, const TrainOptions &options, int64_t step,
+                     int64_t firstStep) {
+  if (options.profileRows > 0 && step == firstStep && step < options.steps)
+    executor.resetProfile();
+}
+
+/// Rank 0's profile of the run: printed, and next to --log-json.
+Status reportProfile(const Executor &executor, const TrainOptions &options, int64_t firstStep,
+                     bool pipelined) {
+  if (options.profileRows <= 0 || options.rank != 0)
+    return Status::ok();
+  std::string scope = profileScope(options, firstStep, pipelined);
+  std::fputs(formatProfile(executor, scope, options.profileRows).c_str(), stdout);
+  std::fflush(stdout);
+  if (!options.logJson.empty())
+    ZCC_RETURN_IF_ERROR(
+        writeProfileJson(executor, scope, options.profileRows, profileJsonPath(options.logJson)),
+        "--profile");
+  return Status::ok();
 }
 
 } // namespace
@@ -628,13 +669,17 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
     report.loss = loss;
     report.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     run->report(report, options.steps);
+    endProfiledStep(executor, options, step, 1);
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s on %d pipeline stages\n",
                 static_cast<long long>(options.steps), static_cast<long long>(applied), total,
                 pipeline.stages_size());
-  return run->flushLog(options);
+  Status flushed = run->flushLog(options);
+  if (!flushed.isOk())
+    return flushed;
+  return reportProfile(executor, options, 1, /*pipelined=*/true);
 }
 
 } // namespace
@@ -747,6 +792,7 @@ Status train(Executor &executor, const TrainOptions &options) {
                           static_cast<long long>(options.saveEvery));
       lastSaved = step;
     }
+    endProfiledStep(executor, options, step, firstStep);
   }
   if (!options.saveDir.empty() && lastSaved != options.steps && firstStep <= options.steps)
     ZCC_RETURN_IF_ERROR(save(options.steps), "at the end of the run");
@@ -755,7 +801,10 @@ Status train(Executor &executor, const TrainOptions &options) {
     std::printf("trained %lld steps (%lld applied in all) in %.2f s\n",
                 static_cast<long long>(std::max<int64_t>(0, options.steps - firstStep + 1)),
                 static_cast<long long>(applied), total);
-  return run->flushLog(options);
+  Status flushed = run->flushLog(options);
+  if (!flushed.isOk())
+    return flushed;
+  return reportProfile(executor, options, firstStep, /*pipelined=*/false);
 }
 
 } // namespace zcc

@@ -57,6 +57,11 @@ struct TrainOptions {
   std::string saveDir;
   int64_t saveEvery = 0;
   std::string resumeDir;
+  /// --profile: with the executor profiling, the first step is left out as
+  /// warm-up (when more follow) and rank 0 prints this many rows of each
+  /// table at the end (tools/zrun/Profile.h), and writes the profile next
+  /// to --log-json; 0: no profile.
+  int profileRows = 0;
 };
 
 struct GradCheckOptions {

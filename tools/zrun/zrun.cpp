@@ -2,7 +2,7 @@
 //
 //   zrun PLAN.bin [--backend cpu|cuda] [--input NAME=FILE.npy ...]
 //       [--output-dir DIR] [--weights random|DIR|MODEL.onnx|FILE.safetensors]
-//       [--seed S] [--nproc N]
+//       [--seed S] [--nproc N] [--profile[=N]]
 //
 // Runs a plan written by zcc. On an inference plan it reads each graph input
 // from --input, runs program "infer" once and writes each graph output to
@@ -17,12 +17,14 @@
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Launch.h"
+#include "tools/zrun/Profile.h"
 #include "tools/zrun/Train.h"
 #include "runtime/CudaPlugin.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +43,7 @@ const char kUsage[] =
     "usage: zrun PLAN.bin [--backend cpu|cuda] [--input NAME=FILE.npy ...]\n"
     "            [--output-dir DIR]\n"
     "            [--weights random|DIR|MODEL.onnx|FILE.safetensors]\n"
-    "            [--seed S] [--nproc N]\n"
+    "            [--seed S] [--nproc N] [--profile[=N]]\n"
     "\n"
     "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
     "input from --input, runs it once and writes every graph output to\n"
@@ -66,6 +68,15 @@ const char kUsage[] =
     "                         shape\n"
     "  --seed S               the seed of --weights random (default 0)\n"
     "  --memory-report        print the device memory the run allocated\n"
+    "  --profile[=N]          time every instruction, each one finished before\n"
+    "                         the next starts (streams do not overlap), and\n"
+    "                         print after the run the time per program and\n"
+    "                         the N kernels and N instructions that took\n"
+    "                         longest (default 25; --profile N works too);\n"
+    "                         training leaves step 1 out as warm-up; with\n"
+    "                         --log-json FILE the profile is also written to\n"
+    "                         FILE with the extension .profile.json; with\n"
+    "                         --nproc, rank 0's is printed\n"
     "  --nproc N              ranks; must equal the plan's world size (cpu:\n"
     "                         threads; cuda: one process per GPU)\n"
     "  --comm-timeout S       seconds a rank waits for the others before it\n"
@@ -103,6 +114,8 @@ struct Options {
   std::string weights;
   uint64_t seed = 0;
   bool memoryReport = false;
+  /// --profile: rows of each table; 0: no profile.
+  int profileRows = 0;
   int64_t nproc = 0;
   TrainOptions train;
   bool checkGradients = false;
@@ -143,6 +156,24 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     }
     if (arg == "--memory-report") {
       options.memoryReport = true;
+      continue;
+    }
+    if (arg == "--profile" || arg.rfind("--profile=", 0) == 0) {
+      // The count is optional: "--profile", "--profile=N", or "--profile N"
+      // when the next argument is a number (a plan is not).
+      std::string given = arg, rows = std::to_string(kDefaultProfileRows);
+      if (arg != "--profile") {
+        rows = arg.substr(std::strlen("--profile="));
+      } else if (i + 1 < args.size() && !args[i + 1].empty() &&
+                 std::all_of(args[i + 1].begin(), args[i + 1].end(),
+                             [](unsigned char c) { return std::isdigit(c); })) {
+        rows = args[++i];
+        given += " " + rows;
+      }
+      uint64_t count = 0;
+      if (!parseInteger(rows, count) || count == 0 || count > 1000000)
+        return usageError(given + ": expected the rows of each table, 1 to 1000000");
+      options.profileRows = static_cast<int>(count);
       continue;
     }
     if (arg == "--check-gradients") {
@@ -361,6 +392,7 @@ Status prepareInference(const Options &options, ExecutorOptions &executorOptions
   if (!status.isOk())
     return status;
   executorOptions.backend = options.backend;
+  executorOptions.profile = options.profileRows > 0;
   return weightOptions(options, executorOptions.weights);
 }
 
@@ -439,6 +471,9 @@ Status runInference(const Options &options, LoadedPlan loaded) {
     ZCC_RETURN_IF_ERROR(writeNpy(path, *output), "cannot write output '%s'",
                         binding.name().c_str());
   }
+  if (options.profileRows > 0)
+    std::fputs(formatProfile(**executor, "one run of 'infer'", options.profileRows).c_str(),
+               stdout);
   return Status::ok();
 }
 
@@ -566,6 +601,8 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   const std::vector<LocalCommunicatorGroup *> &pipeGroups = *pipes;
   std::vector<Status> results(world, Status::ok());
   double seconds = 0;
+  std::string profile;
+  const std::string profileScope = formatString("one batch, rank 0 of %d, pipeline stage 0", world);
   auto runRank = [&](int rank) -> Status {
     const int stage = rank / dataParallel, dataRank = rank % dataParallel;
     Communicator *world = (*group)->communicator(rank);
@@ -609,6 +646,8 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     ZCC_RETURN_IF_ERROR(world->barrier(), "after the batch");
     if (rank == 0)
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rank == 0 && options.profileRows > 0)
+      profile = formatProfile(**executor, profileScope, options.profileRows);
     return Status::ok();
   };
   std::vector<std::thread> threads;
@@ -640,6 +679,7 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
               stages, dataParallel, static_cast<long long>(microBatches),
               static_cast<long long>(samples), seconds * 1e3,
               seconds > 0 ? static_cast<double>(samples) / seconds : 0.0);
+  std::fputs(profile.c_str(), stdout);
   return Status::ok();
 }
 
@@ -659,6 +699,12 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     return status;
   TrainOptions train = options.train;
   train.dataSeed = options.seed;
+  train.profileRows = options.profileRows;
+  executorOptions.profile = options.profileRows > 0;
+  if (options.checkGradients && options.profileRows > 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "--profile times training steps or an inference run, and --check-gradients "
+                  "runs neither; drop one of them");
   int world = static_cast<int>(loaded.worldSize());
   if (world > 1 && options.checkGradients)
     return Status(StatusCode::kInvalidArgument,

@@ -100,6 +100,9 @@ struct BufferInfo {
   int64_t stage = 0;
   /// In the host arena (CPU offload) rather than the device arena.
   bool host = false;
+  /// The buffer whose bytes this one shares (a reshape's result viewing its
+  /// input), or -1.
+  int64_t aliasOf = -1;
 };
 
 /// Whether the offload pass placed `op` (or the value it defines) in host
@@ -401,6 +404,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
 
     std::vector<BufferInfo> buffers;
     llvm::DenseMap<Value, unsigned> bufferOf;
+    // (result, input) of every reshape, in program order.
+    SmallVector<std::pair<unsigned, unsigned>> reshapes;
     int64_t stage = 0;
     // Buffers are shared by name within a stage.
     auto keyOf = [&](const std::string &key) {
@@ -597,6 +602,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         for (Value result : op.getResults())
           instruction.outputs.push_back(
               addBuffer(result, Kind::Activation, nodeName(op.getLoc()), &op, index));
+        if (isa<zgraph::ReshapeOp>(op))
+          reshapes.push_back({instruction.outputs.front(), instruction.inputs.front()});
         // Host ops read and write host buffers; offload and fetch cross;
         // everything else stays on the device.
         bool hostOp = onHost(&op) && !isa<zdist::OffloadOp>(op);
@@ -674,6 +681,20 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       for (Program &program : programs)
         assignStreams(program, buffers);
 
+    // A reshape's result is a view of its input when both are activations
+    // of the same arena: one set of bytes, live as long as either is read.
+    // The reshape instruction then runs in place (a no-op).
+    for (auto [result, input] : reshapes) {
+      unsigned root = buffers[input].aliasOf >= 0 ? buffers[input].aliasOf : input;
+      const BufferInfo &from = buffers[root];
+      BufferInfo &view = buffers[result];
+      if (view.kind != Kind::Activation || from.kind != Kind::Activation ||
+          view.host != from.host || view.stage != from.stage)
+        continue;
+      view.aliasOf = root;
+      buffers[root].lastUse = std::max(buffers[root].lastUse, view.lastUse);
+    }
+
     // The memory plans: each pipeline stage's ranks hold only its device
     // buffers (one plan per stage, the device arena as large as the largest
     // stage's), and the host arena holds what the offload pass placed there.
@@ -691,13 +712,16 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       std::vector<PlannedBuffer> mine;
       std::vector<size_t> ids;
       for (auto [id, info] : llvm::enumerate(buffers))
-        if (belongs(info)) {
+        if (belongs(info) && info.aliasOf < 0) {
           mine.push_back(planned[id]);
           ids.push_back(id);
         }
       MemoryPlan subsetPlan = planMemory(mine, alignment);
       for (auto [i, id] : llvm::enumerate(ids))
         planned[id].offset = mine[i].offset;
+      for (auto [id, info] : llvm::enumerate(buffers))
+        if (belongs(info) && info.aliasOf >= 0)
+          planned[id].offset = planned[info.aliasOf].offset;
       return subsetPlan;
     };
     int64_t stages = pipeline ? static_cast<int64_t>(pipeline.getStages().size()) : 1;

@@ -26,7 +26,10 @@ inline int64_t estimateFlops(mlir::Operation *op) {
   };
   if (auto matmul = dyn_cast<zgraph::MatMulOp>(op)) {
     auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
-    int64_t inner = lhs.getRank() == 0 ? 1 : lhs.getShape().back();
+    int64_t rank = lhs.getRank();
+    int64_t inner = rank == 0                               ? 1
+                    : matmul.getTransposeLhs() && rank >= 2 ? lhs.getDimSize(rank - 2)
+                                                            : lhs.getShape().back();
     return 2 * numel(matmul.getResult()) * inner;
   }
   if (isa<zgraph::AttentionOp, zgraph::AttentionGradOp>(op)) {

@@ -318,8 +318,13 @@ void ZeroPartitioner::reduceScatterBucket(ArrayRef<zgraph::AccumulateOp> bucket)
 /// its segment's last use, so the knobs move the planned peak.
 void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   Block &body = step.getBody().front();
+  // What is gathered: the parameter's shard, or (when every use of the
+  // parameter is a cast to one narrower float type, as mixed precision
+  // writes it) the shard cast to that type once, so the all-gather moves 16
+  // bits per element instead of 32 and the whole fp32 copy never exists.
   struct Param {
     zgraph::ParamOp op;
+    Value source;
     RankedTensorType full;
     int64_t elements;
   };
@@ -336,9 +341,41 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
     else
       param->moveBefore(&body.front());
     lastMoved = param;
-    params.push_back({param, it->second, it->second.getNumElements()});
+    params.push_back({param, param.getResult(), it->second, it->second.getNumElements()});
     param.getResult().setType(shardType(it->second));
     param->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
+  }
+  for (Param &param : params) {
+    SmallVector<zgraph::CastOp> casts;
+    Type narrow;
+    for (Operation *user : param.op->getUsers()) {
+      auto cast = dyn_cast<zgraph::CastOp>(user);
+      Type element = cast ? cast.getType().getElementType() : Type();
+      // Casts on different pipeline stages (a tied parameter) stay apart.
+      if (!cast || (narrow && element != narrow) ||
+          (!casts.empty() && cast->getDiscardableAttrDictionary() !=
+                                 casts.front()->getDiscardableAttrDictionary())) {
+        casts.clear();
+        break;
+      }
+      narrow = element;
+      casts.push_back(cast);
+    }
+    if (casts.empty() || !isa<FloatType>(narrow) ||
+        narrow.getIntOrFloatBitWidth() >= param.full.getElementTypeBitWidth())
+      continue;
+    builder.setInsertionPointAfter(lastMoved);
+    RankedTensorType full = RankedTensorType::get(param.full.getShape(), narrow);
+    auto shardCast =
+        builder.create<zgraph::CastOp>(param.op.getLoc(), shardType(full), param.op.getResult());
+    shardCast->setDiscardableAttrs(casts.front()->getDiscardableAttrDictionary());
+    lastMoved = shardCast;
+    for (zgraph::CastOp cast : casts) {
+      cast.getResult().replaceAllUsesWith(shardCast.getResult());
+      cast->erase();
+    }
+    param.source = shardCast.getResult();
+    param.full = full;
   }
   llvm::DenseMap<Operation *, int64_t> position;
   int64_t index = 0;
@@ -349,7 +386,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   SmallVector<std::pair<int64_t, unsigned>> trace;
   SmallVector<SmallVector<OpOperand *>> usesOf(params.size());
   for (auto [i, param] : llvm::enumerate(params)) {
-    for (OpOperand &use : param.op->getUses())
+    for (OpOperand &use : param.source.getUses())
       usesOf[i].push_back(&use);
     llvm::stable_sort(usesOf[i], [&](OpOperand *a, OpOperand *b) {
       return position.lookup(a->getOwner()) < position.lookup(b->getOwner());
@@ -403,13 +440,13 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
     Location loc = params[segments[bucket.front()].param].op.getLoc();
     if (bucket.size() == 1) {
       Param &param = params[segments[bucket.front()].param];
-      wholes.push_back(allGather(loc, param.op, param.full));
+      wholes.push_back(allGather(loc, param.source, param.full));
       return wholes;
     }
     SmallVector<Value> shards;
     SmallVector<RankedTensorType> fulls;
     for (unsigned m : bucket) {
-      shards.push_back(params[segments[m].param].op);
+      shards.push_back(params[segments[m].param].source);
       fulls.push_back(params[segments[m].param].full);
     }
     return gatherCoalesced(loc, shards, fulls, /*flattenVectors=*/true);
@@ -464,7 +501,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
         use->set(whole);
   }
   for (Param &param : params) {
-    param.op.getResult().setType(shardType(param.full));
+    param.source.setType(shardType(param.full));
     param.op->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
   }
 }

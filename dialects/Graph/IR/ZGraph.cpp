@@ -96,9 +96,15 @@ LogicalResult MatMulOp::verify() {
   ArrayRef<int64_t> rhs = getRhs().getType().getShape();
   if (lhs.empty() || rhs.empty())
     return emitOpError("operands must have rank at least 1");
+  if ((getTransposeLhs() && lhs.size() < 2) || (getTransposeRhs() && rhs.size() < 2))
+    return emitOpError("a transposed operand must have rank at least 2");
   // numpy.matmul: promote rank-1 operands, multiply, drop the promoted dims.
   SmallVector<int64_t> lhsMatrix(lhs.begin(), lhs.end());
   SmallVector<int64_t> rhsMatrix(rhs.begin(), rhs.end());
+  if (getTransposeLhs())
+    std::swap(lhsMatrix[lhs.size() - 1], lhsMatrix[lhs.size() - 2]);
+  if (getTransposeRhs())
+    std::swap(rhsMatrix[rhs.size() - 1], rhsMatrix[rhs.size() - 2]);
   if (lhs.size() == 1)
     lhsMatrix.insert(lhsMatrix.begin(), 1);
   if (rhs.size() == 1)
@@ -122,6 +128,13 @@ LogicalResult MatMulOp::verify() {
     return emitOpError() << "result type " << getResult().getType()
                          << " does not match the product shape "
                          << RankedTensorType::get(expected, getResult().getType().getElementType());
+  if (Value bias = getBias()) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (biasType.getRank() != 1 || result.empty() || biasType.getDimSize(0) != result.back() ||
+        biasType.getElementType() != getResult().getType().getElementType())
+      return emitOpError() << "bias " << biasType << " must be a vector of the result's last "
+                           << "dimension and element type";
+  }
   return success();
 }
 

@@ -181,12 +181,31 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
     ```mlir
     %y = zgraph.matmul %x, %w : (tensor<4x100xf32>, tensor<100x10xf32>) -> tensor<4x10xf32>
     ```
+
+    Only `zcc-graph-fuse-kernels` sets the rest, after autodiff: with
+    `transpose_lhs` (`transpose_rhs`) the operand's last two dimensions are
+    swapped before the product (the operand then has rank at least 2), and
+    a rank-1 `bias` of the result's last dimension is added to every row
+    before the result is rounded to its element type.
+
+    ```mlir
+    %dw = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
+    %y = zgraph.matmul %x, %w, %b : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
+    ```
   }];
-  let arguments = (ins ZGraph_Tensor:$lhs, ZGraph_Tensor:$rhs);
+  let arguments = (ins ZGraph_Tensor:$lhs, ZGraph_Tensor:$rhs,
+                       Optional<ZGraph_Tensor>:$bias,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
   let results = (outs ZGraph_Tensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)
+    $lhs `,` $rhs (`,` $bias^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
+    `->` type($result)
   }];
+  let builders = [
+    OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$lhs, "mlir::Value":$rhs), [{
+      build($_builder, $_state, result, lhs, rhs, mlir::Value(), false, false);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -1,5 +1,6 @@
 //===- FuseAttention.cpp - Recognise exported attention -------------------===//
 
+#include "dialects/Graph/Transforms/ConstantScalar.h"
 #include "dialects/Graph/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
@@ -17,19 +18,6 @@ namespace {
 
 /// Scores at or below this are "masked out" (HF uses -3.4e38 or -1e4).
 constexpr double kMaskedScore = -1e4;
-
-/// The single value of a constant scalar (or splat) operand.
-std::optional<double> constantScalar(Value value) {
-  auto constant = value.getDefiningOp<ConstantOp>();
-  if (!constant)
-    return std::nullopt;
-  auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!dense || !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  if (!dense.isSplat() && dense.getNumElements() != 1)
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
 
 /// Whether `allowed(i, j)` over the constant's last two dimensions is the
 /// causal pattern for `queries` x `keys` (key j visible to query i when

@@ -40,6 +40,51 @@ def FuseAttentionPass : Pass<"zcc-graph-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
+def FuseGeluPass : Pass<"zcc-graph-fuse-gelu", "mlir::ModuleOp"> {
+  let summary = "Fuses exported GELU subgraphs into zgraph.gelu";
+  let description = [{
+    Exporters write GELU as element-wise chains: the erf form
+    `0.5 * x * (1 + erf(x / sqrt(2)))` (torch.nn.GELU, ONNX opsets before
+    Gelu-20) and the tanh form
+    `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))` (HF
+    `gelu_new`). Each chain becomes one `zgraph.gelu` with `approximate`
+    "none" or "tanh", whose gradient is one `zgraph.gelu_grad`: the five
+    forward and nine backward element-wise kernels over the MLP's widest
+    activation become one each.
+    - The factors 0.5, x and (1 + erf(...)) (or 1 + tanh) may come in any
+      order and grouping; x / sqrt(2) may be written x * (1 / sqrt(2)), x^3
+      as Pow(x, 3) or x * x * x; constants must match to 1e-6 relative.
+    - Every intermediate value must have no other use; otherwise the chain
+      is left as it is.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
+def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
+  let summary = "Folds transposes and bias adds into matrix products, and slice gradients into concatenations";
+  let description = [{
+    Runs after autodiff (whose rules see only plain products), before the
+    graph is placed on the mesh:
+    - a `zgraph.transpose` that swaps the last two dimensions of a matmul
+      operand becomes the product's `transpose_lhs` / `transpose_rhs` (cuBLAS
+      reads the operand transposed; no copy). Autodiff's `A^T dY` and
+      `dY B^T` are the products this removes a copy from.
+    - `transpose(matmul(a, b))` over the last two dimensions becomes
+      `matmul(b, a)` with both flags flipped (the gradient of an [out, in]
+      weight).
+    - `add(matmul(a, b), bias)`, with the product used only there and
+      `bias` a vector of its last dimension, becomes the product with a
+      `bias` operand (cuBLASLt's bias epilogue).
+    - a sum of `zgraph.slice_grad`s of one tensor whose windows cut it into
+      consecutive pieces along one axis (the gradient of a Split) becomes one
+      `zgraph.concat` of their gradients: no zero-filled full-size tensors
+      and no adds.
+    The values change at most by rounding: in f16 and bf16 a bias is added
+    before the product is rounded, not after.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
 def AutodiffPass : Pass<"zcc-graph-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff: @main becomes the training @micro_step";
   let description = [{

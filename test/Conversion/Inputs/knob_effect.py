@@ -2,7 +2,7 @@
 peak (the arena of rank 0, from `zcc --report=json`), the all-gather bytes
 per step and the number of all-gather ops (`zcc --emit dist`).
 
-  knob_effect.py NAME LOW HIGH --peak larger|smaller|same --bytes fewer|more|same
+  knob_effect.py NAME LOW HIGH --peak larger|smaller|same|not-smaller --bytes fewer|more|same
                  --gathers fewer|more|same
 
 LOW and HIGH are path prefixes of the knob's low and high setting (PREFIX.json
@@ -22,6 +22,7 @@ def measures(prefix):
 
 def verdict(low, high, direction):
     ok = {"larger": high > low, "smaller": high < low, "same": high == low,
+          "not-smaller": high >= low,
           "more": high > low, "fewer": high < low}[direction]
     return f"{low} -> {high} ({direction}: {'ok' if ok else 'WRONG'})"
 

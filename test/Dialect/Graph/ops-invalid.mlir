@@ -159,3 +159,30 @@ func.func @mse_shapes(%p: tensor<4x10xf32>, %t: tensor<10xf32>) {
   %0 = zgraph.mse_loss %p, %t : (tensor<4x10xf32>, tensor<10xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+// A transposed operand swaps its last two dimensions: a vector has none.
+func.func @matmul_transposed_vector(%x: tensor<4xf32>, %w: tensor<4x3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{a transposed operand must have rank at least 2}}
+  %0 = zgraph.matmul %x, %w {transpose_lhs} : (tensor<4xf32>, tensor<4x3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// With transpose_rhs the contraction runs over the rhs's last dimension.
+func.func @matmul_transposed_shape(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{contracting dimensions differ: 4 vs 3}}
+  %0 = zgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// The bias is one value per output column, of the result's element type.
+func.func @matmul_bias_shape(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>, %b: tensor<2xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{bias 'tensor<2xf32>' must be a vector of the result's last dimension and element type}}
+  %0 = zgraph.matmul %x, %w, %b : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

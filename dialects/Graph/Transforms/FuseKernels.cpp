@@ -1,0 +1,205 @@
+//===- FuseKernels.cpp - Fold copies and adds into fewer kernels ----------===//
+//
+// After autodiff most memory traffic that is not a product's or attention's
+// is copies and adds the graph spells out: transposed operands of the
+// backward products, bias adds after the forward ones, and the zero-padded
+// pieces of a Split's gradient summed back together. Each rewrite here
+// removes a whole pass over an activation-sized tensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Graph/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace zcc::zgraph {
+#define GEN_PASS_DEF_FUSEKERNELSPASS
+#include "dialects/Graph/Transforms/Passes.h.inc"
+} // namespace zcc::zgraph
+
+using namespace mlir;
+
+namespace zcc::zgraph {
+namespace {
+
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  int64_t rank = static_cast<int64_t>(perm.size());
+  if (rank < 2)
+    return false;
+  for (int64_t i = 0; i < rank - 2; ++i)
+    if (perm[i] != i)
+      return false;
+  return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+}
+
+/// matmul(transpose(a), b) -> matmul(a, b) {transpose_lhs}, and the same for
+/// rhs; a transposed operand that is transposed again loses the flag.
+struct FoldTransposeIntoMatMul : OpRewritePattern<MatMulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatMulOp op, PatternRewriter &rewriter) const override {
+    bool changed = false;
+    for (unsigned index : {0u, 1u}) {
+      auto transpose = op->getOperand(index).getDefiningOp<TransposeOp>();
+      if (!transpose || !swapsLastTwo(transpose.getPerm()))
+        continue;
+      rewriter.modifyOpInPlace(op, [&] {
+        op->setOperand(index, transpose.getInput());
+        if (index == 0)
+          op.setTransposeLhs(!op.getTransposeLhs());
+        else
+          op.setTransposeRhs(!op.getTransposeRhs());
+      });
+      changed = true;
+    }
+    return success(changed);
+  }
+};
+
+/// transpose(matmul(a, b)) -> matmul(b, a) with both operands' flags
+/// flipped: (op(A) op(B))^T = op(B)^T op(A)^T. This is the gradient of an
+/// [out, in] weight (nn.Linear, Gemm with transB).
+struct FoldTransposeOfMatMul : OpRewritePattern<TransposeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TransposeOp transpose, PatternRewriter &rewriter) const override {
+    auto product = transpose.getInput().getDefiningOp<MatMulOp>();
+    if (!product || product.getBias() || !transpose.getInput().hasOneUse() ||
+        !swapsLastTwo(transpose.getPerm()) ||
+        cast<RankedTensorType>(product.getLhs().getType()).getRank() < 2 ||
+        cast<RankedTensorType>(product.getRhs().getType()).getRank() < 2)
+      return failure();
+    auto swapped = rewriter.create<MatMulOp>(product.getLoc(), transpose.getType(),
+                                             product.getRhs(), product.getLhs(), Value(),
+                                             !product.getTransposeRhs(),
+                                             !product.getTransposeLhs());
+    for (NamedAttribute attr : product->getDiscardableAttrs())
+      swapped->setAttr(attr.getName(), attr.getValue());
+    rewriter.replaceOp(transpose, swapped.getResult());
+    rewriter.eraseOp(product);
+    return success();
+  }
+};
+
+/// add(matmul(a, b), bias) -> matmul(a, b, bias) for a vector bias of the
+/// product's last dimension and a product used only by the add.
+struct FoldBiasIntoMatMul : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (auto [productValue, bias] :
+         {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+      auto product = productValue.getDefiningOp<MatMulOp>();
+      if (!product || product.getBias() || !productValue.hasOneUse() ||
+          product.getType() != add.getType())
+        continue;
+      auto resultType = product.getType();
+      auto biasType = cast<RankedTensorType>(bias.getType());
+      if (resultType.getRank() < 1 || biasType.getRank() != 1 ||
+          biasType.getDimSize(0) != resultType.getShape().back() ||
+          biasType.getElementType() != resultType.getElementType())
+        continue;
+      auto fused = rewriter.create<MatMulOp>(product.getLoc(), resultType, product.getLhs(),
+                                             product.getRhs(), bias, product.getTransposeLhs(),
+                                             product.getTransposeRhs());
+      // Marks later passes read (pipeline stage, recompute) stay with it.
+      for (NamedAttribute attr : product->getDiscardableAttrs())
+        fused->setAttr(attr.getName(), attr.getValue());
+      rewriter.replaceOp(add, fused.getResult());
+      rewriter.eraseOp(product);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// The leaves of the tree of single-use adds of `type` under `value`.
+void collectSummands(Value value, Type type, SmallVectorImpl<Value> &leaves) {
+  auto add = value.getDefiningOp<AddOp>();
+  if (add && value.hasOneUse() && add.getLhs().getType() == type &&
+      add.getRhs().getType() == type) {
+    collectSummands(add.getLhs(), type, leaves);
+    collectSummands(add.getRhs(), type, leaves);
+    return;
+  }
+  leaves.push_back(value);
+}
+
+/// A sum of slice gradients that tile their tensor along one axis -> the
+/// concatenation of the slices' gradients.
+struct FoldSliceGradSumIntoConcat : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp root, PatternRewriter &rewriter) const override {
+    Type type = root.getType();
+    if (root.getLhs().getType() != type || root.getRhs().getType() != type)
+      return failure();
+    SmallVector<Value, 4> leaves;
+    collectSummands(root.getLhs(), type, leaves);
+    collectSummands(root.getRhs(), type, leaves);
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(type).getShape();
+    int64_t rank = static_cast<int64_t>(shape.size());
+
+    struct Piece {
+      int64_t start, limit;
+      Value grad;
+    };
+    SmallVector<Piece, 4> pieces;
+    std::optional<int64_t> axis;
+    for (Value leaf : leaves) {
+      auto slice = leaf.getDefiningOp<SliceGradOp>();
+      if (!slice || !leaf.hasOneUse())
+        return failure();
+      ArrayRef<int64_t> starts = slice.getStarts(), limits = slice.getLimits(),
+                        strides = slice.getStrides();
+      if (static_cast<int64_t>(starts.size()) != rank)
+        return failure();
+      for (int64_t d = 0; d < rank; ++d) {
+        if (strides[d] != 1)
+          return failure();
+        if (starts[d] == 0 && limits[d] == shape[d])
+          continue;
+        if (axis && *axis != d)
+          return failure();
+        axis = d;
+      }
+      if (!axis)
+        return failure();
+      pieces.push_back({starts[*axis], limits[*axis], slice.getGrad()});
+    }
+    llvm::sort(pieces, [](const Piece &a, const Piece &b) { return a.start < b.start; });
+    int64_t next = 0;
+    for (const Piece &piece : pieces) {
+      if (piece.start != next)
+        return failure();
+      next = piece.limit;
+    }
+    if (next != shape[*axis])
+      return failure();
+    SmallVector<Value, 4> inputs;
+    for (const Piece &piece : pieces)
+      inputs.push_back(piece.grad);
+    auto concat = rewriter.create<ConcatOp>(root.getLoc(), type, inputs,
+                                            rewriter.getI64IntegerAttr(*axis));
+    for (NamedAttribute attr : root->getDiscardableAttrs())
+      concat->setAttr(attr.getName(), attr.getValue());
+    rewriter.replaceOp(root, concat.getResult());
+    return success();
+  }
+};
+
+struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
+                 FoldSliceGradSumIntoConcat>(
+        &getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace zcc::zgraph

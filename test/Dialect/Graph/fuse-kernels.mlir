@@ -1,0 +1,124 @@
+// RUN: zcc-opt %s --split-input-file --zcc-graph-fuse-kernels | FileCheck %s
+
+// The backward products of a linear layer: dX = dY W^T and dW = X^T dY.
+// Both transposes become flags on the products; nothing is copied.
+// CHECK-LABEL: func.func @backward_products
+// CHECK-SAME: (%[[X:.*]]: tensor<64x100xbf16>, %[[W:.*]]: tensor<100x10xbf16>, %[[DY:.*]]: tensor<64x10xbf16>)
+// CHECK-NEXT: %[[DX:.*]] = zgraph.matmul %[[DY]], %[[W]] {transpose_rhs} : (tensor<64x10xbf16>, tensor<100x10xbf16>) -> tensor<64x100xbf16>
+// CHECK-NEXT: %[[DW:.*]] = zgraph.matmul %[[X]], %[[DY]] {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
+// CHECK-NEXT: return %[[DX]], %[[DW]]
+func.func @backward_products(%x: tensor<64x100xbf16>, %w: tensor<100x10xbf16>, %dy: tensor<64x10xbf16>) -> (tensor<64x100xbf16>, tensor<100x10xbf16>) {
+  %wt = zgraph.transpose %w perm = [1, 0] : tensor<100x10xbf16> -> tensor<10x100xbf16>
+  %dx = zgraph.matmul %dy, %wt : (tensor<64x10xbf16>, tensor<10x100xbf16>) -> tensor<64x100xbf16>
+  %xt = zgraph.transpose %x perm = [1, 0] : tensor<64x100xbf16> -> tensor<100x64xbf16>
+  %dw = zgraph.matmul %xt, %dy : (tensor<100x64xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
+  return %dx, %dw : tensor<64x100xbf16>, tensor<100x10xbf16>
+}
+
+// -----
+
+// Batched operands: only a transpose of the last two dimensions folds; one
+// that moves a batch dimension stays a copy. A transpose that still has
+// other uses stays for them.
+// CHECK-LABEL: func.func @batched
+// CHECK-SAME: (%[[A:.*]]: tensor<2x3x4x5xf32>, %[[B:.*]]: tensor<2x3x4x6xf32>)
+// CHECK-NEXT: %[[P:.*]] = zgraph.transpose %[[A]] perm = [1, 0, 2, 3]
+// CHECK-NEXT: %[[T:.*]] = zgraph.transpose %[[A]] perm = [0, 1, 3, 2]
+// CHECK-NEXT: %[[M:.*]] = zgraph.matmul %[[A]], %[[B]] {transpose_lhs} : (tensor<2x3x4x5xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x5x6xf32>
+// CHECK-NEXT: return %[[M]], %[[T]], %[[P]]
+func.func @batched(%a: tensor<2x3x4x5xf32>, %b: tensor<2x3x4x6xf32>) -> (tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>, tensor<3x2x4x5xf32>) {
+  %p = zgraph.transpose %a perm = [1, 0, 2, 3] : tensor<2x3x4x5xf32> -> tensor<3x2x4x5xf32>
+  %t = zgraph.transpose %a perm = [0, 1, 3, 2] : tensor<2x3x4x5xf32> -> tensor<2x3x5x4xf32>
+  %m = zgraph.matmul %t, %b : (tensor<2x3x5x4xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x5x6xf32>
+  return %m, %t, %p : tensor<2x3x5x6xf32>, tensor<2x3x5x4xf32>, tensor<3x2x4x5xf32>
+}
+
+// -----
+
+// The gradient of an [out, in] weight (Gemm with transB): transpose(X^T dY)
+// is dY^T X, computed in the weight's layout. A transposed product used
+// elsewhere too is left as it is.
+// CHECK-LABEL: func.func @transposed_product
+// CHECK-SAME: (%[[X:.*]]: tensor<8x100xf32>, %[[DY:.*]]: tensor<8x10xf32>)
+// CHECK-NEXT: %[[G:.*]] = zgraph.matmul %[[DY]], %[[X]] {transpose_lhs} : (tensor<8x10xf32>, tensor<8x100xf32>) -> tensor<10x100xf32>
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[X]], %[[DY]] {transpose_lhs}
+// CHECK-NEXT: %[[PT:.*]] = zgraph.transpose %[[P]] perm = [1, 0]
+// CHECK-NEXT: return %[[G]], %[[PT]], %[[P]]
+func.func @transposed_product(%x: tensor<8x100xf32>, %dy: tensor<8x10xf32>) -> (tensor<10x100xf32>, tensor<10x100xf32>, tensor<100x10xf32>) {
+  %xt = zgraph.transpose %x perm = [1, 0] : tensor<8x100xf32> -> tensor<100x8xf32>
+  %g = zgraph.matmul %xt, %dy : (tensor<100x8xf32>, tensor<8x10xf32>) -> tensor<100x10xf32>
+  %gt = zgraph.transpose %g perm = [1, 0] : tensor<100x10xf32> -> tensor<10x100xf32>
+  %p = zgraph.matmul %xt, %dy : (tensor<100x8xf32>, tensor<8x10xf32>) -> tensor<100x10xf32>
+  %pt = zgraph.transpose %p perm = [1, 0] : tensor<100x10xf32> -> tensor<10x100xf32>
+  return %gt, %pt, %p : tensor<10x100xf32>, tensor<10x100xf32>, tensor<100x10xf32>
+}
+
+// -----
+
+// A bias add after a product becomes its bias operand (either operand
+// order, batched rows). Not fused: a bias of another shape (a column), and
+// a product with a second use.
+// CHECK-LABEL: func.func @bias
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[B:.*]]: tensor<16xbf16>, %[[C:.*]]: tensor<4x1xbf16>)
+// CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %[[X]], %[[W]], %[[B]] : (tensor<2x4x8xbf16>, tensor<8x16xbf16>, tensor<16xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[Z:.*]] = zgraph.add %[[P]], %[[C]]
+// CHECK-NEXT: %[[Q:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[V:.*]] = zgraph.add %[[B]], %[[Q]]
+// CHECK-NEXT: return %[[Y]], %[[Z]], %[[V]], %[[Q]]
+func.func @bias(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>, %c: tensor<4x1xbf16>) -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) {
+  %0 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %y = zgraph.add %b, %0 : (tensor<16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  %1 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %z = zgraph.add %1, %c : (tensor<2x4x16xbf16>, tensor<4x1xbf16>) -> tensor<2x4x16xbf16>
+  %2 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %v = zgraph.add %b, %2 : (tensor<16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  return %y, %z, %v, %2 : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>
+}
+
+// -----
+
+// The gradient of a three-way Split (q, k, v out of one product): the
+// zero-padded slice gradients and their sum become one concatenation, in
+// the order of the windows whatever the order of the adds.
+// CHECK-LABEL: func.func @split_gradient
+// CHECK-SAME: (%[[DQ:.*]]: tensor<2x4x8xf32>, %[[DK:.*]]: tensor<2x4x8xf32>, %[[DV:.*]]: tensor<2x4x8xf32>)
+// CHECK-NEXT: %[[C:.*]] = zgraph.concat %[[DQ]], %[[DK]], %[[DV]] axis = 2 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x24xf32>
+// CHECK-NEXT: return %[[C]]
+func.func @split_gradient(%dq: tensor<2x4x8xf32>, %dk: tensor<2x4x8xf32>, %dv: tensor<2x4x8xf32>) -> tensor<2x4x24xf32> {
+  %v = zgraph.slice_grad %dv starts = [0, 0, 16] limits = [2, 4, 24] strides = [1, 1, 1] : tensor<2x4x8xf32> -> tensor<2x4x24xf32>
+  %k = zgraph.slice_grad %dk starts = [0, 0, 8] limits = [2, 4, 16] strides = [1, 1, 1] : tensor<2x4x8xf32> -> tensor<2x4x24xf32>
+  %0 = zgraph.add %v, %k : (tensor<2x4x24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  %q = zgraph.slice_grad %dq starts = [0, 0, 0] limits = [2, 4, 8] strides = [1, 1, 1] : tensor<2x4x8xf32> -> tensor<2x4x24xf32>
+  %1 = zgraph.add %0, %q : (tensor<2x4x24xf32>, tensor<2x4x24xf32>) -> tensor<2x4x24xf32>
+  return %1 : tensor<2x4x24xf32>
+}
+
+// -----
+
+// Sums that are not a tiling stay: a gap (only q and v) and overlapping
+// windows. Windows on two axes do not fold as a whole, but the two halves
+// along axis 0 inside the sum do.
+// CHECK-LABEL: func.func @not_a_tiling
+// CHECK-SAME: (%[[A:.*]]: tensor<2x8xf32>, %[[B:.*]]: tensor<2x8xf32>, %[[C:.*]]: tensor<2x16xf32>, %[[D:.*]]: tensor<1x24xf32>)
+// CHECK: %[[QV:.*]] = zgraph.add
+// CHECK-NOT: zgraph.concat
+// CHECK: %[[QO:.*]] = zgraph.add
+// CHECK-NEXT: %[[V2:.*]] = zgraph.slice_grad %[[B]] starts = [0, 16]
+// CHECK-NEXT: %[[ROWS:.*]] = zgraph.concat %[[D]], %[[D]] axis = 0
+// CHECK-NEXT: %[[SUM:.*]] = zgraph.add %[[ROWS]], %[[V2]]
+// CHECK-NEXT: return %[[QV]], %[[QO]], %[[SUM]]
+func.func @not_a_tiling(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %c: tensor<2x16xf32>, %d: tensor<1x24xf32>) -> (tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x24xf32>) {
+  %q = zgraph.slice_grad %a starts = [0, 0] limits = [2, 8] strides = [1, 1] : tensor<2x8xf32> -> tensor<2x24xf32>
+  %v = zgraph.slice_grad %b starts = [0, 16] limits = [2, 24] strides = [1, 1] : tensor<2x8xf32> -> tensor<2x24xf32>
+  %0 = zgraph.add %q, %v : (tensor<2x24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
+  %q2 = zgraph.slice_grad %a starts = [0, 0] limits = [2, 8] strides = [1, 1] : tensor<2x8xf32> -> tensor<2x24xf32>
+  %o = zgraph.slice_grad %c starts = [0, 4] limits = [2, 20] strides = [1, 1] : tensor<2x16xf32> -> tensor<2x24xf32>
+  %1 = zgraph.add %q2, %o : (tensor<2x24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
+  %r0 = zgraph.slice_grad %d starts = [0, 0] limits = [1, 24] strides = [1, 1] : tensor<1x24xf32> -> tensor<2x24xf32>
+  %r1 = zgraph.slice_grad %d starts = [1, 0] limits = [2, 24] strides = [1, 1] : tensor<1x24xf32> -> tensor<2x24xf32>
+  %v2 = zgraph.slice_grad %b starts = [0, 16] limits = [2, 24] strides = [1, 1] : tensor<2x8xf32> -> tensor<2x24xf32>
+  %2 = zgraph.add %r0, %r1 : (tensor<2x24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
+  %3 = zgraph.add %2, %v2 : (tensor<2x24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
+  return %0, %1, %3 : tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x24xf32>
+}
