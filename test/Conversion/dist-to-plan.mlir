@@ -67,3 +67,31 @@ module {
     return %y : tensor<2xf32>
   }
 }
+
+// -----
+
+// A reshape's result is a view of its input: both buffers have the same
+// bytes, which stay live until the view's last reader (the input's bytes
+// are not reused by c while the view is still read), and the reshape runs
+// in place. A reshape of a persistent buffer (the input x) is a copy.
+// CHECK-LABEL: module attributes
+// CHECK: zplan.buffer @b1 offset [[A:[0-9]+]] size 64 {kind = "activation", name = "a"
+// CHECK-NEXT: zplan.buffer @b2 offset [[A]] size 64 {kind = "activation", name = "view", type = tensor<16xf32>}
+// CHECK-NEXT: zplan.buffer @b3 offset [[C:[0-9]+]] size 64 {kind = "activation", name = "c"
+// CHECK-NEXT: zplan.buffer @b4 offset [[C]] size 64 {kind = "activation", name = "d"
+// CHECK-NEXT: zplan.buffer @b5 offset [[XV:[0-9]+]] size 64 {kind = "activation", name = "xview"
+// CHECK-NOT: offset [[A]] size
+// CHECK: zplan.kernel "relu" ins(@device::@b0) outs(@device::@b1)
+// CHECK-NEXT: zplan.kernel "reshape" ins(@device::@b1) outs(@device::@b2)
+module {
+  func.func @main(%x: tensor<4x4xf32> {zgraph.name = "x"}) -> (tensor<16xf32> {zgraph.name = "y"}) {
+    %a = zgraph.relu %x : tensor<4x4xf32> loc("a")
+    %v = zgraph.reshape %a : tensor<4x4xf32> -> tensor<16xf32> loc("view")
+    %c = zgraph.relu %x : tensor<4x4xf32> loc("c")
+    %d = zgraph.reshape %c : tensor<4x4xf32> -> tensor<16xf32> loc("d")
+    %xv = zgraph.reshape %x : tensor<4x4xf32> -> tensor<16xf32> loc("xview")
+    %s = zgraph.add %v, %d : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> loc("s")
+    %y = zgraph.add %s, %xv : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> loc("y")
+    return %y : tensor<16xf32>
+  }
+}

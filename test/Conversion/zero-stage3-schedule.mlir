@@ -188,3 +188,46 @@ module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, stage3_pa
     return
   }
 }
+
+// -----
+
+// Mixed precision: a parameter used only through casts to bf16 is cast as
+// a shard, once, and gathered in bf16 (half the bytes, no whole fp32
+// copy); its uses read the gathered bf16 value. A parameter with another
+// use (b, also added in fp32) is gathered in fp32 and cast as before.
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[A:.*]] = zgraph.param "a" {{.*}} : tensor<2x2xf32>
+// CHECK: %[[B:.*]] = zgraph.param "b" {{.*}} : tensor<2x2xf32>
+// CHECK-NEXT: %[[A16:.*]] = zgraph.cast %[[A]] : tensor<2x2xf32> -> tensor<2x2xbf16>
+// CHECK-NEXT: %[[WA:.*]] = zdist.all_gather %[[A16]] on @mesh axes = ["dp"] gather_axis = 0 : tensor<2x2xbf16> -> tensor<4x2xbf16>
+// CHECK-NEXT: zgraph.mul %{{.*}}, %[[WA]] : (tensor<4x2xbf16>, tensor<4x2xbf16>)
+// CHECK-NEXT: %[[WB:.*]] = zdist.all_gather %[[B]] on @mesh axes = ["dp"] gather_axis = 0 : tensor<2x2xf32> -> tensor<4x2xf32>
+// CHECK-NEXT: %[[B16:.*]] = zgraph.cast %[[WB]] : tensor<4x2xf32> -> tensor<4x2xbf16>
+// CHECK-NEXT: zgraph.mul %{{.*}}, %[[B16]]
+// CHECK-NEXT: zgraph.mul %{{.*}}, %[[WA]]
+// CHECK-NEXT: zgraph.add %{{.*}}, %[[WB]]
+// CHECK-NEXT: return
+module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, stage3_param_persistence_threshold = 0 : i64, stage3_prefetch_bucket_size = 0 : i64}}} {
+  zdist.mesh @mesh ["dp" = 2]
+  func.func @micro_step(%x: tensor<4x2xbf16>, %y: tensor<4x2xf32>) -> (tensor<4x2xbf16>, tensor<4x2xf32>) {
+    %a = zgraph.param "a" trainable : tensor<4x2xf32>
+    %b = zgraph.param "b" trainable : tensor<4x2xf32>
+    %a16 = zgraph.cast %a : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %0 = zgraph.mul %x, %a16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %b16 = zgraph.cast %b : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %1 = zgraph.mul %0, %b16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %a16again = zgraph.cast %a : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %2 = zgraph.mul %1, %a16again : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %3 = zgraph.add %y, %b : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+    return %2, %3 : tensor<4x2xbf16>, tensor<4x2xf32>
+  }
+  func.func @grad_norm() -> tensor<f64> {
+    %a = zgraph.state "a" kind = "grad" : tensor<4x2xf32>
+    %b = zgraph.state "b" kind = "grad" : tensor<4x2xf32>
+    %s = zgraph.sum_squares %a, %b : tensor<4x2xf32>, tensor<4x2xf32> -> tensor<f64>
+    return %s : tensor<f64>
+  }
+  func.func @optimizer_step() {
+    return
+  }
+}
