@@ -249,6 +249,31 @@ __global__ void reduceCombineKernel(const typename Reducer<T, K>::A *partials,
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/// Merges adjacent dimensions that one stride walks (the outer's stride is
+/// the inner's times its size) and drops dimensions of size 1. The walk
+/// visits the same offsets in the same order, but a rank-1 walk needs no
+/// division per element: the bias gradient's reduction over [batch,
+/// sequence] becomes one strided loop.
+void collapse(DeviceShape &shape, DeviceShape &strides) {
+  DeviceShape outShape, outStrides;
+  for (int d = 0; d < shape.rank; ++d) {
+    if (shape.dims[d] == 1)
+      continue;
+    int last = outShape.rank - 1;
+    if (last >= 0 && outStrides.dims[last] == strides.dims[d] * shape.dims[d]) {
+      outShape.dims[last] *= shape.dims[d];
+      outStrides.dims[last] = strides.dims[d];
+      continue;
+    }
+    outShape.dims[outShape.rank] = shape.dims[d];
+    outStrides.dims[outShape.rank] = strides.dims[d];
+    ++outShape.rank;
+    ++outStrides.rank;
+  }
+  shape = outShape;
+  strides = outStrides;
+}
+
 template <typename T, ReduceKind K>
 cudaError_t launchTyped(const ReduceParams &p, cudaStream_t stream) {
   using A = typename Reducer<T, K>::A;
@@ -259,13 +284,15 @@ cudaError_t launchTyped(const ReduceParams &p, cudaStream_t stream) {
   layout.keptStrides = p.keptStrides;
   layout.reducedShape = p.reducedShape;
   layout.reducedStrides = p.reducedStrides;
+  collapse(layout.keptShape, layout.keptStrides);
+  collapse(layout.reducedShape, layout.reducedStrides);
   const T *x = static_cast<const T *>(p.input);
   T *y = static_cast<T *>(p.result);
 
   // Rows: the innermost input dimension is reduced (stride 1) and long
   // enough to give a block's threads coalesced work.
-  int rank = p.reducedShape.rank;
-  bool rows = rank > 0 && p.reducedStrides.dims[rank - 1] == 1 && p.count >= 64;
+  int rank = layout.reducedShape.rank;
+  bool rows = rank > 0 && layout.reducedStrides.dims[rank - 1] == 1 && p.count >= 64;
   unsigned rowThreads = 32;
   while (rowThreads < 1024 && rowThreads * kMinPerThread < p.count)
     rowThreads *= 2;

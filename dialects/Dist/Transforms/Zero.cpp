@@ -63,8 +63,9 @@ class ZeroPartitioner {
 public:
   ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
                   int64_t persistenceThreshold, int64_t reduceBucketSize,
-                  int64_t allgatherBucketSize, Stage3Schedule schedule)
+                  int64_t allgatherBucketSize, Stage3Schedule schedule, bool reduceInStep)
       : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
+        reduceInStep(reduceInStep),
         persistenceThreshold(persistenceThreshold), reduceBucketSize(reduceBucketSize),
         allgatherBucketSize(allgatherBucketSize), schedule(schedule),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
@@ -130,13 +131,18 @@ private:
   void partitionMicroStep(func::FuncOp step);
   void scheduleGathers(func::FuncOp step);
   void reduceScatterBucket(ArrayRef<zgraph::AccumulateOp> bucket);
+  void allReduceBucket(ArrayRef<zgraph::AccumulateOp> bucket);
   void partitionGradNorm(func::FuncOp gradNorm);
   void partitionOptimizerStep(func::FuncOp update);
   void addInit(func::FuncOp update);
 
   ModuleOp module;
   OpBuilder builder;
-  int64_t dataParallel, stage, persistenceThreshold, reduceBucketSize, allgatherBucketSize;
+  int64_t dataParallel, stage;
+  /// Stages 0 and 1: the gradients are averaged in the micro-step, bucket
+  /// by bucket as the backward pass completes them, not in @grad_norm.
+  bool reduceInStep;
+  int64_t persistenceThreshold, reduceBucketSize, allgatherBucketSize;
   Stage3Schedule schedule;
   FlatSymbolRefAttr meshRef;
   ArrayAttr axes;
@@ -170,7 +176,9 @@ LogicalResult ZeroPartitioner::run() {
     if (state.getKind() != "grad" || stage >= 2)
       state.getResult().setType(shardType(it->second));
   });
-  if (stage >= 2)
+  // Without a pipeline (whose micro-steps are split per stage later).
+  reduceInStep = reduceInStep && stage <= 1 && stageOfParam.empty();
+  if (stage >= 2 || reduceInStep)
     partitionMicroStep(step);
   partitionGradNorm(gradNorm);
   if (stage == 0)
@@ -233,7 +241,9 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
   int64_t filled = 0;
   for (auto accumulate : llvm::to_vector(step.getOps<zgraph::AccumulateOp>())) {
     auto state = accumulate.getTarget().getDefiningOp<zgraph::StateOp>();
-    if (!state || !sharded.count(state.getName()))
+    // Stages 2 and 3 reduce-scatter the partitioned gradients; stages 0
+    // and 1 with reduceInStep all-reduce every gradient.
+    if (!state || state.getKind() != "grad" || (stage >= 2 && !sharded.count(state.getName())))
       continue;
     auto type = cast<RankedTensorType>(accumulate.getValue().getType());
     bool fits =
@@ -250,9 +260,51 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     filled += type.getNumElements();
   }
   for (SmallVector<zgraph::AccumulateOp> &bucket : buckets)
-    reduceScatterBucket(bucket);
+    if (stage >= 2)
+      reduceScatterBucket(bucket);
+    else
+      allReduceBucket(bucket);
   if (stage == 3)
     scheduleGathers(step);
+}
+
+/// Stages 0 and 1 with overlap_comm and one micro-step per step: one
+/// all-reduce (average) per bucket of gradients, at the last one's
+/// accumulation, as DDP does during the backward pass. The gradients are
+/// flattened into one buffer and cut back out of the averaged one.
+void ZeroPartitioner::allReduceBucket(ArrayRef<zgraph::AccumulateOp> bucket) {
+  zgraph::AccumulateOp last = bucket.back();
+  builder.setInsertionPoint(last);
+  Location loc = last.getLoc();
+  if (bucket.size() == 1) {
+    last.getValueMutable().assign(allReduce(loc, last.getValue(), ReductionKind::Avg));
+    return;
+  }
+  Type element = cast<RankedTensorType>(last.getValue().getType()).getElementType();
+  SmallVector<Value> flats;
+  int64_t total = 0;
+  for (zgraph::AccumulateOp accumulate : bucket) {
+    int64_t size = cast<RankedTensorType>(accumulate.getValue().getType()).getNumElements();
+    flats.push_back(builder.create<zgraph::ReshapeOp>(
+        loc, RankedTensorType::get({size}, element), accumulate.getValue()));
+    total += size;
+  }
+  Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
+                                                flats, builder.getI64IntegerAttr(0));
+  Value averaged = allReduce(loc, flat, ReductionKind::Avg);
+  int64_t offset = 0;
+  for (zgraph::AccumulateOp accumulate : bucket) {
+    auto type = cast<RankedTensorType>(accumulate.getValue().getType());
+    int64_t size = type.getNumElements();
+    Value piece = builder.create<zgraph::SliceOp>(
+        loc, RankedTensorType::get({size}, element), averaged,
+        builder.getDenseI64ArrayAttr({offset}), builder.getDenseI64ArrayAttr({offset + size}),
+        builder.getDenseI64ArrayAttr({1}));
+    accumulate.getValueMutable().assign(builder.create<zgraph::ReshapeOp>(loc, type, piece));
+    if (accumulate != last)
+      accumulate->moveBefore(last);
+    offset += size;
+  }
 }
 
 /// One reduce-scatter for a bucket of gradients, at the last one's
@@ -519,9 +571,13 @@ void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
       continue;
     if (stage >= 2 && sharded.count(state.getName()))
       shards.push_back(state);
-    else
+    else if (!reduceInStep)
       wholeStates.push_back(state);
   }
+  // Gradients averaged in the micro-step are the same on every rank: their
+  // local sum of squares is the norm.
+  if (reduceInStep)
+    return;
   // Whole gradients are averaged in buckets of at most reduce_bucket_size
   // elements (consecutive gradients of one element type): a bucket of
   // several is flattened into one buffer, all-reduced once and split back.
@@ -736,9 +792,17 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     if (auto overlap = zero ? zero.getAs<BoolAttr>("overlap_comm") : BoolAttr())
       schedule.gatherAhead = overlap.getValue();
     int64_t gatherBucket = configInt(zero, "allgather_bucket_size", 500000000);
+    // With overlap_comm and one micro-step per step, stages 0 and 1
+    // average each bucket of gradients as soon as the backward pass has it,
+    // on the communication stream (DDP's overlap). With accumulation the
+    // average waits for the last micro-step, in @grad_norm.
+    auto gradientAccumulation = config ? config.getAs<IntegerAttr>("gradient_accumulation_steps")
+                                       : IntegerAttr();
+    bool reduceInStep =
+        schedule.gatherAhead && gradientAccumulation && gradientAccumulation.getInt() == 1;
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
                                 std::max<int64_t>(1, bucket), std::max<int64_t>(1, gatherBucket),
-                                schedule);
+                                schedule, reduceInStep);
     if (failed(partitioner.run()))
       return signalPassFailure();
   }
