@@ -361,8 +361,13 @@ std::vector<int64_t> reducedShape(const ReduceCase &c) {
 // per block); a long reduction with few results (split into chunks over
 // blocks, both ways); interleaved kept and reduced dimensions; unit
 // dimensions; no axes; and empty tensors (a sum over nothing is 0, a mean
-// NaN, a maximum -inf).
+// NaN, a maximum -inf). Leading dimensions reduced over a contiguous kept
+// row whose width is a multiple of 8 (a bias gradient) take the 16-byte
+// column kernel, with and without chunks.
 const ReduceCase kReduceCases[] = {
+    {{8, 100, 64}, {0, 1}, false},
+    {{2, 5000, 24}, {0, 1}, true},
+    {{16384, 48}, {0}, false},
     {{37, 1000}, {1}, true},
     {{37, 1000}, {0}, false},
     {{6, 50, 70}, {0, 2}, true},
