@@ -13,8 +13,9 @@
 # ZeRO 0 (against PyTorch DDP) and ZeRO 3 (against FSDP2); a 6.7 B model (32
 # layers, width 4096) at micro-batch 4 with ZeRO 3 against FSDP2. Each run
 # prints tokens/s, TFLOP/s per GPU and peak memory per GPU; the table gives
-# zcc / peer for each. Pipeline plans run on the cpu backend only: the
-# pipeline inference row reports the peers alone.
+# zcc / peer for each. Pipeline inference: gpt2-xl in bf16, a batch of 32
+# in 8 micro-batches over 2 stages, zcc against torch.distributed.pipelining
+# (and one GPU running the whole batch).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?compile or run}
@@ -45,6 +46,14 @@ if [ "$mode" = compile ]; then
       --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
     echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
   done
+  # Pipeline inference: gpt2-xl, bf16, a batch of 32 in 8 micro-batches of
+  # 4 over 2 stages (one GPU each).
+  onnx=$models/gpt2-xl-infer-mb4.onnx
+  [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl \
+    --vocab 50304 --seq 1024 --batch 4 --no-loss --external-data --sizes-only -o "$onnx"
+  "$zcc" "$onnx" -c "$root/bench/configs/pipeline_infer.json" --world-size 2 --infer-precision bf16 --report \
+    -o "$out/gpt2-xl-pipeline.plan" 2>/dev/null > "$out/gpt2-xl-pipeline.report"
+  echo "gpt2-xl pipeline inference: $(head -1 "$out/gpt2-xl-pipeline.report")"
   exit 0
 fi
 
@@ -78,8 +87,24 @@ PY
   torchrun --nproc-per-node 2 "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
     2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
 done
-[ -n "${SKIP_PEERS:-}" ] && { $python "$root/bench/table.py" "$results"; exit 0; }
+# SKIP_INFER leaves out the inference rows (when the cases are split over
+# several device calls).
+[ -n "${SKIP_PEERS:-}${SKIP_INFER:-}" ] && { $python "$root/bench/table.py" "$results"; exit 0; }
 $python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
+# zcc's pipeline inference: 5 runs of the batch, the last 4 timed, logits
+# left on the device (as torch pipelining leaves them).
+$python -c "import numpy as np; np.save('$out/ids32.npy', np.random.default_rng(0).integers(0, 50304, (32, 1024)))"
+"$zrun" "$out/gpt2-xl-pipeline.plan" --backend cuda --nproc 2 --weights random --input input_ids="$out/ids32.npy" \
+  --repeat 5 --no-outputs --comm-timeout "${COMM_TIMEOUT:-60}" > "$out/pipeline-zcc.log" 2>&1 || tail -5 "$out/pipeline-zcc.log"
+$python - "$out/pipeline-zcc.log" >> "$results" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"batch of (\d+) samples in ([0-9.]+) ms", text)
+if m:
+    samples, ms = int(m.group(1)), float(m.group(2))
+    print(json.dumps({"system": "zcc-pipeline", "model": "gpt2-xl", "latency_s": ms / 1e3,
+                      "tokens_per_s": samples * 1024 / (ms / 1e3)}))
+PY
 torchrun --nproc-per-node 2 "$root/bench/peers.py" --system pipeline --preset gpt2-xl --batch 32 --chunks 8 \
   2> "$out/pipeline.err" | tail -1 >> "$results" || tail -5 "$out/pipeline.err"
 $python "$root/bench/table.py" "$results"

@@ -27,7 +27,7 @@ def main():
           f"peak GiB/GPU | tokens/s zcc/peer | memory zcc/peer |")
     print("|" + "---|" * 11)
     for (system, model), r in by.items():
-        if not system.startswith("zcc-"):
+        if not system.startswith("zcc-z"):
             continue
         peer_name = "ddp" if system == "zcc-z0" else "fsdp2"
         p = by.get((peer_name, model), {})
@@ -41,8 +41,13 @@ def main():
         if key in by:
             r = by[key]
             print(f"{key[0]} {key[1]}: {r['tokens_per_s']:.0f} tokens/s, latency {r['latency_s'] * 1e3:.1f} ms per batch")
-    print("zcc pipeline inference: not run (zcc compiles pipeline plans, but zrun runs them on "
-          "the cpu backend only: the cuda backend has no per-stage communicators yet)")
+    mine, peer = by.get(("zcc-pipeline", "gpt2-xl")), by.get(("torch-pipelining", "gpt2-xl"))
+    if mine and mine.get("tokens_per_s"):
+        ratio = f", {mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x torch pipelining" if peer else ""
+        print(f"zcc-pipeline gpt2-xl: {mine['tokens_per_s']:.0f} tokens/s, latency "
+              f"{mine['latency_s'] * 1e3:.1f} ms per batch{ratio}")
+    else:
+        print("zcc pipeline inference: not run or failed (see pipeline-zcc.log)")
 
 
 if __name__ == "__main__":

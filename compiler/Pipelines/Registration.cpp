@@ -45,6 +45,14 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
+void zcc::buildInferPipeline(mlir::OpPassManager &pm, llvm::StringRef precision) {
+  zgraph::MixedPrecisionPassOptions options;
+  options.precision = precision.str();
+  pm.addPass(zgraph::createMixedPrecisionPass(options));
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(zgraph::createVerifyGraphPass());
+}
+
 void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   // The graph's last rewrite: after autodiff and recomputation, before
   // placement.

@@ -44,6 +44,10 @@ void buildPlanPipeline(mlir::OpPassManager &pm);
 void buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
                         llvm::StringRef addLoss);
 
+/// An inference plan from the verified forward graph in `precision` ("bf16"
+/// or "fp16"): the fp32 weights cast where they are used, verified.
+void buildInferPipeline(mlir::OpPassManager &pm, llvm::StringRef precision);
+
 } // namespace zcc
 
 #endif // ZCC_COMPILER_PIPELINES_REGISTRATION_H

@@ -35,7 +35,7 @@ fi
 
 # Training: every plan on both backends, the same data, the logs compared
 # step by step (fp32 within 1e-4 relative, bf16 within 2e-2).
-for plan in "$plans"/z*r*-*.plan; do
+for plan in "$plans"/${PLANS_GLOB:-z*r*-*}.plan; do
   name=$(basename "$plan" .plan)
   world=${name#*r}; world=${world%%-*}
   if [ "$world" -gt "$gpus" ]; then note "$name: skipped ($world GPUs needed)"; continue; fi

@@ -21,8 +21,15 @@ for mode in ${MODES:-profile check}; do
       cp -r build-bench $out/bench
       ZRUN=build-gpu/bin/zrun timeout ${BENCH_TIMEOUT:-420} bash bench/gpu_bench.sh run $out/bench > $out/bench.txt 2>&1
       tail -30 $out/bench.txt ;;
+    infer)
+      mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline.* $out/infer/
+      CASES=" " ZRUN=build-gpu/bin/zrun timeout ${INFER_TIMEOUT:-200} bash bench/gpu_bench.sh run $out/infer > $out/infer.txt 2>&1
+      tail -8 $out/infer.txt; tail -5 $out/infer/pipeline-zcc.log ;;
+    gputests)
+      ctest --test-dir build-gpu -L gpu -j4 --output-on-failure > $out/ctest-gpu.log 2>&1
+      grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;
     check)
-      OUT=$out/check SKIP_BUILD=1 SKIP_TORCH=1 SKIP_ADAM=1 SKIP_KILL=1 SKIP_EXPORT=1 SKIP_GRADCHECK=1 \
+      OUT=$out/check SKIP_BUILD=1 SKIP_TESTS=${SKIP_TESTS:-} SKIP_TORCH=1 SKIP_ADAM=1 SKIP_KILL=1 SKIP_EXPORT=1 SKIP_GRADCHECK=1 \
         timeout ${CHECK_TIMEOUT:-240} bash tools/gpu/check.sh build-gpu-plans > $out/check.txt 2>&1
       grep -E "gpu tests|rtol|infer|failed|FAILED" $out/check.txt | head -40 ;;
   esac

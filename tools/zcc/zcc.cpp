@@ -97,6 +97,11 @@ cl::opt<std::string> target("target",
                             cl::desc("The machine the cost model picks \"auto\" settings for"),
                             cl::value_desc("h200|h100|cpu"), cl::init("h200"),
                             cl::cat(zccCategory));
+cl::opt<std::string> inferPrecision(
+    "infer-precision",
+    cl::desc("The compute type of an inference plan (the fp32 weights are cast where they "
+             "are used); the config's fp16 and bf16 sections set a training plan's"),
+    cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"), cl::cat(zccCategory));
 cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
                                        cl::desc("Per-GPU memory the plan must fit"),
                                        cl::value_desc("16GiB"), cl::init(""),
@@ -455,6 +460,8 @@ int main(int argc, char **argv) {
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   if (config)
     zcc::config::attachConfig(*module, *config);
+  if (inferPrecision != "fp32" && inferPrecision != "bf16" && inferPrecision != "fp16")
+    fail("--infer-precision " + inferPrecision + ": expected fp32, bf16 or fp16");
   if (target != "h200" && target != "h100" && target != "cpu")
     fail("--target " + target + ": the cost model knows h200, h100 and cpu");
   (*module)->setAttr("zcc.target", mlir::StringAttr::get(&context, target));
@@ -525,6 +532,11 @@ int main(int argc, char **argv) {
   } else if (emit == EmitKind::Train) {
     fail("--emit train prints a training step, but this is an inference plan (the model needs "
          "a loss output, or --loss, and the config an optimizer)");
+  } else if (inferPrecision != "fp32") {
+    mlir::PassManager inferPipeline(&context);
+    zcc::buildInferPipeline(inferPipeline, inferPrecision);
+    if (failed(inferPipeline.run(*module)))
+      return 1;
   }
 
   mlir::PassManager distPipeline(&context);

@@ -30,6 +30,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <thread>
@@ -43,7 +45,7 @@ const char kUsage[] =
     "usage: zrun PLAN.bin [--backend cpu|cuda] [--input NAME=FILE.npy ...]\n"
     "            [--output-dir DIR]\n"
     "            [--weights random|DIR|MODEL.onnx|FILE.safetensors]\n"
-    "            [--seed S] [--nproc N] [--profile[=N]]\n"
+    "            [--seed S] [--nproc N] [--profile[=N]] [--repeat N]\n"
     "\n"
     "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
     "input from --input, runs it once and writes every graph output to\n"
@@ -53,6 +55,11 @@ const char kUsage[] =
     "  --backend cpu|cuda     the backend (default cpu)\n"
     "  --input NAME=FILE.npy  a graph input, once per input\n"
     "  --output-dir DIR       where outputs are written (created if missing)\n"
+    "  --repeat N             inference: run the batch N times (default 1) and\n"
+    "                         print the mean latency of runs 2..N (the first\n"
+    "                         warms up); the outputs are the last run's\n"
+    "  --no-outputs           inference: leave the outputs on the device (no\n"
+    "                         copy back, no files), for timing\n"
     "  --weights SOURCE       where the weights come from (default: the byte\n"
     "                         ranges the plan records, in the model's folder):\n"
     "                           random             drawn from --seed\n"
@@ -116,6 +123,10 @@ struct Options {
   bool memoryReport = false;
   /// --profile: rows of each table; 0: no profile.
   int profileRows = 0;
+  /// --repeat: runs of an inference batch.
+  int64_t repeat = 1;
+  /// --no-outputs: inference outputs are neither read back nor written.
+  bool noOutputs = false;
   int64_t nproc = 0;
   TrainOptions train;
   bool checkGradients = false;
@@ -153,6 +164,10 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     if (arg == "-h" || arg == "--help") {
       help = true;
       return Status::ok();
+    }
+    if (arg == "--no-outputs") {
+      options.noOutputs = true;
+      continue;
     }
     if (arg == "--memory-report") {
       options.memoryReport = true;
@@ -206,7 +221,7 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || name == "--comm-timeout" ||
-                   isTrainOption;
+                   name == "--repeat" || isTrainOption;
     options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
       return usageError("unknown option '" + name + "'");
@@ -292,6 +307,11 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (!parseInteger(value, seconds) || seconds == 0 || seconds > 86400)
         return usageError("--comm-timeout " + value + ": expected seconds, 1 to 86400");
       options.commTimeoutSeconds = static_cast<int64_t>(seconds);
+    } else if (name == "--repeat") {
+      uint64_t repeat = 0;
+      if (!parseInteger(value, repeat) || repeat == 0 || repeat > 1000000)
+        return usageError("--repeat " + value + ": expected a positive integer");
+      options.repeat = static_cast<int64_t>(repeat);
     } else if (name == "--nproc") {
       uint64_t nproc = 0;
       if (!parseInteger(value, nproc) || nproc == 0 || nproc > (1u << 20))
@@ -457,13 +477,36 @@ Status runInference(const Options &options, LoadedPlan loaded) {
                                               array.data.size(), array.dtype,
                                               array.shape),
                         "%s", files[name].c_str());
-  ZCC_RETURN_IF_ERROR((*executor)->run("infer"), "%s",
-                      (*executor)->plan().path.c_str());
+  // Run 1 warms up (kernel selection, first touches); with --repeat the
+  // later runs are timed.
+  double timed = 0;
+  for (int64_t run = 0; run < options.repeat; ++run) {
+    if (run == 1 && options.profileRows > 0)
+      (*executor)->resetProfile();
+    auto start = std::chrono::steady_clock::now();
+    ZCC_RETURN_IF_ERROR((*executor)->run("infer"), "%s", (*executor)->plan().path.c_str());
+    if (run > 0)
+      timed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (options.repeat > 1) {
+    double latency = timed / static_cast<double>(options.repeat - 1);
+    int64_t samples = 0;
+    const plan::Plan &mine = (*executor)->plan().plan;
+    if (mine.inputs_size() > 0 && mine.buffers(mine.inputs(0).buffer()).shape_size() > 0)
+      samples = mine.buffers(mine.inputs(0).buffer()).shape(0);
+    std::printf("inference: batch of %lld samples in %.3f ms (mean latency of %lld runs after "
+                "the first), %.1f samples/s\n",
+                static_cast<long long>(samples), latency * 1e3,
+                static_cast<long long>(options.repeat - 1),
+                latency > 0 ? static_cast<double>(samples) / latency : 0.0);
+  }
   if (options.memoryReport)
     std::printf("device memory: %llu bytes allocated on %s\n",
                 static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
                 (*executor)->backend().name());
   for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
+    if (options.noOutputs)
+      break;
     StatusOr<HostTensor> output = (*executor)->output(binding.name());
     if (!output.isOk())
       return output.takeStatus();
@@ -524,6 +567,60 @@ pipelineSubgroups(LocalCommunicatorGroup &group, int stages, int dataParallel, b
   return subgroups;
 }
 
+/// A rank of a job on the cuda backend: a process of its own, with its GPU
+/// and the job's NCCL communicator.
+struct CudaRank {
+  std::unique_ptr<Communicator> communicator;
+  int rank = 0, localRank = 0;
+};
+
+/// With more than one rank on the cuda backend, each rank is a process: the
+/// process the user started (`launcher` set) starts them, waits for them and
+/// returns their status; a rank joins the job (its GPU, the NCCL id, the
+/// communicator) into `joined`.
+Status joinCudaJob(const Options &options, const std::string &path, int world, bool &launcher,
+                   CudaRank &joined) {
+  StatusOr<ProcessRole> role = processRole();
+  if (!role.isOk())
+    return role.takeStatus();
+  StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
+  if (!plugin.isOk())
+    return plugin.takeStatus();
+  std::chrono::seconds timeout(options.commTimeoutSeconds);
+  if (!role->isRank) {
+    launcher = true;
+    StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
+    if (!id.isOk())
+      return id.takeStatus();
+    return launchRanks(options.argv, world, *id, timeout + std::chrono::seconds(15))
+        .addContext(path);
+  }
+  if (role->worldSize != world)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "%s: plan was compiled for world size %d, but this job has %d ranks; "
+                      "recompile with --world-size %d",
+                      path.c_str(), world, role->worldSize, role->worldSize);
+  std::string idHex = role->ncclIdHex;
+  if (idHex.empty()) {
+    if (role->rank == 0) {
+      StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
+      if (!id.isOk())
+        return id.takeStatus();
+      idHex = *id;
+    }
+    ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
+  }
+  ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(role->localRank, role->rank), "%s", path.c_str());
+  StatusOr<std::unique_ptr<Communicator>> created =
+      (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
+  if (!created.isOk())
+    return created.takeStatus().addContext(formatString("rank %d", role->rank));
+  joined.communicator = std::move(*created);
+  joined.rank = role->rank;
+  joined.localRank = role->localRank;
+  return Status::ok();
+}
+
 /// An inference pipeline: ranks as threads, rank r running stage r / dp
 /// with data-parallel index r % dp. One batch of dp x micro_batches
 /// micro-batches goes through the pipeline: rank d of stage 0 reads rows
@@ -532,14 +629,38 @@ pipelineSubgroups(LocalCommunicatorGroup &group, int stages, int dataParallel, b
 Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   const plan::Plan &plan = loaded.plan;
   const std::string path = loaded.path;
-  if (options.backend != "cpu")
-    return Status(StatusCode::kUnimplemented,
-                  path + ": pipeline plans run on the cpu backend only yet; run with "
-                         "--backend cpu");
   const int world = static_cast<int>(loaded.worldSize());
   const int stages = plan.pipeline().stages_size();
   const int dataParallel = world / stages;
   const int64_t microBatches = plan.pipeline().micro_batches();
+  // On the cuda backend each rank is a process with its GPU; the stages
+  // pass activations over the job's NCCL communicator, which needs one rank
+  // per stage (a data-parallel group inside a stage would need its own).
+  std::unique_ptr<Communicator> nccl;
+  int ownRank = -1, deviceOrdinal = 0;
+  if (options.backend == "cuda") {
+    if (dataParallel != 1)
+      return Status(StatusCode::kUnimplemented,
+                    path + ": on the cuda backend a pipeline runs one rank per stage (this plan "
+                           "has " + std::to_string(dataParallel) +
+                           " data-parallel ranks per stage); recompile with --world-size " +
+                           std::to_string(stages) + ", or run with --backend cpu");
+    if (world > 1) {
+      bool launcher = false;
+      CudaRank rank;
+      Status joined = joinCudaJob(options, path, world, launcher, rank);
+      if (launcher || !joined.isOk())
+        return joined;
+      nccl = std::move(rank.communicator);
+      ownRank = rank.rank;
+      deviceOrdinal = rank.localRank;
+    } else {
+      ownRank = 0;
+    }
+  } else if (options.backend != "cpu") {
+    return Status(StatusCode::kInvalidArgument,
+                  "--backend " + options.backend + ": expected cpu or cuda");
+  }
   // The whole batch of each input and output, by name.
   std::map<std::string, std::string> files(options.inputs.begin(), options.inputs.end());
   std::map<std::string, HostTensor> inputs, outputs;
@@ -589,76 +710,106 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   Status status = prepareInference(options, executorOptions);
   if (!status.isOk())
     return status;
+  executorOptions.deviceOrdinal = deviceOrdinal;
 
-  StatusOr<std::unique_ptr<LocalCommunicatorGroup>> group = LocalCommunicatorGroup::create(
-      world, {std::chrono::seconds(options.commTimeoutSeconds)});
-  if (!group.isOk())
-    return group.takeStatus();
-  StatusOr<std::vector<LocalCommunicatorGroup *>> pipes =
-      pipelineSubgroups(**group, stages, dataParallel, /*perStage=*/false);
-  if (!pipes.isOk())
-    return pipes.takeStatus();
-  const std::vector<LocalCommunicatorGroup *> &pipeGroups = *pipes;
+  // The cpu backend: the ranks as threads of this process.
+  std::unique_ptr<LocalCommunicatorGroup> group;
+  std::vector<LocalCommunicatorGroup *> pipeGroups;
+  if (ownRank < 0) {
+    StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(
+        world, {std::chrono::seconds(options.commTimeoutSeconds)});
+    if (!created.isOk())
+      return created.takeStatus();
+    group = std::move(*created);
+    StatusOr<std::vector<LocalCommunicatorGroup *>> pipes =
+        pipelineSubgroups(*group, stages, dataParallel, /*perStage=*/false);
+    if (!pipes.isOk())
+      return pipes.takeStatus();
+    pipeGroups = std::move(*pipes);
+  }
   std::vector<Status> results(world, Status::ok());
   double seconds = 0;
   std::string profile;
+  std::set<std::string> computed; // the outputs this process's ranks wrote
+  std::mutex computedMutex;
   const std::string profileScope = formatString("one batch, rank 0 of %d, pipeline stage 0", world);
   auto runRank = [&](int rank) -> Status {
     const int stage = rank / dataParallel, dataRank = rank % dataParallel;
-    Communicator *world = (*group)->communicator(rank);
+    Communicator *world = nccl ? nccl.get() : group ? group->communicator(rank) : nullptr;
     StatusOr<LoadedPlan> stagePlan = projectStage(loaded, stage);
     if (!stagePlan.isOk())
       return stagePlan.takeStatus();
     ExecutorOptions rankOptions = executorOptions;
-    rankOptions.pipelineCommunicator = pipeGroups[dataRank]->communicator(stage);
+    rankOptions.pipelineCommunicator =
+        nccl ? nccl.get() : group ? pipeGroups[dataRank]->communicator(stage) : nullptr;
     StatusOr<std::unique_ptr<Executor>> executor =
         Executor::instantiate(std::move(*stagePlan), rankOptions);
     if (!executor.isOk())
       return executor.takeStatus();
     const plan::Plan &mine = (*executor)->plan().plan;
-    ZCC_RETURN_IF_ERROR(world->barrier(), "before the batch");
-    auto start = std::chrono::steady_clock::now();
-    for (const plan::PipelineStep &step : mine.pipeline().stages(stage).steps()) {
-      bool forward = step.kind() == plan::PipelineStep::FORWARD;
-      int64_t block = step.micro_batch() * dataParallel + dataRank;
-      if (forward)
-        for (const plan::Binding &binding : mine.inputs()) {
-          const plan::Buffer &buffer = mine.buffers(binding.buffer());
-          const HostTensor &whole = inputs[binding.name()];
-          ZCC_RETURN_IF_ERROR((*executor)->setInput(binding.name(),
-                                                    whole.data.data() + block * buffer.bytes(),
-                                                    buffer.bytes(), buffer.dtype(),
-                                                    {buffer.shape().begin(), buffer.shape().end()}),
-                              "micro-batch %lld", static_cast<long long>(step.micro_batch()));
-        }
-      ZCC_RETURN_IF_ERROR((*executor)->run(step.program()), "micro-batch %lld",
-                          static_cast<long long>(step.micro_batch()));
-      if (forward)
-        for (const plan::Binding &binding : mine.outputs()) {
-          StatusOr<HostTensor> part = (*executor)->output(binding.name());
-          if (!part.isOk())
-            return part.takeStatus();
-          HostTensor &whole = outputs[binding.name()];
-          std::copy(part->data.begin(), part->data.end(),
-                    whole.data.begin() + block * static_cast<int64_t>(part->data.size()));
-        }
+    {
+      std::lock_guard<std::mutex> lock(computedMutex);
+      for (const plan::Binding &binding : mine.outputs())
+        computed.insert(binding.name());
     }
-    ZCC_RETURN_IF_ERROR(world->barrier(), "after the batch");
+    double timed = 0;
+    for (int64_t run = 0; run < options.repeat; ++run) {
+      if (run == 1 && options.profileRows > 0)
+        (*executor)->resetProfile();
+      if (world)
+        ZCC_RETURN_IF_ERROR(world->barrier(), "before the batch");
+      auto start = std::chrono::steady_clock::now();
+      for (const plan::PipelineStep &step : mine.pipeline().stages(stage).steps()) {
+        bool forward = step.kind() == plan::PipelineStep::FORWARD;
+        int64_t block = step.micro_batch() * dataParallel + dataRank;
+        if (forward)
+          for (const plan::Binding &binding : mine.inputs()) {
+            const plan::Buffer &buffer = mine.buffers(binding.buffer());
+            const HostTensor &whole = inputs[binding.name()];
+            ZCC_RETURN_IF_ERROR((*executor)->setInput(binding.name(),
+                                                      whole.data.data() + block * buffer.bytes(),
+                                                      buffer.bytes(), buffer.dtype(),
+                                                      {buffer.shape().begin(), buffer.shape().end()}),
+                                "micro-batch %lld", static_cast<long long>(step.micro_batch()));
+          }
+        ZCC_RETURN_IF_ERROR((*executor)->run(step.program()), "micro-batch %lld",
+                            static_cast<long long>(step.micro_batch()));
+        if (forward && !options.noOutputs)
+          for (const plan::Binding &binding : mine.outputs()) {
+            StatusOr<HostTensor> part = (*executor)->output(binding.name());
+            if (!part.isOk())
+              return part.takeStatus();
+            HostTensor &whole = outputs[binding.name()];
+            std::copy(part->data.begin(), part->data.end(),
+                      whole.data.begin() + block * static_cast<int64_t>(part->data.size()));
+          }
+      }
+      if (world)
+        ZCC_RETURN_IF_ERROR(world->barrier(), "after the batch");
+      if (run > 0 || options.repeat == 1)
+        timed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     if (rank == 0)
-      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      seconds = timed / static_cast<double>(std::max<int64_t>(1, options.repeat - 1));
     if (rank == 0 && options.profileRows > 0)
       profile = formatProfile(**executor, profileScope, options.profileRows);
     return Status::ok();
   };
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank)
-    threads.emplace_back([&, rank] {
-      results[rank] = runRank(rank);
-      if (!results[rank].isOk())
-        (*group)->communicator(rank)->abort(results[rank].message());
-    });
-  for (std::thread &thread : threads)
-    thread.join();
+  if (ownRank >= 0) {
+    results[ownRank] = runRank(ownRank);
+    if (!results[ownRank].isOk() && nccl)
+      nccl->abort(results[ownRank].message());
+  } else {
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < world; ++rank)
+      threads.emplace_back([&, rank] {
+        results[rank] = runRank(rank);
+        if (!results[rank].isOk())
+          group->communicator(rank)->abort(results[rank].message());
+      });
+    for (std::thread &thread : threads)
+      thread.join();
+  }
   for (int pass = 0; pass < 2; ++pass)
     for (int rank = 0; rank < world; ++rank) {
       Status &result = results[rank];
@@ -668,9 +819,13 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       Status failed = std::move(result);
       return failed.addContext(formatString("rank %d", rank)).addContext(path);
     }
+  // Each output is written by the process whose stage computes it.
   for (const auto &[name, tensor] : outputs)
-    ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
-                        "cannot write output '%s'", name.c_str());
+    if (computed.count(name) && !options.noOutputs)
+      ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
+                          "cannot write output '%s'", name.c_str());
+  if (ownRank > 0)
+    return Status::ok();
   int64_t samples = 0;
   if (!inputs.empty() && !inputs.begin()->second.shape.empty())
     samples = inputs.begin()->second.shape[0];
@@ -716,42 +871,13 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   // On the cuda backend each rank is a process of its own, with its GPU.
   std::unique_ptr<Communicator> nccl;
   if (options.backend == "cuda" && world > 1) {
-    StatusOr<ProcessRole> role = processRole();
-    if (!role.isOk())
-      return role.takeStatus();
-    StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
-    if (!plugin.isOk())
-      return plugin.takeStatus();
-    std::chrono::seconds timeout(options.commTimeoutSeconds);
-    if (!role->isRank) {
-      StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
-      if (!id.isOk())
-        return id.takeStatus();
-      return launchRanks(options.argv, world, *id, timeout + std::chrono::seconds(15))
-          .addContext(path);
-    }
-    if (role->worldSize != world)
-      return makeStatus(StatusCode::kInvalidArgument,
-                        "%s: plan was compiled for world size %d, but this job has %d ranks; "
-                        "recompile with --world-size %d",
-                        path.c_str(), world, role->worldSize, role->worldSize);
-    std::string idHex = role->ncclIdHex;
-    if (idHex.empty()) {
-      if (role->rank == 0) {
-        StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
-        if (!id.isOk())
-          return id.takeStatus();
-        idHex = *id;
-      }
-      ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
-    }
-    ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(role->localRank, role->rank), "%s", path.c_str());
-    StatusOr<std::unique_ptr<Communicator>> created =
-        (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
-    if (!created.isOk())
-      return created.takeStatus().addContext(formatString("rank %d", role->rank));
-    nccl = std::move(*created);
-    executorOptions.deviceOrdinal = role->localRank;
+    bool launcher = false;
+    CudaRank rank;
+    Status joined = joinCudaJob(options, path, world, launcher, rank);
+    if (launcher || !joined.isOk())
+      return joined;
+    nccl = std::move(rank.communicator);
+    executorOptions.deviceOrdinal = rank.localRank;
   }
   executorOptions.hostThreads = hostThreadsPerRank(loaded.plan, world);
   // A pipeline plan: rank r runs stage r / dp with data-parallel index

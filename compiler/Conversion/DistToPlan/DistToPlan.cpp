@@ -314,6 +314,20 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
                       llvm::any_of(touched, [&](unsigned id) { return buffers[id].host; });
     if ((communicates(instruction.kernel) || feedsOrSplits) && !hostKernel) {
       if (computedSinceEntry) {
+        // At most one earlier run stays in flight: compute waits for the
+        // runs before the previous one, so their buffers (whole gradient
+        // buckets, say) are free again instead of live to the program's
+        // end. By now they have long finished.
+        size_t older = 0;
+        while (older < pending.size() && pending[older].event != pending.back().event)
+          ++older;
+        if (older > 0) {
+          sync(SyncKind::Wait, pending[older - 1].event, 0);
+          for (size_t k = 0; k < older; ++k)
+            for (unsigned id : pending[k].touched)
+              buffers[id].lastUse = std::max(buffers[id].lastUse, instruction.index);
+          pending.erase(pending.begin(), pending.begin() + older);
+        }
         int event = program.events++;
         sync(SyncKind::Record, event, 0);
         sync(SyncKind::Wait, event, 1);

@@ -122,3 +122,25 @@ func.func @not_a_tiling(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %c: tensor<2x1
   %3 = zgraph.add %2, %v2 : (tensor<2x24xf32>, tensor<2x24xf32>) -> tensor<2x24xf32>
   return %0, %1, %3 : tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x24xf32>
 }
+
+// -----
+
+// A GELU's output read again after the first gelu_grad (the backward pass:
+// the next layer's weight gradient) is recomputed there from its input,
+// which gelu_grad reads anyway; the forward use keeps the first one.
+// CHECK-LABEL: func.func @recompute_gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x2xf32>, %[[DY:.*]]: tensor<4x2xf32>, %[[DH:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[H:.*]] = zgraph.gelu %[[X]]
+// CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %[[H]], %[[W]]
+// CHECK-NEXT: %[[DX:.*]] = zgraph.gelu_grad %[[X]], %[[DH]]
+// CHECK-NEXT: %[[AGAIN:.*]] = zgraph.gelu %[[X]]
+// CHECK-NEXT: %[[DW:.*]] = zgraph.matmul %[[AGAIN]], %[[DY]] {transpose_lhs}
+// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
+func.func @recompute_gelu(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %dy: tensor<4x2xf32>, %dh: tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x8xf32>, tensor<8x2xf32>) {
+  %h = zgraph.gelu %x : tensor<4x8xf32>
+  %y = zgraph.matmul %h, %w : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
+  %dx = zgraph.gelu_grad %x, %dh : tensor<4x8xf32>
+  %ht = zgraph.transpose %h perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %dw = zgraph.matmul %ht, %dy : (tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x2xf32>
+  return %y, %dx, %dw : tensor<4x2xf32>, tensor<4x8xf32>, tensor<8x2xf32>
+}
