@@ -90,7 +90,6 @@ done
 # SKIP_INFER leaves out the inference rows (when the cases are split over
 # several device calls).
 [ -n "${SKIP_PEERS:-}${SKIP_INFER:-}" ] && { $python "$root/bench/table.py" "$results"; exit 0; }
-$python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
 # zcc's pipeline inference: 5 runs of the batch, the last 4 timed, logits
 # left on the device (as torch pipelining leaves them).
 $python -c "import numpy as np; np.save('$out/ids32.npy', np.random.default_rng(0).integers(0, 50304, (32, 1024)))"
@@ -107,4 +106,5 @@ if m:
 PY
 torchrun --nproc-per-node 2 "$root/bench/peers.py" --system pipeline --preset gpt2-xl --batch 32 --chunks 8 \
   2> "$out/pipeline.err" | tail -1 >> "$results" || tail -5 "$out/pipeline.err"
+$python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
 $python "$root/bench/table.py" "$results"

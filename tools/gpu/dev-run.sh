@@ -8,7 +8,7 @@ set -x
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=$OUT
 cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF > $out/cmake.log 2>&1
-ninja -C build-gpu zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
+ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
 for mode in ${MODES:-profile check}; do
   case $mode in
     profile)
@@ -24,7 +24,7 @@ for mode in ${MODES:-profile check}; do
     infer)
       mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline.* $out/infer/
       CASES=" " ZRUN=build-gpu/bin/zrun timeout ${INFER_TIMEOUT:-200} bash bench/gpu_bench.sh run $out/infer > $out/infer.txt 2>&1
-      tail -8 $out/infer.txt; tail -5 $out/infer/pipeline-zcc.log ;;
+      tail -8 $out/infer.txt; tail -5 $out/infer/pipeline-zcc.log; cat $out/infer/results.jsonl ;;
     gputests)
       ctest --test-dir build-gpu -L gpu -j4 --output-on-failure > $out/ctest-gpu.log 2>&1
       grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;
