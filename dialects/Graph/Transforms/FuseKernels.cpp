@@ -191,26 +191,45 @@ struct FoldSliceGradSumIntoConcat : OpRewritePattern<AddOp> {
   }
 };
 
-/// A GELU's output is needed again in the backward pass only by the next
-/// layer's weight gradient, while its input stays live until gelu_grad
-/// anyway: recomputing it there (one element-wise kernel) frees the MLP's
-/// widest activation between the forward and the backward pass. Uses after
-/// the block's first gelu_grad are backward uses; they read one clone made
-/// right before the first of them. The clone gives the same bits.
-void recomputeGeluForBackward(Block &block) {
+/// Whether `value` is still read at or after `point`, or is small next to
+/// `result` (a layer norm's scale and bias):
+/// recomputing from it at `point` then holds no large value longer.
+bool liveAtOrSmall(Value value, Operation *point, Value result) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getNumElements() * 64 <= cast<RankedTensorType>(result.getType()).getNumElements())
+    return true;
+  return llvm::any_of(value.getUsers(), [&](Operation *user) {
+    return user->getBlock() == point->getBlock() && !user->isBeforeInBlock(point);
+  });
+}
+
+/// A GELU's or a layer norm's output is read again in the backward pass by
+/// a weight gradient (the next product's dW = x^T dY), while its inputs stay
+/// live there anyway (gelu_grad and layer_norm_grad read them): recomputing
+/// it right before its first backward use (one element-wise or row kernel)
+/// frees an activation-sized buffer between the forward and the backward
+/// pass. The backward pass starts at the block's first gradient op; every
+/// backward use reads one clone. The clone gives the same bits.
+void recomputeForBackward(Block &block) {
   Operation *firstGrad = nullptr;
   for (Operation &op : block)
-    if (isa<GeluGradOp>(op)) {
+    if (op.getName().stripDialect().ends_with("_grad")) {
       firstGrad = &op;
       break;
     }
   if (!firstGrad)
     return;
-  for (auto gelu : llvm::to_vector(block.getOps<GeluOp>())) {
-    if (!gelu->isBeforeInBlock(firstGrad))
-      continue;
+  SmallVector<Operation *> candidates;
+  for (Operation &op : block) {
+    if (&op == firstGrad)
+      break;
+    if (isa<GeluOp, LayerNormOp>(op) && op.getNumResults() == 1)
+      candidates.push_back(&op);
+  }
+  for (Operation *op : candidates) {
+    Value result = op->getResult(0);
     SmallVector<OpOperand *> late;
-    for (OpOperand &use : gelu->getUses())
+    for (OpOperand &use : result.getUses())
       if (firstGrad->isBeforeInBlock(use.getOwner()))
         late.push_back(&use);
     if (late.empty())
@@ -219,8 +238,11 @@ void recomputeGeluForBackward(Block &block) {
     for (OpOperand *use : late)
       if (use->getOwner()->isBeforeInBlock(earliest))
         earliest = use->getOwner();
+    if (!llvm::all_of(op->getOperands(),
+                      [&](Value operand) { return liveAtOrSmall(operand, earliest, result); }))
+      continue;
     OpBuilder builder(earliest);
-    Operation *clone = builder.clone(*gelu.getOperation());
+    Operation *clone = builder.clone(*op);
     for (OpOperand *use : late)
       use->set(clone->getResult(0));
   }
@@ -236,7 +258,7 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
       return signalPassFailure();
     getOperation().walk([](func::FuncOp func) {
       if (!func.getBody().empty())
-        recomputeGeluForBackward(func.getBody().front());
+        recomputeForBackward(func.getBody().front());
     });
   }
 };

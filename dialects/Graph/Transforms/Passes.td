@@ -79,10 +79,11 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       consecutive pieces along one axis (the gradient of a Split) becomes one
       `zgraph.concat` of their gradients: no zero-filled full-size tensors
       and no adds.
-    - a GELU's output read again in the backward pass (by the next layer's
-      weight gradient) is recomputed there from its input, which gelu_grad
-      keeps live anyway: one element-wise kernel instead of the MLP's widest
-      activation held from the forward to the backward pass.
+    - a GELU's or a layer norm's output read again in the backward pass (by
+      the next product's weight gradient) is recomputed there from its
+      inputs, which gelu_grad and layer_norm_grad keep live anyway: one
+      element-wise or row kernel instead of an activation held from the
+      forward to the backward pass.
     The values change at most by rounding: in f16 and bf16 a bias is added
     before the product is rounded, not after.
   }];

@@ -125,22 +125,53 @@ func.func @not_a_tiling(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>, %c: tensor<2x1
 
 // -----
 
-// A GELU's output read again after the first gelu_grad (the backward pass:
-// the next layer's weight gradient) is recomputed there from its input,
-// which gelu_grad reads anyway; the forward use keeps the first one.
+// A GELU's output read again after the first gradient op (the backward
+// pass: the next layer's weight gradient) is recomputed there from its
+// input, which gelu_grad reads later anyway; the forward use keeps the
+// first one.
 // CHECK-LABEL: func.func @recompute_gelu
-// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x2xf32>, %[[DY:.*]]: tensor<4x2xf32>, %[[DH:.*]]: tensor<4x8xf32>)
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x2xf32>, %[[T:.*]]: tensor<4x2xf32>, %[[SEED:.*]]: tensor<f32>, %[[DH:.*]]: tensor<4x8xf32>)
 // CHECK-NEXT: %[[H:.*]] = zgraph.gelu %[[X]]
 // CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %[[H]], %[[W]]
-// CHECK-NEXT: %[[DX:.*]] = zgraph.gelu_grad %[[X]], %[[DH]]
+// CHECK-NEXT: %[[DY:.*]] = zgraph.mse_loss_grad %[[Y]], %[[T]], %[[SEED]]
 // CHECK-NEXT: %[[AGAIN:.*]] = zgraph.gelu %[[X]]
 // CHECK-NEXT: %[[DW:.*]] = zgraph.matmul %[[AGAIN]], %[[DY]] {transpose_lhs}
-// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
-func.func @recompute_gelu(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %dy: tensor<4x2xf32>, %dh: tensor<4x8xf32>) -> (tensor<4x2xf32>, tensor<4x8xf32>, tensor<8x2xf32>) {
+// CHECK-NEXT: %[[DX:.*]] = zgraph.gelu_grad %[[X]], %[[DH]]
+// CHECK-NEXT: return %[[DW]], %[[DX]]
+func.func @recompute_gelu(%x: tensor<4x8xf32>, %w: tensor<8x2xf32>, %t: tensor<4x2xf32>, %seed: tensor<f32>, %dh: tensor<4x8xf32>) -> (tensor<8x2xf32>, tensor<4x8xf32>) {
   %h = zgraph.gelu %x : tensor<4x8xf32>
   %y = zgraph.matmul %h, %w : (tensor<4x8xf32>, tensor<8x2xf32>) -> tensor<4x2xf32>
-  %dx = zgraph.gelu_grad %x, %dh : tensor<4x8xf32>
+  %dy = zgraph.mse_loss_grad %y, %t, %seed : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xf32>
   %ht = zgraph.transpose %h perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
   %dw = zgraph.matmul %ht, %dy : (tensor<8x4xf32>, tensor<4x2xf32>) -> tensor<8x2xf32>
-  return %y, %dx, %dw : tensor<4x2xf32>, tensor<4x8xf32>, tensor<8x2xf32>
+  %dx = zgraph.gelu_grad %x, %dh : tensor<4x8xf32>
+  return %dw, %dx : tensor<8x2xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// The same for a layer norm, whose input and scale layer_norm_grad reads
+// later anyway (the bias is small next to the output). Not recomputed: a
+// layer norm whose input is dead by its backward use (recomputing would
+// keep that input live instead).
+// CHECK-LABEL: func.func @recompute_layer_norm
+// CHECK-SAME: (%[[X:.*]]: tensor<64x16xf32>, %[[Y:.*]]: tensor<64x16xf32>, %[[S:.*]]: tensor<16xf32>, %[[B:.*]]: tensor<16xf32>, %[[SEED:.*]]: tensor<f32>, %[[DY:.*]]: tensor<64x16xf32>)
+// CHECK-NEXT: %[[N:.*]] = zgraph.layer_norm %[[X]], %[[S]], %[[B]]
+// CHECK-NEXT: %[[M:.*]] = zgraph.layer_norm %[[Y]], %[[S]], %[[B]]
+// CHECK-NEXT: %[[DN:.*]] = zgraph.mse_loss_grad %[[N]], %[[M]], %[[SEED]]
+// CHECK-NEXT: %[[AGAIN:.*]] = zgraph.layer_norm %[[X]], %[[S]], %[[B]]
+// CHECK-NEXT: %[[DW:.*]] = zgraph.matmul %[[AGAIN]], %[[DY]] {transpose_lhs}
+// CHECK-NEXT: %[[DM:.*]] = zgraph.matmul %[[M]], %[[DY]] {transpose_lhs}
+// CHECK-NEXT: = zgraph.layer_norm_grad %[[X]], %[[S]], %[[DN]]
+// CHECK-NEXT: return
+func.func @recompute_layer_norm(%x: tensor<64x16xf32>, %y: tensor<64x16xf32>, %s: tensor<16xf32>, %b: tensor<16xf32>, %seed: tensor<f32>, %dy: tensor<64x16xf32>) -> (tensor<16x16xf32>, tensor<16x16xf32>, tensor<64x16xf32>) {
+  %n = zgraph.layer_norm %x, %s, %b axis = 1 epsilon = 1.0e-5 : (tensor<64x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<64x16xf32>
+  %m = zgraph.layer_norm %y, %s, %b axis = 1 epsilon = 1.0e-5 : (tensor<64x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<64x16xf32>
+  %dn = zgraph.mse_loss_grad %n, %m, %seed : (tensor<64x16xf32>, tensor<64x16xf32>, tensor<f32>) -> tensor<64x16xf32>
+  %nt = zgraph.transpose %n perm = [1, 0] : tensor<64x16xf32> -> tensor<16x64xf32>
+  %dw = zgraph.matmul %nt, %dy : (tensor<16x64xf32>, tensor<64x16xf32>) -> tensor<16x16xf32>
+  %mt = zgraph.transpose %m perm = [1, 0] : tensor<64x16xf32> -> tensor<16x64xf32>
+  %dm = zgraph.matmul %mt, %dy : (tensor<16x64xf32>, tensor<64x16xf32>) -> tensor<16x16xf32>
+  %g:3 = zgraph.layer_norm_grad %x, %s, %dn axis = 1 epsilon = 1.0e-5 : (tensor<64x16xf32>, tensor<16xf32>, tensor<64x16xf32>) -> (tensor<64x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return %dw, %dm, %g#0 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<64x16xf32>
 }
