@@ -97,6 +97,17 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
 /// and each operand element is widened only a few times.
 constexpr int64_t kTileRows = 256, kTileColumns = 1024, kTileDepth = 256;
 
+/// Widens the [rows, columns] block at `source` (row stride `stride`) into
+/// the dense f32 tile `out`.
+template <typename T>
+void widenTile(const T *source, int64_t stride, int64_t rows, int64_t columns, float *out) {
+  for (int64_t r = 0; r < rows; ++r, out += columns) {
+    const T *row = source + r * stride;
+    for (int64_t c = 0; c < columns; ++c)
+      out[c] = load(row[c]);
+  }
+}
+
 /// The same for f16 and bf16: tiles of A and B are widened to f32 for
 /// sgemm, and each tile of C is accumulated in f32 over the whole
 /// contraction, starting from the widened bias, then rounded once. A tile
@@ -124,37 +135,15 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
       for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
         int64_t depth = std::min(kTileDepth, k - p0);
         // aTile is op(A)'s [rows, depth] tile, or A's [depth, rows] one.
-        if (g.transposeA) {
-          for (int64_t p = 0; p < depth; ++p) {
-            const T *row = a + (p0 + p) * m + i0;
-            float *out = aTile + p * rows;
-            for (int64_t i = 0; i < rows; ++i)
-              out[i] = load(row[i]);
-          }
-        } else {
-          for (int64_t i = 0; i < rows; ++i) {
-            const T *row = a + (i0 + i) * k + p0;
-            float *out = aTile + i * depth;
-            for (int64_t p = 0; p < depth; ++p)
-              out[p] = load(row[p]);
-          }
-        }
+        if (g.transposeA)
+          widenTile(a + p0 * m + i0, m, depth, rows, aTile);
+        else
+          widenTile(a + i0 * k + p0, k, rows, depth, aTile);
         // bTile is op(B)'s [depth, columns] tile, or B's [columns, depth].
-        if (g.transposeB) {
-          for (int64_t j = 0; j < columns; ++j) {
-            const T *row = b + (j0 + j) * k + p0;
-            float *out = bTile + j * depth;
-            for (int64_t p = 0; p < depth; ++p)
-              out[p] = load(row[p]);
-          }
-        } else {
-          for (int64_t p = 0; p < depth; ++p) {
-            const T *row = b + (p0 + p) * n + j0;
-            float *out = bTile + p * columns;
-            for (int64_t j = 0; j < columns; ++j)
-              out[j] = load(row[j]);
-          }
-        }
+        if (g.transposeB)
+          widenTile(b + j0 * k + p0, k, columns, depth, bTile);
+        else
+          widenTile(b + p0 * n + j0, n, depth, columns, bTile);
         cblas_sgemm(CblasRowMajor, blasTranspose(g.transposeA),
                     blasTranspose(g.transposeB), static_cast<int>(rows),
                     static_cast<int>(columns), static_cast<int>(depth), 1.0f,
