@@ -847,6 +847,10 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     return Status(StatusCode::kInvalidArgument,
                   "--input feeds an inference plan; a training plan reads --data (or the "
                   "seeded synthetic source)");
+  if (options.repeat != 1 || options.noOutputs)
+    return Status(StatusCode::kInvalidArgument,
+                  path + ": --repeat and --no-outputs time an inference plan; a training plan "
+                         "runs --steps and writes no outputs");
   ExecutorOptions executorOptions;
   executorOptions.backend = options.backend;
   Status status = weightOptions(options, executorOptions.weights);
