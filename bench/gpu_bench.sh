@@ -9,7 +9,7 @@
 #                                           every case, then the table
 #
 # Cases (GPT-2-style decoder, vocabulary 50304, sequence 1024, bf16, AdamW,
-# random init, 2 GPUs): gpt2-medium and gpt2-xl at micro-batch 8 per GPU with
+# random init, NPROC GPUs, default 2): gpt2-medium and gpt2-xl at micro-batch 8 per GPU with
 # ZeRO 0 (against PyTorch DDP) and ZeRO 3 (against FSDP2); a 6.7 B model (32
 # layers, width 4096) at micro-batch 4 with ZeRO 3 against FSDP2. Each run
 # prints tokens/s, TFLOP/s per GPU and peak memory per GPU; the table gives
@@ -22,6 +22,7 @@ mode=${1:?compile or run}
 out=${2:-$root/build-bench}
 python=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nproc=${NPROC:-2}
 cases=${CASES:-"gpt2-medium:0:8 gpt2-medium:3:8 gpt2-xl:0:8 gpt2-xl:3:8 gpt-6.7b:3:4"}
 steps=${STEPS:-8}
 
@@ -42,10 +43,11 @@ if [ "$mode" = compile ]; then
     onnx=$models/$model-mb$micro.onnx
     [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 \
       $(size_args "$model") --vocab 50304 --seq 1024 --batch "$micro" --external-data --sizes-only -o "$onnx"
-    "$zcc" "$onnx" -c "$root/bench/configs/zero${stage}_bf16_mb$micro.json" --world-size 2 \
+    "$zcc" "$onnx" -c "$root/bench/configs/zero${stage}_bf16_mb$micro.json" --world-size "$nproc" \
       --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
     echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
   done
+  [ "$nproc" -lt 2 ] && exit 0
   # Pipeline inference: gpt2-xl, bf16, a batch of 32 in 8 micro-batches of
   # 4 over 2 stages (one GPU each).
   onnx=$models/gpt2-xl-infer-mb4.onnx
@@ -64,7 +66,7 @@ for item in $cases; do
   IFS=: read -r model stage micro <<< "$item"
   plan=$out/$model-z$stage.plan
   log=$out/$model-z$stage
-  "$zrun" "$plan" --backend cuda --nproc 2 --weights random --steps "$steps" --comm-timeout "${COMM_TIMEOUT:-60}" \
+  "$zrun" "$plan" --backend cuda --nproc "$nproc" --weights random --steps "$steps" --comm-timeout "${COMM_TIMEOUT:-60}" \
     --log-json "$log.jsonl" --memory-report > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
   $python - "$log" "$model" "$stage" "$micro" "$plan" >> "$results" <<'PY'
 import json, re, sys
@@ -84,12 +86,12 @@ print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps
 PY
   peer=$([ "$stage" = 0 ] && echo ddp || echo fsdp2)
   [ -n "${SKIP_PEERS:-}" ] && continue
-  torchrun --nproc-per-node 2 "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
+  torchrun --nproc-per-node "$nproc" "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
     2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
 done
 # SKIP_INFER leaves out the inference rows (when the cases are split over
-# several device calls).
-[ -n "${SKIP_PEERS:-}${SKIP_INFER:-}" ] && { $python "$root/bench/table.py" "$results"; exit 0; }
+# several device calls); they need two GPUs.
+[ -n "${SKIP_PEERS:-}${SKIP_INFER:-}" ] || [ "$nproc" -lt 2 ] && { $python "$root/bench/table.py" "$results"; exit 0; }
 # zcc's pipeline inference: 5 runs of the batch, the last 4 timed, logits
 # left on the device (as torch pipelining leaves them).
 $python -c "import numpy as np; np.save('$out/ids32.npy', np.random.default_rng(0).integers(0, 50304, (32, 1024)))"

@@ -3,6 +3,7 @@ each zcc run next to its peer (ZeRO-0 against DDP, ZeRO-3 against FSDP2) with
 tokens/s, TFLOP/s per GPU, peak memory per GPU and the ratios zcc / peer."""
 
 import json
+import os
 import sys
 
 SIZES = {
@@ -10,7 +11,8 @@ SIZES = {
     "gpt2-xl": (48, 1600),
     "gpt-6.7b": (32, 4096),
 }
-VOCAB, SEQ, GPUS = 50304, 1024, 2
+VOCAB, SEQ = 50304, 1024
+GPUS = int(os.environ.get("NPROC", 2))  # as bench/gpu_bench.sh
 
 
 def tflops_per_gpu(model, tokens_per_s):

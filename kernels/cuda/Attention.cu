@@ -30,6 +30,7 @@
 #include "kernels/cuda/AttentionLaunch.h"
 #include "kernels/cuda/DeviceSupport.cuh"
 
+#include <initializer_list>
 #include <type_traits>
 
 namespace zcc::cuda {
@@ -166,10 +167,26 @@ struct KernelArgs {
   const void *query, *key, *value, *grad;
   void *result;                          // forward
   void *queryGrad, *keyGrad, *valueGrad; // backward
-  // Per query row (heads * queries each, in A): the softmax maximum, the
+  // Per query row (heads * queries each, in A): the softmax maximum (of
+  // the scaled scores; in base-2 units for the tensor-core kernels), the
   // reciprocal of the softmax sum, and D = grad . output.
   void *rowMax, *rowInverseSum, *rowDelta;
+  // Every row of every operand is whole, 16-byte aligned pieces: the
+  // tensor-core kernels copy tiles asynchronously and store pairs.
+  bool async;
 };
+
+/// Whether every pointer is 16-byte aligned and both head sizes are
+/// multiples of 8 elements (16 bytes of a 16-bit type).
+bool wholePieces(const AttentionShape &shape,
+                 std::initializer_list<const void *> pointers) {
+  if (shape.headSize % 8 != 0 || shape.valueSize % 8 != 0)
+    return false;
+  for (const void *p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return false;
+  return true;
+}
 
 //===----------------------------------------------------------------------===//
 // Forward (also the statistics pass of the backward)
@@ -522,20 +539,25 @@ __global__ void __launch_bounds__(kThreads)
 //
 // The same three passes with the products on tensor cores (mma.sync
 // m16n8k16, f32 accumulation) for 16-bit operands with head sizes up to
-// kMmaMaxHead: each of 4 warps owns 16 rows of the block's tile of 64, the
-// streamed tiles are kStream rows, and the fragment layouts of the PTX ISA
-// (row g = lane / 4, column pair 2 t, t = lane % 4) let the scores' f32
-// accumulators become the next product's 16-bit operands in registers
-// (FlashAttention-2). The probabilities (and, backward, the score
-// gradients) enter those products rounded to the operands' type; the
-// softmax statistics and every sum stay in f32.
+// kMmaMaxHead, after FlashAttention-2: each of 4 warps owns 16 rows of the
+// block's tile of 64, and the fragment layouts of the PTX ISA (row g =
+// lane / 4, column pair 2 t, t = lane % 4) let the scores' f32
+// accumulators become the next product's 16-bit operands in registers.
+// Operand fragments come from shared memory through ldmatrix (.trans where
+// a product reads a tile down its columns); the streamed tiles are double
+// buffered, the next one copied by cp.async while the current one is
+// multiplied, when every row is whole 16-byte pieces (head sizes that are
+// multiples of 8; otherwise plain loads fill the same buffers). Scores
+// live in base-2 units (scale log2 e folded in, exp2 on the special
+// function unit), and only tiles that cross the causal diagonal or the
+// sequence ends are masked. The probabilities (and, backward, the score
+// gradients) enter the second products rounded to the operands' type; the
+// softmax statistics and every sum stay in f32, in a fixed order.
 
 constexpr int kMmaMaxHead = 128;
 constexpr int kMmaTile = 64;
+constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ __forceinline__ uint32_t load32(const uint16_t *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
-}
 __device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
@@ -575,25 +597,61 @@ __device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/// Copies rows [first, first + tileRows) of the [rowCount, width] matrix
-/// at `src` into `dst` (row stride `stride`, a multiple of 8), columns up
-/// to `padded` (a multiple of 8); rows and columns past the matrix become
-/// zeros. Rows of whole 16-byte pieces move 16 bytes at a time.
-template <int kPadded>
-__device__ void loadRaw(uint16_t *dst, int stride, const uint16_t *src,
-                        int64_t first, int64_t rowCount, int width,
-                        int tileRows) {
-  if (width % 8 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-    constexpr int kPieces = kPadded / 8;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// Four 8 x 8 matrices of 16-bit elements; lane l gives the address of row
+/// l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldmatrix(uint32_t (&r)[4], const uint16_t *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(sharedAddress(p)));
+}
+__device__ __forceinline__ void ldmatrixTrans(uint32_t (&r)[4],
+                                              const uint16_t *p) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(sharedAddress(p)));
+}
+
+/// 16 bytes from global to shared memory, asynchronously; zeros when not
+/// `valid` (then nothing is read).
+__device__ __forceinline__ void copyAsync16(uint16_t *dst, const uint16_t *src,
+                                            bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   sharedAddress(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commitCopies() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+/// Waits until at most `kPending` committed groups of copies are in flight.
+template <int kPending> __device__ __forceinline__ void waitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+/// Stages rows [first, first + tileRows) of the [rowCount, width] matrix
+/// at `src` into `dst` (row stride `stride`), columns up to kPad; rows and
+/// columns past the matrix become zeros. With `async` (width a multiple of
+/// 8, `src` 16-byte aligned) the copies are cp.async ones the caller waits
+/// for; otherwise plain stores, visible after the next barrier.
+template <int kPad>
+__device__ __forceinline__ void stageTile(uint16_t *dst, int stride,
+                                          const uint16_t *src, int64_t first,
+                                          int64_t rowCount, int width,
+                                          int tileRows, bool async) {
+  if (async) {
+    constexpr int kPieces = kPad / 8;
     for (int index = threadIdx.x; index < tileRows * kPieces;
          index += kThreads) {
       int r = index / kPieces, c = index % kPieces * 8;
       int64_t row = first + r;
-      uint4 piece = zero;
-      if (row < rowCount && c < width)
-        piece = *reinterpret_cast<const uint4 *>(src + row * width + c);
-      *reinterpret_cast<uint4 *>(dst + r * stride + c) = piece;
+      bool valid = row < rowCount && c < width;
+      copyAsync16(dst + r * stride + c, valid ? src + row * width + c : src,
+                  valid);
     }
     return;
   }
@@ -603,7 +661,7 @@ __device__ void loadRaw(uint16_t *dst, int stride, const uint16_t *src,
     uint16_t *out = dst + r * stride;
     const uint16_t *in = src + row * width;
     bool valid = row < rowCount;
-    for (int c = lane; c < kPadded; c += 32)
+    for (int c = lane; c < kPad; c += 32)
       out[c] = valid && c < width ? in[c] : uint16_t(0);
   }
 }
@@ -612,35 +670,52 @@ __device__ void loadRaw(uint16_t *dst, int stride, const uint16_t *src,
 /// 16) of a row-major tile.
 __device__ __forceinline__ void loadA(uint32_t (&a)[4], const uint16_t *tile,
                                       int stride, int row, int column) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const uint16_t *p = tile + (row + g) * stride + column + 2 * t;
-  a[0] = load32(p);
-  a[1] = load32(p + 8 * stride);
-  a[2] = load32(p + 8);
-  a[3] = load32(p + 8 * stride + 8);
+  int lane = threadIdx.x & 31;
+  ldmatrix(a, tile + (row + (lane & 15)) * stride + column + (lane >> 4) * 8);
 }
 
-/// The B fragment (k x n = 16 x 8) whose column n is row `row` + n of a
-/// row-major tile, over the tile's columns [column, column + 16): for
-/// products with a transposed tile (scores = q k^T).
-__device__ __forceinline__ void loadBRows(uint32_t &b0, uint32_t &b1,
+/// The B fragments (k x n = 16 x 8) of two n-tiles whose columns n are the
+/// rows [row, row + 16) of a row-major tile, over the tile's columns
+/// [column, column + 16) (products with a transposed tile, q k^T):
+/// b[0], b[1] for rows row.., b[2], b[3] for rows row + 8...
+__device__ __forceinline__ void loadBRows(uint32_t (&b)[4],
                                           const uint16_t *tile, int stride,
                                           int row, int column) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const uint16_t *p = tile + (row + g) * stride + column + 2 * t;
-  b0 = load32(p);
-  b1 = load32(p + 8);
+  int lane = threadIdx.x & 31;
+  ldmatrix(b, tile + (row + (lane & 7) + (lane >> 4) * 8) * stride + column +
+                  ((lane >> 3) & 1) * 8);
 }
 
-/// The B fragment (k x n = 16 x 8) of rows [row, row + 16) and columns
-/// [column, column + 8) of a row-major tile (p v, ds k).
-__device__ __forceinline__ void loadBColumns(uint32_t &b0, uint32_t &b1,
+/// The B fragments (k x n = 16 x 8) of rows [row, row + 16) of a row-major
+/// tile and its columns [column, column + 16) (p v, ds k): b[0], b[1] for
+/// columns column.., b[2], b[3] for columns column + 8...
+__device__ __forceinline__ void loadBColumns(uint32_t (&b)[4],
                                              const uint16_t *tile, int stride,
                                              int row, int column) {
-  int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const uint16_t *p = tile + (row + 2 * t) * stride + column + g;
-  b0 = pack16(p[0], p[stride]);
-  b1 = pack16(p[8 * stride], p[9 * stride]);
+  int lane = threadIdx.x & 31;
+  ldmatrixTrans(b, tile + (row + (lane & 7) + ((lane >> 3) & 1) * 8) * stride +
+                       column + (lane >> 4) * 8);
+}
+
+/// acc[n] += a b over k-steps of a tile product whose B fragments are
+/// rows of `tile` (scores = q k^T): `aTile` rows [aRow, aRow + 16).
+template <typename T, int kSteps, int N>
+__device__ __forceinline__ void productRows(float (&acc)[N][4],
+                                            const uint16_t *aTile,
+                                            const uint16_t *tile, int stride,
+                                            int aRow) {
+#pragma unroll
+  for (int step = 0; step < kSteps; ++step) {
+    uint32_t a[4];
+    loadA(a, aTile, stride, aRow, 16 * step);
+#pragma unroll
+    for (int n = 0; n < N; n += 2) {
+      uint32_t b[4];
+      loadBRows(b, tile, stride, 8 * n, 16 * step);
+      mma<T>(acc[n], a, b[0], b[1]);
+      mma<T>(acc[n + 1], a, b[2], b[3]);
+    }
+  }
 }
 
 /// The A fragment of k-step `step` from accumulators of 16 x 8 tiles
@@ -654,6 +729,27 @@ accumulatorsAsA(uint32_t (&a)[4], const float (&c)[N][4], int step) {
   a[3] = packFloats<T>(c[2 * step + 1][2], c[2 * step + 1][3]);
 }
 
+/// acc[n] += c tile over the k-steps of accumulators `c` (16 x 8 M tiles,
+/// rounded to T), B fragments down the columns of `tile` (p v, ds k).
+template <typename T, int M, int N>
+__device__ __forceinline__ void productColumns(float (&acc)[N][4],
+                                               const float (&c)[M][4],
+                                               const uint16_t *tile,
+                                               int stride) {
+#pragma unroll
+  for (int step = 0; step < M / 2; ++step) {
+    uint32_t a[4];
+    accumulatorsAsA<T>(a, c, step);
+#pragma unroll
+    for (int n = 0; n < N; n += 2) {
+      uint32_t b[4];
+      loadBColumns(b, tile, stride, 16 * step, 8 * n);
+      mma<T>(acc[n], a, b[0], b[1]);
+      mma<T>(acc[n + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 /// Sums over the four lanes that share a row of an accumulator tile.
 __device__ __forceinline__ float quadSum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -664,16 +760,57 @@ __device__ __forceinline__ float quadMax(float x) {
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+/// Stores the pair (x, y) at columns `column`, `column` + 1 of a row of
+/// `width` elements: one 32-bit store where `paired` (even widths, aligned
+/// rows), else element by element below `width`.
+template <typename T>
+__device__ __forceinline__ void storePair(T *row, int column, int width,
+                                          float x, float y, bool paired) {
+  if (paired && column + 1 < width) {
+    *reinterpret_cast<uint32_t *>(row + column) = packFloats<T>(x, y);
+    return;
+  }
+  if (column < width)
+    store(row + column, x);
+  if (column + 1 < width)
+    store(row + column + 1, y);
+}
+
+/// Whether key j is visible to query i.
+__device__ __forceinline__ bool visible(const Dims &dims, int64_t i,
+                                        int64_t j) {
+  return i < dims.queries && j < dims.keys &&
+         (!dims.causal || j <= i + dims.offset);
+}
+
+/// Whether a tile of queries [q0, q0 + rows) against keys [k0, k0 + cols)
+/// has a pair that is not visible (past the keys, or over the causal
+/// diagonal); past the queries, rows read zeros and are never written.
+__device__ __forceinline__ bool needsMask(const Dims &dims, int64_t q0,
+                                          int64_t k0, int cols) {
+  return k0 + cols > dims.keys ||
+         (dims.causal && k0 + cols - 1 > q0 + dims.offset);
+}
+
+/// The exclusive end of the keys visible to queries [q0, q0 + rows).
+__device__ __forceinline__ int64_t keyEndFor(const Dims &dims, int64_t q0,
+                                             int rows) {
+  if (!dims.causal)
+    return dims.keys;
+  return min(dims.keys, min(q0 + rows, dims.queries) - 1 + dims.offset + 1);
+}
+
 /// Forward (kStats: the backward's statistics pass): a block owns 64
 /// queries of one head and streams tiles of 64 keys.
 template <typename T, int kPad, bool kStats>
 __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
-  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8;
+  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8,
+                kScores = kStream / 8;
   constexpr int stride = kPad + 8;
   const Dims &dims = args.dims;
   uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
-  uint16_t *ks = qs + kMmaTile * stride;
-  uint16_t *vs = ks + kStream * stride;
+  uint16_t *ks = qs + kMmaTile * stride; // two buffers
+  uint16_t *vs = ks + 2 * kStream * stride;
 
   int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
   int64_t head = blockIdx.x % dims.heads;
@@ -688,64 +825,75 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t = lane & 3;
-  const float scale = static_cast<float>(args.scale);
+  const float scaleLog2 = static_cast<float>(args.scale) * kLog2e;
+  const bool async = args.async;
   // This thread's rows: the warp's row g and row g + 8.
   const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
 
-  loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile);
-  __syncthreads();
-  uint32_t qf[kSteps][4];
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s)
-    loadA(qf[s], qs, stride, 16 * warp, 16 * s);
+  const int64_t keyTiles = (keyEndFor(dims, q0, kMmaTile) + kStream - 1) /
+                           kStream;
+  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile,
+                  async);
+  commitCopies();
+  if (keyTiles > 0) {
+    stageTile<kPad>(ks, stride, key, 0, dims.keys, dims.headSize, kStream,
+                    async);
+    stageTile<kPad>(vs, stride, value, 0, dims.keys, dims.valueSize, kStream,
+                    async);
+  }
+  commitCopies();
 
   float out[kOut][4] = {};
+  // The running maximum (base-2 units) and this lane's part of the sum.
   float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0, 0};
-  int64_t keyEnd = dims.keys;
-  if (dims.causal)
-    keyEnd =
-        min(dims.keys, min(q0 + kMmaTile, dims.queries) - 1 + dims.offset + 1);
-  for (int64_t k0 = 0; k0 < keyEnd; k0 += kStream) {
-    __syncthreads(); // The previous tile is consumed.
-    loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kStream);
-    loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kStream);
-    __syncthreads();
-    float s[kStream / 8][4] = {};
-#pragma unroll
-    for (int step = 0; step < kSteps; ++step)
-#pragma unroll
-      for (int n = 0; n < kStream / 8; ++n) {
-        uint32_t b0, b1;
-        loadBRows(b0, b1, ks, stride, 8 * n, 16 * step);
-        mma<T>(s[n], qf[step], b0, b1);
-      }
+  for (int64_t tile = 0; tile < keyTiles; ++tile) {
+    const int64_t k0 = tile * kStream;
+    const int buffer = tile & 1;
+    if (tile + 1 < keyTiles) {
+      uint16_t *nextK = ks + (buffer ^ 1) * kStream * stride;
+      uint16_t *nextV = vs + (buffer ^ 1) * kStream * stride;
+      stageTile<kPad>(nextK, stride, key, k0 + kStream, dims.keys,
+                      dims.headSize, kStream, async);
+      stageTile<kPad>(nextV, stride, value, k0 + kStream, dims.keys,
+                      dims.valueSize, kStream, async);
+      commitCopies();
+      waitCopies<1>();
+    } else {
+      waitCopies<0>();
+    }
+    __syncthreads(); // This tile (and the queries) are in shared memory.
+    const uint16_t *kt = ks + buffer * kStream * stride;
+    const uint16_t *vt = vs + buffer * kStream * stride;
+
+    float s[kScores][4] = {};
+    productRows<T, kSteps>(s, qs, kt, stride, 16 * warp);
+    const bool masked = needsMask(dims, q0, k0, kStream);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int64_t lastKey = dims.causal ? rows[h] + dims.offset : dims.keys - 1;
       float tileMax = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kStream / 8; ++n)
+      for (int n = 0; n < kScores; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          int64_t j = k0 + 8 * n + 2 * t + e;
           float &x = s[n][2 * h + e];
-          x = j < dims.keys && j <= lastKey ? x * scale : -INFINITY;
+          x *= scaleLog2;
+          if (masked && !visible(dims, rows[h], k0 + 8 * n + 2 * t + e))
+            x = -INFINITY;
           tileMax = fmaxf(tileMax, x);
         }
       float newMax = fmaxf(rowMax[h], quadMax(tileMax));
       float reference = newMax == -INFINITY ? 0.0f : newMax;
-      float correction = expf(rowMax[h] - reference);
+      float correction = exp2f(rowMax[h] - reference);
       rowMax[h] = newMax;
       float sum = 0;
 #pragma unroll
-      for (int n = 0; n < kStream / 8; ++n)
+      for (int n = 0; n < kScores; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float &x = s[n][2 * h + e];
-          x = expf(x - reference);
+          x = exp2f(x - reference);
           sum += x;
         }
-      // Each lane keeps its own part of the row's sum until the end.
       rowSum[h] = rowSum[h] * correction + sum;
 #pragma unroll
       for (int n = 0; n < kOut; ++n) {
@@ -753,18 +901,10 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
         out[n][2 * h + 1] *= correction;
       }
     }
-#pragma unroll
-    for (int step = 0; step < kStream / 16; ++step) {
-      uint32_t a[4];
-      accumulatorsAsA<T>(a, s, step);
-#pragma unroll
-      for (int n = 0; n < kOut; ++n) {
-        uint32_t b0, b1;
-        loadBColumns(b0, b1, vs, stride, 16 * step, 8 * n);
-        mma<T>(out[n], a, b0, b1);
-      }
-    }
+    productColumns<T>(out, s, vt, stride);
+    __syncthreads(); // This tile's buffer is consumed.
   }
+  waitCopies<0>();
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -772,17 +912,14 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
     bool valid = i < dims.queries;
     float total = quadSum(rowSum[h]);
     if constexpr (!kStats) {
+      if (!valid)
+        continue;
       // Without any key the cpu divides 0 by 0: NaN here too.
-      T *result = static_cast<T *>(args.result) +
-                  (qBase + (valid ? i : 0)) * dims.valueSize;
+      T *result = static_cast<T *>(args.result) + (qBase + i) * dims.valueSize;
 #pragma unroll
       for (int n = 0; n < kOut; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int column = 8 * n + 2 * t + e;
-          if (valid && column < dims.valueSize)
-            store(result + column, out[n][2 * h + e] / total);
-        }
+        storePair(result, 8 * n + 2 * t, dims.valueSize, out[n][2 * h] / total,
+                  out[n][2 * h + 1] / total, async);
     } else {
       float inverseSum = 1.0f / total;
       const T *grad = static_cast<const T *>(args.grad) +
@@ -821,13 +958,11 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
                 kOut = kPad / 8, kScores = kStream / 8;
   constexpr int stride = kPad + 8;
   const Dims &dims = args.dims;
-  float *statMax = reinterpret_cast<float *>(attentionShared);
-  float *statInverseSum = statMax + kStream;
-  float *statDelta = statInverseSum + kStream;
-  uint16_t *ks = reinterpret_cast<uint16_t *>(statDelta + kStream);
+  float *stats = reinterpret_cast<float *>(attentionShared); // two buffers
+  uint16_t *ks = reinterpret_cast<uint16_t *>(stats + 2 * 3 * kStream);
   uint16_t *vs = ks + kMmaTile * stride;
-  uint16_t *qs = vs + kMmaTile * stride;
-  uint16_t *gs = qs + kStream * stride;
+  uint16_t *qs = vs + kMmaTile * stride; // two buffers
+  uint16_t *gs = qs + 2 * kStream * stride;
 
   int64_t head = blockIdx.x % dims.heads;
   int64_t k0 = (blockIdx.x / dims.heads) * kMmaTile;
@@ -847,71 +982,76 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t = lane & 3;
-  const float scale = static_cast<float>(args.scale);
+  const float scale = static_cast<float>(args.scale),
+              scaleLog2 = scale * kLog2e;
+  const bool async = args.async;
   const int64_t keys[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
 
-  loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kMmaTile);
-  loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kMmaTile);
-  float keyGrad[kOut][4] = {}, valueGrad[kOut][4] = {};
-  int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
-  for (int64_t q0 = firstQuery / kStream * kStream; q0 < dims.queries;
-       q0 += kStream) {
-    __syncthreads(); // The previous tile is consumed.
-    loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kStream);
-    loadRaw<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kStream);
+  // Stages query tile `q0` (queries, gradients, statistics) into `buffer`.
+  auto stageQueries = [&](int64_t q0, int buffer) {
+    stageTile<kPad>(qs + buffer * kStream * stride, stride, query, q0,
+                    dims.queries, dims.headSize, kStream, async);
+    stageTile<kPad>(gs + buffer * kStream * stride, stride, grad, q0,
+                    dims.queries, dims.valueSize, kStream, async);
+    float *stat = stats + buffer * 3 * kStream;
     for (int r = threadIdx.x; r < kStream; r += kThreads) {
       bool valid = q0 + r < dims.queries;
-      statMax[r] = valid ? rowMax[q0 + r] : 0.0f;
-      statInverseSum[r] = valid ? rowInverseSum[q0 + r] : 0.0f;
-      statDelta[r] = valid ? rowDelta[q0 + r] : 0.0f;
+      stat[r] = valid ? rowMax[q0 + r] : 0.0f;
+      stat[kStream + r] = valid ? rowInverseSum[q0 + r] : 0.0f;
+      stat[2 * kStream + r] = valid ? rowDelta[q0 + r] : 0.0f;
     }
-    __syncthreads();
+  };
+
+  int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
+  const int64_t firstTile = firstQuery / kStream,
+                endTile = (dims.queries + kStream - 1) / kStream;
+  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kMmaTile,
+                  async);
+  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kMmaTile,
+                  async);
+  if (firstTile < endTile)
+    stageQueries(firstTile * kStream, 0);
+  commitCopies();
+
+  float keyGrad[kOut][4] = {}, valueGrad[kOut][4] = {};
+  for (int64_t tile = firstTile; tile < endTile; ++tile) {
+    const int64_t q0 = tile * kStream;
+    const int buffer = (tile - firstTile) & 1;
+    if (tile + 1 < endTile) {
+      stageQueries(q0 + kStream, buffer ^ 1);
+      commitCopies();
+      waitCopies<1>();
+    } else {
+      waitCopies<0>();
+    }
+    __syncthreads(); // This tile (and the keys) are in shared memory.
+    const uint16_t *qt = qs + buffer * kStream * stride;
+    const uint16_t *gt = gs + buffer * kStream * stride;
+    const float *stat = stats + buffer * 3 * kStream;
+
     // Transposed scores s^T = k q^T and dp^T = v grad^T: rows are keys.
     float s[kScores][4] = {}, dp[kScores][4] = {};
-#pragma unroll
-    for (int step = 0; step < kSteps; ++step) {
-      uint32_t ka[4], va[4];
-      loadA(ka, ks, stride, 16 * warp, 16 * step);
-      loadA(va, vs, stride, 16 * warp, 16 * step);
-#pragma unroll
-      for (int n = 0; n < kScores; ++n) {
-        uint32_t b0, b1;
-        loadBRows(b0, b1, qs, stride, 8 * n, 16 * step);
-        mma<T>(s[n], ka, b0, b1);
-        loadBRows(b0, b1, gs, stride, 8 * n, 16 * step);
-        mma<T>(dp[n], va, b0, b1);
-      }
-    }
+    productRows<T, kSteps>(s, ks, qt, stride, 16 * warp);
+    productRows<T, kSteps>(dp, vs, gt, stride, 16 * warp);
     // p^T into s, ds^T into dp.
+    const bool masked = needsMask(dims, q0, k0, kMmaTile);
 #pragma unroll
     for (int n = 0; n < kScores; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int local = 8 * n + 2 * t + (e & 1);
-        int64_t i = q0 + local, j = keys[e >> 1];
-        bool visible = i < dims.queries && j < dims.keys &&
-                       (!dims.causal || j <= i + dims.offset);
-        float p = visible ? expf(s[n][e] * scale - statMax[local]) *
-                                statInverseSum[local]
-                          : 0.0f;
+        float p = exp2f(s[n][e] * scaleLog2 - stat[local]) *
+                  stat[kStream + local];
+        if (masked && !visible(dims, q0 + local, keys[e >> 1]))
+          p = 0.0f;
         s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - statDelta[local]);
+        dp[n][e] = p * (dp[n][e] - stat[2 * kStream + local]);
       }
-#pragma unroll
-    for (int step = 0; step < kStream / 16; ++step) {
-      uint32_t pa[4], da[4];
-      accumulatorsAsA<T>(pa, s, step);
-      accumulatorsAsA<T>(da, dp, step);
-#pragma unroll
-      for (int n = 0; n < kOut; ++n) {
-        uint32_t b0, b1;
-        loadBColumns(b0, b1, gs, stride, 16 * step, 8 * n);
-        mma<T>(valueGrad[n], pa, b0, b1);
-        loadBColumns(b0, b1, qs, stride, 16 * step, 8 * n);
-        mma<T>(keyGrad[n], da, b0, b1);
-      }
-    }
+    productColumns<T>(valueGrad, s, gt, stride);
+    productColumns<T>(keyGrad, dp, qt, stride);
+    __syncthreads(); // This tile's buffer is consumed.
   }
+  waitCopies<0>();
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -922,15 +1062,13 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
     T *valueOut =
         static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
 #pragma unroll
-    for (int n = 0; n < kOut; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        int column = 8 * n + 2 * t + e;
-        if (column < dims.headSize)
-          store(keyOut + column, keyGrad[n][2 * h + e] * scale);
-        if (column < dims.valueSize)
-          store(valueOut + column, valueGrad[n][2 * h + e]);
-      }
+    for (int n = 0; n < kOut; ++n) {
+      int column = 8 * n + 2 * t;
+      storePair(keyOut, column, dims.headSize, keyGrad[n][2 * h] * scale,
+                keyGrad[n][2 * h + 1] * scale, async);
+      storePair(valueOut, column, dims.valueSize, valueGrad[n][2 * h],
+                valueGrad[n][2 * h + 1], async);
+    }
   }
 }
 
@@ -945,8 +1083,8 @@ __global__ void __launch_bounds__(kThreads)
   const Dims &dims = args.dims;
   uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
   uint16_t *gs = qs + kMmaTile * stride;
-  uint16_t *ks = gs + kMmaTile * stride;
-  uint16_t *vs = ks + kStream * stride;
+  uint16_t *ks = gs + kMmaTile * stride; // two buffers
+  uint16_t *vs = ks + 2 * kStream * stride;
 
   int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
   int64_t head = blockIdx.x % dims.heads;
@@ -963,7 +1101,9 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t = lane & 3;
-  const float scale = static_cast<float>(args.scale);
+  const float scale = static_cast<float>(args.scale),
+              scaleLog2 = scale * kLog2e;
+  const bool async = args.async;
   const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
   float statMax[2], statInverseSum[2], statDelta[2];
 #pragma unroll
@@ -978,59 +1118,57 @@ __global__ void __launch_bounds__(kThreads)
         valid ? static_cast<const float *>(args.rowDelta)[qBase + rows[h]] : 0;
   }
 
-  loadRaw<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile);
-  loadRaw<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kMmaTile);
+  const int64_t keyTiles = (keyEndFor(dims, q0, kMmaTile) + kStream - 1) /
+                           kStream;
+  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile,
+                  async);
+  stageTile<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kMmaTile,
+                  async);
+  if (keyTiles > 0) {
+    stageTile<kPad>(ks, stride, key, 0, dims.keys, dims.headSize, kStream,
+                    async);
+    stageTile<kPad>(vs, stride, value, 0, dims.keys, dims.valueSize, kStream,
+                    async);
+  }
+  commitCopies();
+
   float queryGrad[kOut][4] = {};
-  int64_t keyEnd = dims.keys;
-  if (dims.causal)
-    keyEnd =
-        min(dims.keys, min(q0 + kMmaTile, dims.queries) - 1 + dims.offset + 1);
-  for (int64_t k0 = 0; k0 < keyEnd; k0 += kStream) {
-    __syncthreads(); // The previous tile is consumed.
-    loadRaw<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kStream);
-    loadRaw<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kStream);
-    __syncthreads();
-    float s[kScores][4] = {}, dp[kScores][4] = {};
-#pragma unroll
-    for (int step = 0; step < kSteps; ++step) {
-      uint32_t qa[4], ga[4];
-      loadA(qa, qs, stride, 16 * warp, 16 * step);
-      loadA(ga, gs, stride, 16 * warp, 16 * step);
-#pragma unroll
-      for (int n = 0; n < kScores; ++n) {
-        uint32_t b0, b1;
-        loadBRows(b0, b1, ks, stride, 8 * n, 16 * step);
-        mma<T>(s[n], qa, b0, b1);
-        loadBRows(b0, b1, vs, stride, 8 * n, 16 * step);
-        mma<T>(dp[n], ga, b0, b1);
-      }
+  for (int64_t tile = 0; tile < keyTiles; ++tile) {
+    const int64_t k0 = tile * kStream;
+    const int buffer = tile & 1;
+    if (tile + 1 < keyTiles) {
+      stageTile<kPad>(ks + (buffer ^ 1) * kStream * stride, stride, key,
+                      k0 + kStream, dims.keys, dims.headSize, kStream, async);
+      stageTile<kPad>(vs + (buffer ^ 1) * kStream * stride, stride, value,
+                      k0 + kStream, dims.keys, dims.valueSize, kStream, async);
+      commitCopies();
+      waitCopies<1>();
+    } else {
+      waitCopies<0>();
     }
+    __syncthreads(); // This tile (and the queries) are in shared memory.
+    const uint16_t *kt = ks + buffer * kStream * stride;
+    const uint16_t *vt = vs + buffer * kStream * stride;
+
+    float s[kScores][4] = {}, dp[kScores][4] = {};
+    productRows<T, kSteps>(s, qs, kt, stride, 16 * warp);
+    productRows<T, kSteps>(dp, gs, vt, stride, 16 * warp);
     // ds into dp.
+    const bool masked = needsMask(dims, q0, k0, kStream);
 #pragma unroll
     for (int n = 0; n < kScores; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         int h = e >> 1;
-        int64_t i = rows[h], j = k0 + 8 * n + 2 * t + (e & 1);
-        bool visible = i < dims.queries && j < dims.keys &&
-                       (!dims.causal || j <= i + dims.offset);
-        float p = visible
-                      ? expf(s[n][e] * scale - statMax[h]) * statInverseSum[h]
-                      : 0.0f;
+        float p = exp2f(s[n][e] * scaleLog2 - statMax[h]) * statInverseSum[h];
+        if (masked && !visible(dims, rows[h], k0 + 8 * n + 2 * t + (e & 1)))
+          p = 0.0f;
         dp[n][e] = p * (dp[n][e] - statDelta[h]);
       }
-#pragma unroll
-    for (int step = 0; step < kStream / 16; ++step) {
-      uint32_t da[4];
-      accumulatorsAsA<T>(da, dp, step);
-#pragma unroll
-      for (int n = 0; n < kOut; ++n) {
-        uint32_t b0, b1;
-        loadBColumns(b0, b1, ks, stride, 16 * step, 8 * n);
-        mma<T>(queryGrad[n], da, b0, b1);
-      }
-    }
+    productColumns<T>(queryGrad, dp, kt, stride);
+    __syncthreads(); // This tile's buffer is consumed.
   }
+  waitCopies<0>();
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -1040,15 +1178,10 @@ __global__ void __launch_bounds__(kThreads)
     T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
 #pragma unroll
     for (int n = 0; n < kOut; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        int column = 8 * n + 2 * t + e;
-        if (column < dims.headSize)
-          store(out + column, queryGrad[n][2 * h + e] * scale);
-      }
+      storePair(out, 8 * n + 2 * t, dims.headSize, queryGrad[n][2 * h] * scale,
+                queryGrad[n][2 * h + 1] * scale, async);
   }
 }
-
 //===----------------------------------------------------------------------===//
 // Launch configurations
 //===----------------------------------------------------------------------===//
@@ -1151,7 +1284,8 @@ cudaError_t runMmaForward(const KernelArgs &args, const AttentionShape &shape,
                           bool stats, cudaStream_t stream) {
   constexpr size_t stride = kPad + 8;
   int64_t blocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
-  size_t bytes = 3 * kMmaTile * stride * sizeof(uint16_t);
+  // The queries, and two buffers each of keys and values.
+  size_t bytes = 5 * kMmaTile * stride * sizeof(uint16_t);
   if (stats)
     return launchPass(mmaForwardKernel<T, kPad, true>, blocks, bytes, args,
                       stream);
@@ -1167,14 +1301,17 @@ cudaError_t runMmaBackward(const KernelArgs &args, const AttentionShape &shape,
     return error;
   constexpr size_t stride = kPad + 8, streamed = keyGradStream<kPad>();
   int64_t keyBlocks = (shape.keys + kMmaTile - 1) / kMmaTile * shape.heads;
-  size_t keyBytes = 3 * streamed * sizeof(float) +
-                    (2 * kMmaTile + 2 * streamed) * stride * sizeof(uint16_t);
+  // The block's keys and values; two buffers each of query statistics,
+  // queries and gradients.
+  size_t keyBytes = 2 * 3 * streamed * sizeof(float) +
+                    (2 * kMmaTile + 4 * streamed) * stride * sizeof(uint16_t);
   if (cudaError_t error = launchPass(mmaKeyGradKernel<T, kPad>, keyBlocks,
                                      keyBytes, args, stream);
       error != cudaSuccess)
     return error;
   int64_t queryBlocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
-  size_t queryBytes = 4 * kMmaTile * stride * sizeof(uint16_t);
+  // The block's queries and gradients; two buffers each of keys and values.
+  size_t queryBytes = 6 * kMmaTile * stride * sizeof(uint16_t);
   return launchPass(mmaQueryGradKernel<T, kPad>, queryBlocks, queryBytes, args,
                     stream);
 }
@@ -1250,6 +1387,8 @@ cudaError_t launchAttention(const AttentionParams &params,
   args.key = params.key;
   args.value = params.value;
   args.result = params.result;
+  args.async = wholePieces(shape, {params.query, params.key, params.value,
+                                   params.result});
   return dispatchAttention(params.type, shape, args, /*backward=*/false,
                            stream);
 }
@@ -1275,6 +1414,9 @@ cudaError_t launchAttentionGrad(const AttentionGradParams &params,
   args.rowMax = stats;
   args.rowInverseSum = stats + rows * accumulator;
   args.rowDelta = stats + 2 * rows * accumulator;
+  args.async = wholePieces(shape, {params.query, params.key, params.value,
+                                   params.grad, params.queryGrad,
+                                   params.keyGrad, params.valueGrad});
   return dispatchAttention(params.type, shape, args, /*backward=*/true, stream);
 }
 

@@ -3,17 +3,20 @@
 #   profile  per-kernel profiles of PROFILE_PLANS (bench plans)
 #   bench    bench/gpu_bench.sh run (CASES, SKIP_PEERS as there)
 #   check    tools/gpu/check.sh on build-gpu-plans
+#   attention bench/attention.py (zcc's attention kernels against torch's)
+#   gputests the gpu-labelled tests (GPU_TESTS: a ctest -R pattern)
+# NPROC (default 2) is the GPUs the profile and bench runs use.
 # MODES lists them in order (default "profile check"). Logs under $OUT.
 set -x
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=$OUT
 cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF > $out/cmake.log 2>&1
-ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
+ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests zcc-bench-attention} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
 for mode in ${MODES:-profile check}; do
   case $mode in
     profile)
       for plan in ${PROFILE_PLANS:-gpt2-xl-z0}; do
-        timeout 150 build-gpu/bin/zrun build-bench/$plan.plan --backend cuda --nproc 2 --weights random --steps 3 \
+        timeout 150 build-gpu/bin/zrun build-bench/$plan.plan --backend cuda --nproc ${NPROC:-2} --weights random --steps 3 \
           --profile=${PROFILE_ROWS:-30} > $out/prof-$plan.txt 2>&1
         head -${PROFILE_LINES:-60} $out/prof-$plan.txt
       done ;;
@@ -25,8 +28,11 @@ for mode in ${MODES:-profile check}; do
       mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline.* $out/infer/
       CASES=" " ZRUN=build-gpu/bin/zrun timeout ${INFER_TIMEOUT:-200} bash bench/gpu_bench.sh run $out/infer > $out/infer.txt 2>&1
       tail -8 $out/infer.txt; tail -5 $out/infer/pipeline-zcc.log; cat $out/infer/results.jsonl ;;
+    attention)
+      timeout ${ATTENTION_TIMEOUT:-200} python3 bench/attention.py --build build-gpu > $out/attention.txt 2>&1
+      tail -12 $out/attention.txt ;;
     gputests)
-      ctest --test-dir build-gpu -L gpu -j4 --output-on-failure > $out/ctest-gpu.log 2>&1
+      ctest --test-dir build-gpu -L gpu -j4 --output-on-failure ${GPU_TESTS:+-R "$GPU_TESTS"} > $out/ctest-gpu.log 2>&1
       grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;
     check)
       OUT=$out/check SKIP_BUILD=1 SKIP_TESTS=${SKIP_TESTS:-} SKIP_TORCH=1 SKIP_ADAM=1 SKIP_KILL=1 SKIP_EXPORT=1 SKIP_GRADCHECK=1 \

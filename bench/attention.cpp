@@ -1,0 +1,171 @@
+//===- attention.cpp - Times the cuda attention kernels on one shape ------===//
+//
+//   zcc-bench-attention HEADS QUERIES KEYS HEAD_SIZE CAUSAL(0|1) DTYPE(bf16|f16) REPEATS
+//
+// Fills query, key, value and the result's gradient with seeded normal
+// values, runs the forward (attention) and the backward (attention_grad)
+// once each to warm up, then REPEATS times each between cuda events,
+// rotating over three sets of operands so that the L2 cache does not hold
+// them, and prints one JSON object: the median forward and backward
+// milliseconds. bench/attention.py runs it beside torch's
+// scaled_dot_product_attention on the same shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "kernels/cuda/AttentionLaunch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool check(cudaError_t error, const char *what) {
+  if (error == cudaSuccess)
+    return true;
+  std::fprintf(stderr, "zcc-bench-attention: %s: %s\n", what,
+               cudaGetErrorString(error));
+  return false;
+}
+
+float median(std::vector<float> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 8) {
+    std::fprintf(stderr, "usage: zcc-bench-attention HEADS QUERIES KEYS "
+                         "HEAD_SIZE CAUSAL(0|1) DTYPE(bf16|f16) REPEATS\n");
+    return 2;
+  }
+  zcc::cuda::AttentionShape shape;
+  shape.heads = std::atoll(argv[1]);
+  shape.queries = std::atoll(argv[2]);
+  shape.keys = std::atoll(argv[3]);
+  shape.headSize = shape.valueSize = std::atoll(argv[4]);
+  shape.causal = std::atoi(argv[5]) != 0;
+  shape.scale = 1.0 / std::sqrt(static_cast<double>(shape.headSize));
+  std::string dtype = argv[6];
+  int repeats = std::max(1, std::atoi(argv[7]));
+  bool bf16 = dtype == "bf16";
+  if (!bf16 && dtype != "f16") {
+    std::fprintf(stderr, "zcc-bench-attention: dtype '%s' is not bf16 or f16\n",
+                 dtype.c_str());
+    return 2;
+  }
+  if (shape.heads <= 0 || shape.queries <= 0 || shape.keys <= 0 ||
+      shape.headSize <= 0 || (shape.causal && shape.queries > shape.keys)) {
+    std::fprintf(stderr, "zcc-bench-attention: bad shape\n");
+    return 2;
+  }
+  auto type = bf16 ? zcc::cuda::ElementType::kBF16 : zcc::cuda::ElementType::kF16;
+
+  size_t qElements = shape.heads * shape.queries * shape.headSize;
+  size_t kElements = shape.heads * shape.keys * shape.headSize;
+  std::mt19937 random(42);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto upload = [&](size_t count, void **device) {
+    std::vector<uint16_t> host(count);
+    for (uint16_t &x : host) {
+      float v = normal(random);
+      if (bf16) {
+        __nv_bfloat16 b = __float2bfloat16(v);
+        std::memcpy(&x, &b, 2);
+      } else {
+        __half h = __float2half(v);
+        std::memcpy(&x, &h, 2);
+      }
+    }
+    return check(cudaMalloc(device, count * 2), "cudaMalloc") &&
+           check(cudaMemcpy(*device, host.data(), count * 2,
+                            cudaMemcpyHostToDevice),
+                 "cudaMemcpy");
+  };
+  constexpr int kSets = 3;
+  void *q[kSets], *k[kSets], *v[kSets], *grad[kSets], *out[kSets], *dq[kSets],
+      *dk[kSets], *dv[kSets];
+  for (int set = 0; set < kSets; ++set)
+    if (!upload(qElements, &q[set]) || !upload(kElements, &k[set]) ||
+        !upload(kElements, &v[set]) || !upload(qElements, &grad[set]) ||
+        !check(cudaMalloc(&out[set], qElements * 2), "cudaMalloc") ||
+        !check(cudaMalloc(&dq[set], qElements * 2), "cudaMalloc") ||
+        !check(cudaMalloc(&dk[set], kElements * 2), "cudaMalloc") ||
+        !check(cudaMalloc(&dv[set], kElements * 2), "cudaMalloc"))
+      return 1;
+  void *workspace = nullptr;
+  if (!check(cudaMalloc(&workspace,
+                        zcc::cuda::attentionGradWorkspaceBytes(type, shape)),
+             "cudaMalloc"))
+    return 1;
+
+  auto forward = [&](int set) {
+    zcc::cuda::AttentionParams p;
+    p.type = type;
+    p.shape = shape;
+    p.query = q[set];
+    p.key = k[set];
+    p.value = v[set];
+    p.result = out[set];
+    return zcc::cuda::launchAttention(p, nullptr);
+  };
+  auto backward = [&](int set) {
+    zcc::cuda::AttentionGradParams p;
+    p.type = type;
+    p.shape = shape;
+    p.query = q[set];
+    p.key = k[set];
+    p.value = v[set];
+    p.grad = grad[set];
+    p.queryGrad = dq[set];
+    p.keyGrad = dk[set];
+    p.valueGrad = dv[set];
+    p.workspace = workspace;
+    return zcc::cuda::launchAttentionGrad(p, nullptr);
+  };
+  cudaEvent_t start, stop;
+  if (!check(cudaEventCreate(&start), "cudaEventCreate") ||
+      !check(cudaEventCreate(&stop), "cudaEventCreate"))
+    return 1;
+  auto time = [&](auto &&run, std::vector<float> &times) {
+    if (!check(run(0), "warm-up launch") ||
+        !check(cudaDeviceSynchronize(), "warm-up"))
+      return false;
+    for (int r = 0; r < repeats; ++r) {
+      cudaEventRecord(start);
+      if (!check(run(r % kSets), "launch"))
+        return false;
+      cudaEventRecord(stop);
+      if (!check(cudaEventSynchronize(stop), "run"))
+        return false;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      times.push_back(ms);
+    }
+    return true;
+  };
+  std::vector<float> forwardMs, backwardMs;
+  if (!time(forward, forwardMs) || !time(backward, backwardMs))
+    return 1;
+  std::printf("{\"heads\": %lld, \"queries\": %lld, \"keys\": %lld, "
+              "\"head_size\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
+              "\"forward_ms\": %.4f, \"backward_ms\": %.4f}\n",
+              static_cast<long long>(shape.heads),
+              static_cast<long long>(shape.queries),
+              static_cast<long long>(shape.keys),
+              static_cast<long long>(shape.headSize),
+              shape.causal ? "true" : "false", dtype.c_str(),
+              median(forwardMs), median(backwardMs));
+  return 0;
+}
