@@ -539,10 +539,10 @@ __global__ void __launch_bounds__(kThreads)
 //
 // The same three passes with the products on tensor cores (mma.sync
 // m16n8k16, f32 accumulation) for 16-bit operands with head sizes up to
-// kMmaMaxHead, after FlashAttention-2: each of 4 warps owns 16 rows of the
-// block's tile of 64, and the fragment layouts of the PTX ISA (row g =
-// lane / 4, column pair 2 t, t = lane % 4) let the scores' f32
-// accumulators become the next product's 16-bit operands in registers.
+// kMmaMaxHead, after FlashAttention-2: each of 4 warps owns 16 R rows of
+// the block's tile of 64 R (R by Tiling below), and the fragment layouts
+// of the PTX ISA (row g = lane / 4, column pair 2 t, t = lane % 4) let the
+// scores' f32 accumulators become the next product's 16-bit operands in registers.
 // Operand fragments come from shared memory through ldmatrix (.trans where
 // a product reads a tile down its columns); the streamed tiles are double
 // buffered, the next one copied by cp.async while the current one is
@@ -555,7 +555,6 @@ __global__ void __launch_bounds__(kThreads)
 // softmax statistics and every sum stay in f32, in a fixed order.
 
 constexpr int kMmaMaxHead = 128;
-constexpr int kMmaTile = 64;
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi) {
@@ -697,23 +696,29 @@ __device__ __forceinline__ void loadBColumns(uint32_t (&b)[4],
                        column + (lane >> 4) * 8);
 }
 
-/// acc[n] += a b over k-steps of a tile product whose B fragments are
-/// rows of `tile` (scores = q k^T): `aTile` rows [aRow, aRow + 16).
-template <typename T, int kSteps, int N>
-__device__ __forceinline__ void productRows(float (&acc)[N][4],
+/// acc[r][n] += a_r b over the k-steps of a tile product whose B fragments
+/// are rows of `tile` (scores = q k^T); a_r is rows [aRow + 16 r, aRow +
+/// 16 r + 16) of `aTile`. Each B fragment feeds the R row tiles.
+template <typename T, int kSteps, int R, int N>
+__device__ __forceinline__ void productRows(float (&acc)[R][N][4],
                                             const uint16_t *aTile,
                                             const uint16_t *tile, int stride,
                                             int aRow) {
 #pragma unroll
   for (int step = 0; step < kSteps; ++step) {
-    uint32_t a[4];
-    loadA(a, aTile, stride, aRow, 16 * step);
+    uint32_t a[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      loadA(a[r], aTile, stride, aRow + 16 * r, 16 * step);
 #pragma unroll
     for (int n = 0; n < N; n += 2) {
       uint32_t b[4];
       loadBRows(b, tile, stride, 8 * n, 16 * step);
-      mma<T>(acc[n], a, b[0], b[1]);
-      mma<T>(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        mma<T>(acc[r][n], a[r], b[0], b[1]);
+        mma<T>(acc[r][n + 1], a[r], b[2], b[3]);
+      }
     }
   }
 }
@@ -729,23 +734,29 @@ accumulatorsAsA(uint32_t (&a)[4], const float (&c)[N][4], int step) {
   a[3] = packFloats<T>(c[2 * step + 1][2], c[2 * step + 1][3]);
 }
 
-/// acc[n] += c tile over the k-steps of accumulators `c` (16 x 8 M tiles,
-/// rounded to T), B fragments down the columns of `tile` (p v, ds k).
-template <typename T, int M, int N>
-__device__ __forceinline__ void productColumns(float (&acc)[N][4],
-                                               const float (&c)[M][4],
+/// acc[r] += c[r] tile over the k-steps of accumulators `c` (R row tiles
+/// of 16 x 8 tiles, rounded to T), B fragments down the columns of `tile`
+/// (p v, ds k). Each B fragment feeds the R row tiles.
+template <typename T, int R, int M, int N>
+__device__ __forceinline__ void productColumns(float (&acc)[R][N][4],
+                                               const float (&c)[R][M][4],
                                                const uint16_t *tile,
                                                int stride) {
 #pragma unroll
   for (int step = 0; step < M / 2; ++step) {
-    uint32_t a[4];
-    accumulatorsAsA<T>(a, c, step);
+    uint32_t a[R][4];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      accumulatorsAsA<T>(a[r], c[r], step);
 #pragma unroll
     for (int n = 0; n < N; n += 2) {
       uint32_t b[4];
       loadBColumns(b, tile, stride, 16 * step, 8 * n);
-      mma<T>(acc[n], a, b[0], b[1]);
-      mma<T>(acc[n + 1], a, b[2], b[3]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        mma<T>(acc[r][n], a[r], b[0], b[1]);
+        mma<T>(acc[r][n + 1], a[r], b[2], b[3]);
+      }
     }
   }
 }
@@ -800,21 +811,86 @@ __device__ __forceinline__ int64_t keyEndFor(const Dims &dims, int64_t q0,
   return min(dims.keys, min(q0 + rows, dims.queries) - 1 + dims.offset + 1);
 }
 
-/// Forward (kStats: the backward's statistics pass): a block owns 64
-/// queries of one head and streams tiles of 64 keys.
-template <typename T, int kPad, bool kStats>
-__global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
-  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8,
+// The tilings of the three passes for head sizes up to 64; wider heads
+// take one row tile a warp, 64 keys per forward tile, 32 queries per key
+// gradient tile and 64 keys per query gradient tile, and the registers
+// they need. bench/attention_sweep.sh builds the attention benchmark with
+// other values (-D) to compare them; these are the fastest it measured
+// (bench/NOTES.md): one row tile a warp, and registers capped so that four
+// blocks fit a multiprocessor, which hides more latency than a second row
+// tile's reuse of each fragment saves.
+#ifndef ZCC_ATTENTION_FORWARD_ROWS
+#define ZCC_ATTENTION_FORWARD_ROWS 1
+#endif
+#ifndef ZCC_ATTENTION_FORWARD_STREAM
+#define ZCC_ATTENTION_FORWARD_STREAM 64
+#endif
+#ifndef ZCC_ATTENTION_FORWARD_MIN_BLOCKS
+#define ZCC_ATTENTION_FORWARD_MIN_BLOCKS 4
+#endif
+#ifndef ZCC_ATTENTION_KEY_ROWS
+#define ZCC_ATTENTION_KEY_ROWS 1
+#endif
+#ifndef ZCC_ATTENTION_KEY_STREAM
+#define ZCC_ATTENTION_KEY_STREAM 32
+#endif
+#ifndef ZCC_ATTENTION_KEY_MIN_BLOCKS
+#define ZCC_ATTENTION_KEY_MIN_BLOCKS 4
+#endif
+#ifndef ZCC_ATTENTION_QUERY_ROWS
+#define ZCC_ATTENTION_QUERY_ROWS 1
+#endif
+#ifndef ZCC_ATTENTION_QUERY_STREAM
+#define ZCC_ATTENTION_QUERY_STREAM 32
+#endif
+#ifndef ZCC_ATTENTION_QUERY_MIN_BLOCKS
+#define ZCC_ATTENTION_QUERY_MIN_BLOCKS 4
+#endif
+
+/// One pass's tiling: row tiles of 16 per warp (each B fragment read from
+/// shared memory feeds that many products; a block owns 64 rows of each),
+/// rows of each streamed tile, and the blocks per multiprocessor the
+/// register allocation must leave room for.
+struct Tiling {
+  int rows, stream, minBlocks;
+};
+enum class MmaPass { kForward, kKeyGrad, kQueryGrad };
+template <int kPad, MmaPass kPass> constexpr Tiling tilingFor() {
+  if (kPad > 64)
+    return {1, kPass == MmaPass::kKeyGrad ? 32 : 64, 1};
+  switch (kPass) {
+  case MmaPass::kForward:
+    return {ZCC_ATTENTION_FORWARD_ROWS, ZCC_ATTENTION_FORWARD_STREAM,
+            ZCC_ATTENTION_FORWARD_MIN_BLOCKS};
+  case MmaPass::kKeyGrad:
+    return {ZCC_ATTENTION_KEY_ROWS, ZCC_ATTENTION_KEY_STREAM,
+            ZCC_ATTENTION_KEY_MIN_BLOCKS};
+  default:
+    return {ZCC_ATTENTION_QUERY_ROWS, ZCC_ATTENTION_QUERY_STREAM,
+            ZCC_ATTENTION_QUERY_MIN_BLOCKS};
+  }
+}
+
+/// Forward (kStats: the backward's statistics pass): a block owns 64 R
+/// queries of one head (16 R a warp) and streams tiles of 64 keys.
+template <typename T, int kPad, bool kStats,
+          int R = tilingFor<kPad, MmaPass::kForward>().rows,
+          int kStream = tilingFor<kPad, MmaPass::kForward>().stream,
+          int kMinBlocks = tilingFor<kPad, MmaPass::kForward>().minBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    mmaForwardKernel(KernelArgs args) {
+  constexpr int kBlock = 64 * R;
+  constexpr int kSteps = kPad / 16, kOut = kPad / 8,
                 kScores = kStream / 8;
   constexpr int stride = kPad + 8;
   const Dims &dims = args.dims;
   uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
-  uint16_t *ks = qs + kMmaTile * stride; // two buffers
+  uint16_t *ks = qs + kBlock * stride; // two buffers
   uint16_t *vs = ks + 2 * kStream * stride;
 
-  int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
+  int64_t tiles = (dims.queries + kBlock - 1) / kBlock;
   int64_t head = blockIdx.x % dims.heads;
-  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kMmaTile;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kBlock;
   int64_t qBase = head * dims.queries, kBase = head * dims.keys;
   const uint16_t *query =
       static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
@@ -824,15 +900,20 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
       static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
-            t = lane & 3;
+            t = lane & 3, warpRow = 16 * R * warp;
   const float scaleLog2 = static_cast<float>(args.scale) * kLog2e;
   const bool async = args.async;
-  // This thread's rows: the warp's row g and row g + 8.
-  const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
+  // This thread's rows: row g and row g + 8 of each of the warp's tiles.
+  int64_t rows[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      rows[r][h] = q0 + warpRow + 16 * r + g + 8 * h;
 
-  const int64_t keyTiles = (keyEndFor(dims, q0, kMmaTile) + kStream - 1) /
-                           kStream;
-  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile,
+  const int64_t keyTiles =
+      (keyEndFor(dims, q0, kBlock) + kStream - 1) / kStream;
+  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kBlock,
                   async);
   commitCopies();
   if (keyTiles > 0) {
@@ -843,9 +924,16 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
   }
   commitCopies();
 
-  float out[kOut][4] = {};
+  float out[R][kOut][4] = {};
   // The running maximum (base-2 units) and this lane's part of the sum.
-  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0, 0};
+  float rowMax[R][2], rowSum[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rowMax[r][h] = -INFINITY;
+      rowSum[r][h] = 0;
+    }
   for (int64_t tile = 0; tile < keyTiles; ++tile) {
     const int64_t k0 = tile * kStream;
     const int buffer = tile & 1;
@@ -865,107 +953,113 @@ __global__ void __launch_bounds__(kThreads) mmaForwardKernel(KernelArgs args) {
     const uint16_t *kt = ks + buffer * kStream * stride;
     const uint16_t *vt = vs + buffer * kStream * stride;
 
-    float s[kScores][4] = {};
-    productRows<T, kSteps>(s, qs, kt, stride, 16 * warp);
-    const bool masked = needsMask(dims, q0, k0, kStream);
+    float s[R][kScores][4] = {};
+    productRows<T, kSteps>(s, qs, kt, stride, warpRow);
+    const bool masked = needsMask(dims, q0 + warpRow, k0, kStream);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float tileMax = -INFINITY;
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int n = 0; n < kScores; ++n)
+      for (int h = 0; h < 2; ++h) {
+        float tileMax = -INFINITY;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[n][2 * h + e];
-          x *= scaleLog2;
-          if (masked && !visible(dims, rows[h], k0 + 8 * n + 2 * t + e))
-            x = -INFINITY;
-          tileMax = fmaxf(tileMax, x);
+        for (int n = 0; n < kScores; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float &x = s[r][n][2 * h + e];
+            x *= scaleLog2;
+            if (masked && !visible(dims, rows[r][h], k0 + 8 * n + 2 * t + e))
+              x = -INFINITY;
+            tileMax = fmaxf(tileMax, x);
+          }
+        float newMax = fmaxf(rowMax[r][h], quadMax(tileMax));
+        float reference = newMax == -INFINITY ? 0.0f : newMax;
+        float correction = exp2f(rowMax[r][h] - reference);
+        rowMax[r][h] = newMax;
+        float sum = 0;
+#pragma unroll
+        for (int n = 0; n < kScores; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float &x = s[r][n][2 * h + e];
+            x = exp2f(x - reference);
+            sum += x;
+          }
+        rowSum[r][h] = rowSum[r][h] * correction + sum;
+#pragma unroll
+        for (int n = 0; n < kOut; ++n) {
+          out[r][n][2 * h] *= correction;
+          out[r][n][2 * h + 1] *= correction;
         }
-      float newMax = fmaxf(rowMax[h], quadMax(tileMax));
-      float reference = newMax == -INFINITY ? 0.0f : newMax;
-      float correction = exp2f(rowMax[h] - reference);
-      rowMax[h] = newMax;
-      float sum = 0;
-#pragma unroll
-      for (int n = 0; n < kScores; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float &x = s[n][2 * h + e];
-          x = exp2f(x - reference);
-          sum += x;
-        }
-      rowSum[h] = rowSum[h] * correction + sum;
-#pragma unroll
-      for (int n = 0; n < kOut; ++n) {
-        out[n][2 * h] *= correction;
-        out[n][2 * h + 1] *= correction;
       }
-    }
     productColumns<T>(out, s, vt, stride);
     __syncthreads(); // This tile's buffer is consumed.
   }
   waitCopies<0>();
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int64_t i = rows[h];
-    bool valid = i < dims.queries;
-    float total = quadSum(rowSum[h]);
-    if constexpr (!kStats) {
-      if (!valid)
-        continue;
-      // Without any key the cpu divides 0 by 0: NaN here too.
-      T *result = static_cast<T *>(args.result) + (qBase + i) * dims.valueSize;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int n = 0; n < kOut; ++n)
-        storePair(result, 8 * n + 2 * t, dims.valueSize, out[n][2 * h] / total,
-                  out[n][2 * h + 1] / total, async);
-    } else {
-      float inverseSum = 1.0f / total;
-      const T *grad = static_cast<const T *>(args.grad) +
-                      (qBase + (valid ? i : 0)) * dims.valueSize;
-      float delta = 0;
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = rows[r][h];
+      bool valid = i < dims.queries;
+      float total = quadSum(rowSum[r][h]);
+      if constexpr (!kStats) {
+        if (!valid)
+          continue;
+        // Without any key the cpu divides 0 by 0: NaN here too.
+        T *result =
+            static_cast<T *>(args.result) + (qBase + i) * dims.valueSize;
 #pragma unroll
-      for (int n = 0; n < kOut; ++n)
+        for (int n = 0; n < kOut; ++n)
+          storePair(result, 8 * n + 2 * t, dims.valueSize,
+                    out[r][n][2 * h] / total, out[r][n][2 * h + 1] / total,
+                    async);
+      } else {
+        float inverseSum = 1.0f / total;
+        const T *grad = static_cast<const T *>(args.grad) +
+                        (qBase + (valid ? i : 0)) * dims.valueSize;
+        float delta = 0;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          int column = 8 * n + 2 * t + e;
-          if (valid && column < dims.valueSize)
-            delta += load(grad + column) * (out[n][2 * h + e] * inverseSum);
+        for (int n = 0; n < kOut; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            int column = 8 * n + 2 * t + e;
+            if (valid && column < dims.valueSize)
+              delta +=
+                  load(grad + column) * (out[r][n][2 * h + e] * inverseSum);
+          }
+        delta = quadSum(delta);
+        if (valid && t == 0) {
+          static_cast<float *>(args.rowMax)[qBase + i] =
+              rowMax[r][h] == -INFINITY ? 0.0f : rowMax[r][h];
+          static_cast<float *>(args.rowInverseSum)[qBase + i] = inverseSum;
+          static_cast<float *>(args.rowDelta)[qBase + i] = delta;
         }
-      delta = quadSum(delta);
-      if (valid && t == 0) {
-        static_cast<float *>(args.rowMax)[qBase + i] =
-            rowMax[h] == -INFINITY ? 0.0f : rowMax[h];
-        static_cast<float *>(args.rowInverseSum)[qBase + i] = inverseSum;
-        static_cast<float *>(args.rowDelta)[qBase + i] = delta;
       }
     }
-  }
 }
 
-/// Streamed query rows per tile of the key gradients: fewer for wide
-/// heads, whose two accumulators fill the registers.
-template <int kPad> constexpr int keyGradStream() {
-  return kPad > 64 ? 32 : 64;
-}
-
-/// Key and value gradients: a block owns 64 keys of one head (16 a warp)
-/// and streams the query tiles that see them.
-template <typename T, int kPad>
-__global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
-  constexpr int kStream = keyGradStream<kPad>(), kSteps = kPad / 16,
+/// Key and value gradients: a block owns 64 R keys of one head (16 R a
+/// warp) and streams the query tiles that see them.
+template <typename T, int kPad,
+          int R = tilingFor<kPad, MmaPass::kKeyGrad>().rows,
+          int kStream = tilingFor<kPad, MmaPass::kKeyGrad>().stream,
+          int kMinBlocks = tilingFor<kPad, MmaPass::kKeyGrad>().minBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
+    mmaKeyGradKernel(KernelArgs args) {
+  constexpr int kBlock = 64 * R;
+  constexpr int kSteps = kPad / 16,
                 kOut = kPad / 8, kScores = kStream / 8;
   constexpr int stride = kPad + 8;
   const Dims &dims = args.dims;
   float *stats = reinterpret_cast<float *>(attentionShared); // two buffers
   uint16_t *ks = reinterpret_cast<uint16_t *>(stats + 2 * 3 * kStream);
-  uint16_t *vs = ks + kMmaTile * stride;
-  uint16_t *qs = vs + kMmaTile * stride; // two buffers
+  uint16_t *vs = ks + kBlock * stride;
+  uint16_t *qs = vs + kBlock * stride; // two buffers
   uint16_t *gs = qs + 2 * kStream * stride;
 
   int64_t head = blockIdx.x % dims.heads;
-  int64_t k0 = (blockIdx.x / dims.heads) * kMmaTile;
+  int64_t k0 = (blockIdx.x / dims.heads) * kBlock;
   int64_t qBase = head * dims.queries, kBase = head * dims.keys;
   const uint16_t *query =
       static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
@@ -981,11 +1075,16 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
   const float *rowDelta = static_cast<const float *>(args.rowDelta) + qBase;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
-            t = lane & 3;
+            t = lane & 3, warpRow = 16 * R * warp;
   const float scale = static_cast<float>(args.scale),
               scaleLog2 = scale * kLog2e;
   const bool async = args.async;
-  const int64_t keys[2] = {k0 + 16 * warp + g, k0 + 16 * warp + g + 8};
+  int64_t keys[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      keys[r][h] = k0 + warpRow + 16 * r + g + 8 * h;
 
   // Stages query tile `q0` (queries, gradients, statistics) into `buffer`.
   auto stageQueries = [&](int64_t q0, int buffer) {
@@ -1005,15 +1104,15 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
   int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
   const int64_t firstTile = firstQuery / kStream,
                 endTile = (dims.queries + kStream - 1) / kStream;
-  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kMmaTile,
+  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kBlock,
                   async);
-  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kMmaTile,
+  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kBlock,
                   async);
   if (firstTile < endTile)
     stageQueries(firstTile * kStream, 0);
   commitCopies();
 
-  float keyGrad[kOut][4] = {}, valueGrad[kOut][4] = {};
+  float keyGrad[R][kOut][4] = {}, valueGrad[R][kOut][4] = {};
   for (int64_t tile = firstTile; tile < endTile; ++tile) {
     const int64_t q0 = tile * kStream;
     const int buffer = (tile - firstTile) & 1;
@@ -1030,23 +1129,25 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
     const float *stat = stats + buffer * 3 * kStream;
 
     // Transposed scores s^T = k q^T and dp^T = v grad^T: rows are keys.
-    float s[kScores][4] = {}, dp[kScores][4] = {};
-    productRows<T, kSteps>(s, ks, qt, stride, 16 * warp);
-    productRows<T, kSteps>(dp, vs, gt, stride, 16 * warp);
+    float s[R][kScores][4] = {}, dp[R][kScores][4] = {};
+    productRows<T, kSteps>(s, ks, qt, stride, warpRow);
+    productRows<T, kSteps>(dp, vs, gt, stride, warpRow);
     // p^T into s, ds^T into dp.
-    const bool masked = needsMask(dims, q0, k0, kMmaTile);
+    const bool masked = needsMask(dims, q0, k0 + warpRow, 16 * R);
 #pragma unroll
-    for (int n = 0; n < kScores; ++n)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int local = 8 * n + 2 * t + (e & 1);
-        float p = exp2f(s[n][e] * scaleLog2 - stat[local]) *
-                  stat[kStream + local];
-        if (masked && !visible(dims, q0 + local, keys[e >> 1]))
-          p = 0.0f;
-        s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - stat[2 * kStream + local]);
-      }
+      for (int n = 0; n < kScores; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int local = 8 * n + 2 * t + (e & 1);
+          float p = exp2f(s[r][n][e] * scaleLog2 - stat[local]) *
+                    stat[kStream + local];
+          if (masked && !visible(dims, q0 + local, keys[r][e >> 1]))
+            p = 0.0f;
+          s[r][n][e] = p;
+          dp[r][n][e] = p * (dp[r][n][e] - stat[2 * kStream + local]);
+        }
     productColumns<T>(valueGrad, s, gt, stride);
     productColumns<T>(keyGrad, dp, qt, stride);
     __syncthreads(); // This tile's buffer is consumed.
@@ -1054,41 +1155,48 @@ __global__ void __launch_bounds__(kThreads) mmaKeyGradKernel(KernelArgs args) {
   waitCopies<0>();
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int64_t j = keys[h];
-    if (j >= dims.keys)
-      continue;
-    T *keyOut = static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
-    T *valueOut =
-        static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int n = 0; n < kOut; ++n) {
-      int column = 8 * n + 2 * t;
-      storePair(keyOut, column, dims.headSize, keyGrad[n][2 * h] * scale,
-                keyGrad[n][2 * h + 1] * scale, async);
-      storePair(valueOut, column, dims.valueSize, valueGrad[n][2 * h],
-                valueGrad[n][2 * h + 1], async);
+    for (int h = 0; h < 2; ++h) {
+      int64_t j = keys[r][h];
+      if (j >= dims.keys)
+        continue;
+      T *keyOut =
+          static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
+      T *valueOut =
+          static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+#pragma unroll
+      for (int n = 0; n < kOut; ++n) {
+        int column = 8 * n + 2 * t;
+        storePair(keyOut, column, dims.headSize, keyGrad[r][n][2 * h] * scale,
+                  keyGrad[r][n][2 * h + 1] * scale, async);
+        storePair(valueOut, column, dims.valueSize, valueGrad[r][n][2 * h],
+                  valueGrad[r][n][2 * h + 1], async);
+      }
     }
-  }
 }
 
-/// Query gradients: a block owns 64 queries of one head (16 a warp) and
-/// streams tiles of 64 keys.
-template <typename T, int kPad>
-__global__ void __launch_bounds__(kThreads)
+/// Query gradients: a block owns 64 R queries of one head (16 R a warp)
+/// and streams tiles of keys.
+template <typename T, int kPad,
+          int R = tilingFor<kPad, MmaPass::kQueryGrad>().rows,
+          int kStream = tilingFor<kPad, MmaPass::kQueryGrad>().stream,
+          int kMinBlocks = tilingFor<kPad, MmaPass::kQueryGrad>().minBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     mmaQueryGradKernel(KernelArgs args) {
-  constexpr int kStream = 64, kSteps = kPad / 16, kOut = kPad / 8,
-                kScores = kStream / 8;
+  constexpr int kBlock = 64 * R;
+  constexpr int kSteps = kPad / 16,
+                kOut = kPad / 8, kScores = kStream / 8;
   constexpr int stride = kPad + 8;
   const Dims &dims = args.dims;
   uint16_t *qs = reinterpret_cast<uint16_t *>(attentionShared);
-  uint16_t *gs = qs + kMmaTile * stride;
-  uint16_t *ks = gs + kMmaTile * stride; // two buffers
+  uint16_t *gs = qs + kBlock * stride;
+  uint16_t *ks = gs + kBlock * stride; // two buffers
   uint16_t *vs = ks + 2 * kStream * stride;
 
-  int64_t tiles = (dims.queries + kMmaTile - 1) / kMmaTile;
+  int64_t tiles = (dims.queries + kBlock - 1) / kBlock;
   int64_t head = blockIdx.x % dims.heads;
-  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kMmaTile;
+  int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kBlock;
   int64_t qBase = head * dims.queries, kBase = head * dims.keys;
   const uint16_t *query =
       static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
@@ -1100,29 +1208,33 @@ __global__ void __launch_bounds__(kThreads)
       static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
-            t = lane & 3;
+            t = lane & 3, warpRow = 16 * R * warp;
   const float scale = static_cast<float>(args.scale),
               scaleLog2 = scale * kLog2e;
   const bool async = args.async;
-  const int64_t rows[2] = {q0 + 16 * warp + g, q0 + 16 * warp + g + 8};
-  float statMax[2], statInverseSum[2], statDelta[2];
+  int64_t rows[R][2];
+  float statMax[R][2], statInverseSum[R][2], statDelta[R][2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    bool valid = rows[h] < dims.queries;
-    statMax[h] =
-        valid ? static_cast<const float *>(args.rowMax)[qBase + rows[h]] : 0;
-    statInverseSum[h] =
-        valid ? static_cast<const float *>(args.rowInverseSum)[qBase + rows[h]]
-              : 0;
-    statDelta[h] =
-        valid ? static_cast<const float *>(args.rowDelta)[qBase + rows[h]] : 0;
-  }
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = q0 + warpRow + 16 * r + g + 8 * h;
+      rows[r][h] = i;
+      bool valid = i < dims.queries;
+      statMax[r][h] =
+          valid ? static_cast<const float *>(args.rowMax)[qBase + i] : 0;
+      statInverseSum[r][h] =
+          valid ? static_cast<const float *>(args.rowInverseSum)[qBase + i]
+                : 0;
+      statDelta[r][h] =
+          valid ? static_cast<const float *>(args.rowDelta)[qBase + i] : 0;
+    }
 
-  const int64_t keyTiles = (keyEndFor(dims, q0, kMmaTile) + kStream - 1) /
-                           kStream;
-  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kMmaTile,
+  const int64_t keyTiles =
+      (keyEndFor(dims, q0, kBlock) + kStream - 1) / kStream;
+  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kBlock,
                   async);
-  stageTile<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kMmaTile,
+  stageTile<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kBlock,
                   async);
   if (keyTiles > 0) {
     stageTile<kPad>(ks, stride, key, 0, dims.keys, dims.headSize, kStream,
@@ -1132,7 +1244,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   commitCopies();
 
-  float queryGrad[kOut][4] = {};
+  float queryGrad[R][kOut][4] = {};
   for (int64_t tile = 0; tile < keyTiles; ++tile) {
     const int64_t k0 = tile * kStream;
     const int buffer = tile & 1;
@@ -1150,38 +1262,46 @@ __global__ void __launch_bounds__(kThreads)
     const uint16_t *kt = ks + buffer * kStream * stride;
     const uint16_t *vt = vs + buffer * kStream * stride;
 
-    float s[kScores][4] = {}, dp[kScores][4] = {};
-    productRows<T, kSteps>(s, qs, kt, stride, 16 * warp);
-    productRows<T, kSteps>(dp, gs, vt, stride, 16 * warp);
+    float s[R][kScores][4] = {}, dp[R][kScores][4] = {};
+    productRows<T, kSteps>(s, qs, kt, stride, warpRow);
+    productRows<T, kSteps>(dp, gs, vt, stride, warpRow);
     // ds into dp.
-    const bool masked = needsMask(dims, q0, k0, kStream);
+    const bool masked = needsMask(dims, q0 + warpRow, k0, kStream);
 #pragma unroll
-    for (int n = 0; n < kScores; ++n)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        int h = e >> 1;
-        float p = exp2f(s[n][e] * scaleLog2 - statMax[h]) * statInverseSum[h];
-        if (masked && !visible(dims, rows[h], k0 + 8 * n + 2 * t + (e & 1)))
-          p = 0.0f;
-        dp[n][e] = p * (dp[n][e] - statDelta[h]);
-      }
+      for (int n = 0; n < kScores; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          int h = e >> 1;
+          float p = exp2f(s[r][n][e] * scaleLog2 - statMax[r][h]) *
+                    statInverseSum[r][h];
+          if (masked &&
+              !visible(dims, rows[r][h], k0 + 8 * n + 2 * t + (e & 1)))
+            p = 0.0f;
+          dp[r][n][e] = p * (dp[r][n][e] - statDelta[r][h]);
+        }
     productColumns<T>(queryGrad, dp, kt, stride);
     __syncthreads(); // This tile's buffer is consumed.
   }
   waitCopies<0>();
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int64_t i = rows[h];
-    if (i >= dims.queries)
-      continue;
-    T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+  for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int n = 0; n < kOut; ++n)
-      storePair(out, 8 * n + 2 * t, dims.headSize, queryGrad[n][2 * h] * scale,
-                queryGrad[n][2 * h + 1] * scale, async);
-  }
+    for (int h = 0; h < 2; ++h) {
+      int64_t i = rows[r][h];
+      if (i >= dims.queries)
+        continue;
+      T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+#pragma unroll
+      for (int n = 0; n < kOut; ++n)
+        storePair(out, 8 * n + 2 * t, dims.headSize,
+                  queryGrad[r][n][2 * h] * scale,
+                  queryGrad[r][n][2 * h + 1] * scale, async);
+    }
 }
+
 //===----------------------------------------------------------------------===//
 // Launch configurations
 //===----------------------------------------------------------------------===//
@@ -1282,10 +1402,11 @@ cudaError_t runBackward(const KernelArgs &args, const AttentionShape &shape,
 template <typename T, int kPad>
 cudaError_t runMmaForward(const KernelArgs &args, const AttentionShape &shape,
                           bool stats, cudaStream_t stream) {
-  constexpr size_t stride = kPad + 8;
-  int64_t blocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
+  constexpr Tiling tiling = tilingFor<kPad, MmaPass::kForward>();
+  constexpr size_t stride = kPad + 8, rows = 64 * tiling.rows;
+  int64_t blocks = (shape.queries + rows - 1) / rows * shape.heads;
   // The queries, and two buffers each of keys and values.
-  size_t bytes = 5 * kMmaTile * stride * sizeof(uint16_t);
+  size_t bytes = (rows + 4 * tiling.stream) * stride * sizeof(uint16_t);
   if (stats)
     return launchPass(mmaForwardKernel<T, kPad, true>, blocks, bytes, args,
                       stream);
@@ -1299,19 +1420,25 @@ cudaError_t runMmaBackward(const KernelArgs &args, const AttentionShape &shape,
   if (cudaError_t error = runMmaForward<T, kPad>(args, shape, true, stream);
       error != cudaSuccess)
     return error;
-  constexpr size_t stride = kPad + 8, streamed = keyGradStream<kPad>();
-  int64_t keyBlocks = (shape.keys + kMmaTile - 1) / kMmaTile * shape.heads;
+  constexpr Tiling keyTiling = tilingFor<kPad, MmaPass::kKeyGrad>(),
+                   queryTiling = tilingFor<kPad, MmaPass::kQueryGrad>();
+  constexpr size_t stride = kPad + 8, keyRows = 64 * keyTiling.rows,
+                   queryRows = 64 * queryTiling.rows;
+  int64_t keyBlocks = (shape.keys + keyRows - 1) / keyRows * shape.heads;
   // The block's keys and values; two buffers each of query statistics,
   // queries and gradients.
-  size_t keyBytes = 2 * 3 * streamed * sizeof(float) +
-                    (2 * kMmaTile + 4 * streamed) * stride * sizeof(uint16_t);
+  size_t keyBytes =
+      2 * 3 * keyTiling.stream * sizeof(float) +
+      (2 * keyRows + 4 * keyTiling.stream) * stride * sizeof(uint16_t);
   if (cudaError_t error = launchPass(mmaKeyGradKernel<T, kPad>, keyBlocks,
                                      keyBytes, args, stream);
       error != cudaSuccess)
     return error;
-  int64_t queryBlocks = (shape.queries + kMmaTile - 1) / kMmaTile * shape.heads;
+  int64_t queryBlocks =
+      (shape.queries + queryRows - 1) / queryRows * shape.heads;
   // The block's queries and gradients; two buffers each of keys and values.
-  size_t queryBytes = 6 * kMmaTile * stride * sizeof(uint16_t);
+  size_t queryBytes =
+      (2 * queryRows + 4 * queryTiling.stream) * stride * sizeof(uint16_t);
   return launchPass(mmaQueryGradKernel<T, kPad>, queryBlocks, queryBytes, args,
                     stream);
 }

@@ -48,7 +48,7 @@ for plan in "$plans"/${PLANS_GLOB:-z*r*-*}.plan; do
   end=$(date +%s.%N)
   result=$($python "$inputs/compare_losses.py" "$out/$name.cuda.jsonl" "$out/$name.cpu.jsonl" \
     --rtol $tol --fields loss,lr,grad_norm 2>&1 | tail -8)
-  note "$name (rtol $tol, $(printf %.1f "$(echo "$end - $start" | bc)") s): $result"
+  note "$name (rtol $tol, $(awk "BEGIN { printf \"%.1f\", $end - $start }") s): $result"
 done
 
 # Parity with PyTorch on the GPU (fp32, 20 steps, within 1e-4 relative).
