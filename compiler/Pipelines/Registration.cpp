@@ -63,6 +63,7 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createZeroPass());
   pm.addPass(zdist::createOffloadPass());
   pm.addPass(zdist::createPipelineSplitPass());
+  pm.addPass(zdist::createFuseAccumulatePass());
 }
 
 void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {

@@ -206,4 +206,19 @@ def PipelineSplitPass : Pass<"zcc-dist-pipeline-split", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def FuseAccumulatePass : Pass<"zcc-dist-fuse-accumulate", "mlir::ModuleOp"> {
+  let summary = "Adds 16-bit gradients into their accumulators without widening them first";
+  let description = [{
+    The dist phase's last rewrite, after ZeRO, offload and the pipeline
+    split. A `zgraph.accumulate` whose value is a `zgraph.cast` that widens
+    a float exactly (bf16 or f16 to f32 or f64, f32 to f64) and that
+    nothing else reads accumulates the cast's input instead, and the cast
+    is erased: the accumulation widens as it reads, so every sum is the
+    same and the step has one kernel and one wide buffer fewer per such
+    gradient. Casts that also feed a collective, an offload or any other op
+    stay.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
 #endif // ZCC_DIALECT_DIST_PASSES_TD
