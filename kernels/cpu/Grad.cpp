@@ -514,26 +514,16 @@ Status layerNormGrad(const KernelArgs &args) {
 
 Status attentionGrad(const KernelArgs &args) {
   const char *kernel = "attention_grad";
-  if (Status s = checkOperands(args, kernel, {"query", "key", "value", "grad"},
-                               {"query_grad", "key_grad", "value_grad"});
-      !s.isOk())
-    return s;
-  const TensorView &q = args.inputs[0], &k = args.inputs[1],
-                   &v = args.inputs[2], &grad = args.inputs[3];
+  // The forward's saved result and log-sum-exp, when given, are checked
+  // and not read: this kernel recomputes each row's probabilities exactly.
   AttentionDims dims;
-  if (Status s = checkAttentionOperands(kernel, q, k, v, "grad", grad, dims);
+  double scale = 0;
+  const TensorView *output = nullptr, *lse = nullptr;
+  if (Status s =
+          checkAttentionBackward(args, kernel, dims, scale, output, lse);
       !s.isOk())
     return s;
-  for (auto [name, view, like, likeName] :
-       {std::tuple<const char *, const TensorView *, const TensorView *,
-                   const char *>{"query_grad", &args.outputs[0], &q, "query"},
-        {"key_grad", &args.outputs[1], &k, "key"},
-        {"value_grad", &args.outputs[2], &v, "value"}})
-    if (Status s = expectLike(kernel, name, *view, likeName, *like); !s.isOk())
-      return s;
-  double scale = 0;
-  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
-    return s;
+  const TensorView &q = args.inputs[0];
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})

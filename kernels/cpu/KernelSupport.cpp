@@ -857,6 +857,85 @@ Status readAttentionAttributes(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+namespace {
+/// The log-sum-exp `lse` of an attention over `query`: f32, the query's
+/// shape without its last dimension.
+Status checkAttentionLse(const char *kernel, const char *name,
+                         const TensorView &lse, const TensorView &query) {
+  if (Status s = expectDType(kernel, name, lse, plan::F32); !s.isOk())
+    return s;
+  SmallShape expected(query.shape);
+  expected.resize(expected.rank() - 1);
+  return expectShape(kernel, name, lse, expected);
+}
+} // namespace
+
+Status checkAttentionForward(const KernelArgs &args, const char *kernel,
+                             AttentionDims &dims, double &scale,
+                             const TensorView *&lse) {
+  lse = nullptr;
+  bool withLse = args.outputs.size() >= 2;
+  Status counted =
+      withLse ? checkOperands(args, kernel, {"query", "key", "value"},
+                              {"result", "lse"})
+              : checkOperands(args, kernel, {"query", "key", "value"},
+                              {"result"});
+  if (!counted.isOk())
+    return counted;
+  const TensorView &q = args.inputs[0];
+  if (Status s = checkAttentionOperands(kernel, q, args.inputs[1],
+                                        args.inputs[2], "result",
+                                        args.outputs[0], dims);
+      !s.isOk())
+    return s;
+  if (withLse) {
+    if (Status s = checkAttentionLse(kernel, "lse", args.outputs[1], q);
+        !s.isOk())
+      return s;
+    lse = &args.outputs[1];
+  }
+  return readAttentionAttributes(args, kernel, dims, scale);
+}
+
+Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
+                              AttentionDims &dims, double &scale,
+                              const TensorView *&output,
+                              const TensorView *&lse) {
+  output = lse = nullptr;
+  bool saved = args.inputs.size() >= 5;
+  Status counted =
+      saved ? checkOperands(args, kernel,
+                            {"query", "key", "value", "grad", "output", "lse"},
+                            {"query_grad", "key_grad", "value_grad"})
+            : checkOperands(args, kernel, {"query", "key", "value", "grad"},
+                            {"query_grad", "key_grad", "value_grad"});
+  if (!counted.isOk())
+    return counted;
+  const TensorView &q = args.inputs[0], &k = args.inputs[1],
+                   &v = args.inputs[2], &grad = args.inputs[3];
+  if (Status s = checkAttentionOperands(kernel, q, k, v, "grad", grad, dims);
+      !s.isOk())
+    return s;
+  for (auto [name, view, like, likeName] :
+       {std::tuple<const char *, const TensorView *, const TensorView *,
+                   const char *>{"query_grad", &args.outputs[0], &q, "query"},
+        {"key_grad", &args.outputs[1], &k, "key"},
+        {"value_grad", &args.outputs[2], &v, "value"}})
+    if (Status s = expectLike(kernel, name, *view, likeName, *like); !s.isOk())
+      return s;
+  if (saved) {
+    if (Status s = expectLike(kernel, "output", args.inputs[4], "grad", grad);
+        !s.isOk())
+      return s;
+    if (Status s = checkAttentionLse(kernel, "lse", args.inputs[5], q);
+        !s.isOk())
+      return s;
+    output = &args.inputs[4];
+    lse = &args.inputs[5];
+  }
+  return readAttentionAttributes(args, kernel, dims, scale);
+}
+
 Status checkClassLossShapes(const char *kernel, const TensorView &input,
                             const TensorView &labels, SmallShape &labelShape) {
   SmallShape shape(input.shape);

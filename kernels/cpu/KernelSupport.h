@@ -363,6 +363,23 @@ Status checkAttentionOperands(const char *kernel, const TensorView &query,
 Status readAttentionAttributes(const KernelArgs &args, const char *kernel,
                                AttentionDims &dims, double &scale);
 
+/// attention's operands: query, key and value, the result, and optionally
+/// a second result `lse` (f32, the query's shape without its last
+/// dimension: each row's log-sum-exp of its scaled, masked scores), which
+/// `lse` then points to (else null); also reads the attributes.
+Status checkAttentionForward(const KernelArgs &args, const char *kernel,
+                             AttentionDims &dims, double &scale,
+                             const TensorView *&lse);
+
+/// attention_grad's operands: query, key, value and the result's gradient,
+/// optionally followed by the forward's saved result and lse (`output` and
+/// `lse` then point to them, else null), and the three gradients; also
+/// reads the attributes.
+Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
+                              AttentionDims &dims, double &scale,
+                              const TensorView *&output,
+                              const TensorView *&lse);
+
 /// How a class loss reduces over the label positions.
 enum class Reduction { Mean, Sum, None };
 

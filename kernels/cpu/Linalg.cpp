@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 namespace zcc::cpu::kernels {
 
@@ -369,31 +370,63 @@ Status matmul(const KernelArgs &args) {
   });
 }
 
+/// Each query row's log-sum-exp of its scaled, masked scores (attention's
+/// optional second result), in double from the operands' values; a row
+/// without keys gets -inf.
+template <typename T>
+void attentionLse(const AttentionDims &dims, const T *q, const T *k, float *lse,
+                  double scale) {
+  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize;
+  std::vector<double> scores(static_cast<size_t>(tk));
+  for (int64_t h = 0; h < dims.heads; ++h) {
+    const T *qh = q + h * tq * headDim;
+    const T *kh = k + h * tk * headDim;
+    for (int64_t i = 0; i < tq; ++i) {
+      int64_t visible = dims.visibleKeys(i);
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < visible; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < headDim; ++c)
+          dot += static_cast<double>(load(qh[i * headDim + c])) *
+                 static_cast<double>(load(kh[j * headDim + c]));
+        scores[j] = scale * dot;
+        max = std::max(max, scores[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < visible; ++j)
+        sum += std::exp(scores[j] - max);
+      lse[h * tq + i] =
+          visible == 0 ? -std::numeric_limits<float>::infinity()
+                       : static_cast<float>(max + std::log(sum));
+    }
+  }
+}
+
 Status attention(const KernelArgs &args) {
   const char *kernel = "attention";
-  if (Status s =
-          checkOperands(args, kernel, {"query", "key", "value"}, {"result"});
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
       !s.isOk())
     return s;
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &out = args.outputs[0];
-  AttentionDims dims;
-  if (Status s = checkAttentionOperands(kernel, q, k, v, "result", out, dims);
-      !s.isOk())
-    return s;
-  double scale = 0;
-  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
-    return s;
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
-  if (dims.queries == 0 || dims.valueSize == 0 || dims.heads == 0)
+  if (dims.queries == 0 || dims.heads == 0)
     return Status::ok();
   return dispatchFloat(kernel, "query", q, [&](auto tag) {
     using T = decltype(tag);
+    if (lse)
+      attentionLse(dims, q.as<const T>(), k.as<const T>(), lse->as<float>(),
+                   scale);
+    if (dims.valueSize == 0)
+      return;
     if constexpr (std::is_floating_point_v<T>)
       attentionBlas(dims, q.as<const T>(), k.as<const T>(), v.as<const T>(),
                     out.as<T>(), scale);

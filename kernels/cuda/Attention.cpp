@@ -75,26 +75,22 @@ ElementType elementType(plan::DType dtype) {
 
 Status attention(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "attention";
-  if (Status s =
-          checkOperands(args, kernel, {"query", "key", "value"}, {"result"});
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
       !s.isOk())
     return s;
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &out = args.outputs[0];
-  AttentionDims dims;
-  if (Status s = checkAttentionOperands(kernel, q, k, v, "result", out, dims);
-      !s.isOk())
-    return s;
-  double scale = 0;
-  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
-    return s;
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
-  if (dims.queries == 0 || dims.valueSize == 0 || dims.heads == 0)
+  if (dims.queries == 0 || dims.heads == 0 ||
+      (dims.valueSize == 0 && !lse))
     return Status::ok();
   if (Status s = checkDeviceHeadSizes(kernel, dims); !s.isOk())
     return s;
@@ -105,31 +101,21 @@ Status attention(const KernelArgs &args, const LaunchContext &context) {
   params.key = k.data;
   params.value = v.data;
   params.result = out.data;
+  params.lse = lse ? lse->data : nullptr;
   return launchStatus(kernel, launchAttention(params, context.stream));
 }
 
 Status attentionGrad(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "attention_grad";
-  if (Status s = checkOperands(args, kernel, {"query", "key", "value", "grad"},
-                               {"query_grad", "key_grad", "value_grad"});
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *output = nullptr, *lse = nullptr;
+  if (Status s =
+          checkAttentionBackward(args, kernel, dims, scale, output, lse);
       !s.isOk())
     return s;
   const TensorView &q = args.inputs[0], &k = args.inputs[1],
                    &v = args.inputs[2], &grad = args.inputs[3];
-  AttentionDims dims;
-  if (Status s = checkAttentionOperands(kernel, q, k, v, "grad", grad, dims);
-      !s.isOk())
-    return s;
-  for (auto [name, view, like, likeName] :
-       {std::tuple<const char *, const TensorView *, const TensorView *,
-                   const char *>{"query_grad", &args.outputs[0], &q, "query"},
-        {"key_grad", &args.outputs[1], &k, "key"},
-        {"value_grad", &args.outputs[2], &v, "value"}})
-    if (Status s = expectLike(kernel, name, *view, likeName, *like); !s.isOk())
-      return s;
-  double scale = 0;
-  if (Status s = readAttentionAttributes(args, kernel, dims, scale); !s.isOk())
-    return s;
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})
@@ -157,6 +143,8 @@ Status attentionGrad(const KernelArgs &args, const LaunchContext &context) {
   params.key = k.data;
   params.value = v.data;
   params.grad = grad.data;
+  params.output = output ? output->data : nullptr;
+  params.lse = lse ? lse->data : nullptr;
   params.queryGrad = args.outputs[0].data;
   params.keyGrad = args.outputs[1].data;
   params.valueGrad = args.outputs[2].data;

@@ -171,6 +171,10 @@ struct KernelArgs {
   // the scaled scores; in base-2 units for the tensor-core kernels), the
   // reciprocal of the softmax sum, and D = grad . output.
   void *rowMax, *rowInverseSum, *rowDelta;
+  // Forward: each row's log-sum-exp (f32), when asked for. Backward: the
+  // forward's saved result and log-sum-exp, when given.
+  void *lse;
+  const void *output, *savedLse;
   // Every row of every operand is whole, 16-byte aligned pieces: the
   // tensor-core kernels copy tiles asynchronously and store pairs.
   bool async;
@@ -299,6 +303,9 @@ __global__ void __launch_bounds__(kThreads)
         if (valid && column < dims.valueSize)
           store(out + column, acc[r][t] / rowSum[r]);
       }
+      if (args.lse && valid && columnGroup == 0)
+        static_cast<float *>(args.lse)[rowBase + i] =
+            static_cast<float>(rowMax[r] + log(rowSum[r]));
     } else {
       A inverseSum = A(1) / rowSum[r];
       const T *grad = static_cast<const T *>(args.grad) +
@@ -556,6 +563,7 @@ __global__ void __launch_bounds__(kThreads)
 
 constexpr int kMmaMaxHead = 128;
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ uint32_t pack16(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
@@ -1014,6 +1022,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           storePair(result, 8 * n + 2 * t, dims.valueSize,
                     out[r][n][2 * h] / total, out[r][n][2 * h + 1] / total,
                     async);
+        // ln(sum 2^x) = ln 2 (max + log2(sum 2^(x - max))); -inf without keys.
+        if (args.lse && t == 0)
+          static_cast<float *>(args.lse)[qBase + i] =
+              (rowMax[r][h] + log2f(total)) * kLn2;
       } else {
         float inverseSum = 1.0f / total;
         const T *grad = static_cast<const T *>(args.grad) +
@@ -1037,6 +1049,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         }
       }
     }
+}
+
+/// The backward's statistics from the forward's saved result and
+/// log-sum-exp, for the tensor-core kernels: per query row the maximum in
+/// base-2 units (lse log2 e, with a reciprocal sum of 1, so p = 2^(x -
+/// lse log2 e)) and D = grad . output. A warp a row; a row without keys
+/// (lse -inf) gets zero probabilities.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) savedStatisticsKernel(KernelArgs args) {
+  const Dims &dims = args.dims;
+  int64_t rows = dims.heads * dims.queries;
+  int warps = kThreads / 32, lane = threadIdx.x & 31;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
+       row < rows; row += static_cast<int64_t>(gridDim.x) * warps) {
+    const T *grad = static_cast<const T *>(args.grad) + row * dims.valueSize;
+    const T *output = static_cast<const T *>(args.output) + row * dims.valueSize;
+    float delta = 0;
+    for (int c = lane; c < dims.valueSize; c += 32)
+      delta += load(grad + c) * load(output + c);
+    for (int offset = 16; offset > 0; offset >>= 1)
+      delta += __shfl_xor_sync(0xffffffffu, delta, offset);
+    if (lane == 0) {
+      float lse = static_cast<const float *>(args.savedLse)[row];
+      bool any = lse != -INFINITY;
+      static_cast<float *>(args.rowMax)[row] = any ? lse * kLog2e : 0.0f;
+      static_cast<float *>(args.rowInverseSum)[row] = any ? 1.0f : 0.0f;
+      static_cast<float *>(args.rowDelta)[row] = delta;
+    }
+  }
 }
 
 /// Key and value gradients: a block owns 64 R keys of one head (16 R a
@@ -1417,8 +1458,18 @@ cudaError_t runMmaForward(const KernelArgs &args, const AttentionShape &shape,
 template <typename T, int kPad>
 cudaError_t runMmaBackward(const KernelArgs &args, const AttentionShape &shape,
                            cudaStream_t stream) {
-  if (cudaError_t error = runMmaForward<T, kPad>(args, shape, true, stream);
-      error != cudaSuccess)
+  cudaError_t error = cudaSuccess;
+  if (args.output && args.savedLse) {
+    int64_t rows = shape.heads * shape.queries;
+    int64_t blocks = (rows + kThreads / 32 - 1) / (kThreads / 32);
+    savedStatisticsKernel<T>
+        <<<static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16),
+           kThreads, 0, stream>>>(args);
+    error = cudaGetLastError();
+  } else {
+    error = runMmaForward<T, kPad>(args, shape, true, stream);
+  }
+  if (error != cudaSuccess)
     return error;
   constexpr Tiling keyTiling = tilingFor<kPad, MmaPass::kKeyGrad>(),
                    queryTiling = tilingFor<kPad, MmaPass::kQueryGrad>();
@@ -1505,7 +1556,8 @@ size_t attentionGradWorkspaceBytes(ElementType type,
 cudaError_t launchAttention(const AttentionParams &params,
                             cudaStream_t stream) {
   const AttentionShape &shape = params.shape;
-  if (shape.heads == 0 || shape.queries == 0 || shape.valueSize == 0)
+  if (shape.heads == 0 || shape.queries == 0 ||
+      (shape.valueSize == 0 && !params.lse))
     return cudaSuccess;
   KernelArgs args = {};
   args.dims = dimsOf(shape);
@@ -1514,6 +1566,7 @@ cudaError_t launchAttention(const AttentionParams &params,
   args.key = params.key;
   args.value = params.value;
   args.result = params.result;
+  args.lse = params.lse;
   args.async = wholePieces(shape, {params.query, params.key, params.value,
                                    params.result});
   return dispatchAttention(params.type, shape, args, /*backward=*/false,
@@ -1534,6 +1587,8 @@ cudaError_t launchAttentionGrad(const AttentionGradParams &params,
   args.key = params.key;
   args.value = params.value;
   args.grad = params.grad;
+  args.output = params.output;
+  args.savedLse = params.lse;
   args.queryGrad = params.queryGrad;
   args.keyGrad = params.keyGrad;
   args.valueGrad = params.valueGrad;

@@ -31,23 +31,29 @@ struct AttentionShape {
 /// keep in shared memory and registers.
 constexpr int64_t kMaxAttentionHeadSize = 256;
 
-/// result = softmax(query key^T * scale) value, row by row.
+/// result = softmax(query key^T * scale) value, row by row; with `lse`
+/// (f32, heads * queries), also each row's log-sum-exp of its scaled,
+/// masked scores.
 struct AttentionParams {
   ElementType type = ElementType::kUnspecified; // f32, f64, f16 or bf16
   AttentionShape shape;
   const void *query = nullptr, *key = nullptr, *value = nullptr;
   void *result = nullptr;
+  void *lse = nullptr;
 };
 cudaError_t launchAttention(const AttentionParams &params, cudaStream_t stream);
 
 /// The gradients of the attention's query, key and value given the
 /// gradient `grad` of its result. Uses attentionGradWorkspaceBytes() of
-/// `workspace` (per-query softmax statistics).
+/// `workspace` (per-query softmax statistics). With the forward's `output`
+/// and `lse` (AttentionParams::lse), the tensor-core kernels take the
+/// statistics from them instead of a statistics pass over the keys.
 struct AttentionGradParams {
   ElementType type = ElementType::kUnspecified;
   AttentionShape shape;
   const void *query = nullptr, *key = nullptr, *value = nullptr,
              *grad = nullptr;
+  const void *output = nullptr, *lse = nullptr;
   void *queryGrad = nullptr, *keyGrad = nullptr, *valueGrad = nullptr;
   void *workspace = nullptr;
 };

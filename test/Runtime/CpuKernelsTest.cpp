@@ -999,6 +999,80 @@ TEST(CpuKernels, AttentionLongKeySequences) {
   checkAttention({{2}, 4, 2100, 4, 3, true}, 60);
 }
 
+/// Each query row's log-sum-exp of its scaled, masked scores, in double.
+std::vector<double> naiveLse(const std::vector<float> &q,
+                             const std::vector<float> &k, int64_t heads,
+                             int64_t tq, int64_t tk, int64_t d, double scale,
+                             bool causal) {
+  std::vector<double> lse;
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < tq; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < tk; ++j) {
+        if (causal && j > i + tk - tq)
+          continue;
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c)
+          dot += static_cast<double>(q[(h * tq + i) * d + c]) *
+                 k[(h * tk + j) * d + c];
+        sum += std::exp(dot * scale);
+      }
+      lse.push_back(std::log(sum));
+    }
+  return lse;
+}
+
+// The optional second result: each row's log-sum-exp, the result itself
+// unchanged by asking for it.
+TEST(CpuKernels, AttentionLogSumExp) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    int64_t heads = 3, tq = 5, tk = 7, d = 4, dv = 6;
+    std::vector<float> q = randomFloats(heads * tq * d, 70),
+                       k = randomFloats(heads * tk * d, 71),
+                       v = randomFloats(heads * tk * dv, 72);
+    double scale = 0.5;
+    auto build = [&](bool withLse) {
+      Call call("attention");
+      call.in(f32({heads, tq, d}, q))
+          .in(f32({heads, tk, d}, k))
+          .in(f32({heads, tk, dv}, v))
+          .out(plan::F32, {heads, tq, dv})
+          .floatAttr("scale", scale);
+      if (withLse)
+        call.out(plan::F32, {heads, tq});
+      if (causal)
+        call.unitAttr("causal");
+      return call;
+    };
+    Call plain = build(false), saving = build(true);
+    ASSERT_OK(plain.run());
+    ASSERT_OK(saving.run());
+    EXPECT_EQ(saving.result(0).bytes, plain.result(0).bytes);
+    expectNear(saving.values(1), naiveLse(q, k, heads, tq, tk, d, scale, causal),
+               1e-6);
+  }
+  // Hand-checked: one query against two keys of equal score: log 2.
+  Call two("attention");
+  two.in(f32({1, 1}, {0}))
+      .in(f32({2, 1}, {1, 2}))
+      .in(f32({2, 1}, {1, 3}))
+      .out(plan::F32, {1, 1})
+      .out(plan::F32, {1})
+      .floatAttr("scale", 1.0);
+  ASSERT_OK(two.run());
+  expectNear(two.values(1), std::vector<double>{std::log(2.0)}, 1e-7);
+
+  Call wrong("attention");
+  wrong.in(f32({2, 1}, {0, 0}))
+      .in(f32({2, 1}, {1, 2}))
+      .in(f32({2, 1}, {1, 3}))
+      .out(plan::F32, {2, 1})
+      .out(plan::F32, {1})
+      .floatAttr("scale", 1.0);
+  expectError(wrong.run(), StatusCode::kInvalidArgument, {"attention", "lse"});
+}
+
 TEST(CpuKernels, AttentionErrors) {
   auto base = [] {
     Call call("attention");

@@ -544,6 +544,72 @@ TEST(CudaKernelsLinalg, AttentionHalfAccuracy) {
     }
 }
 
+/// The shape of an attention's log-sum-exp: the query's without its last
+/// dimension.
+std::vector<int64_t> lseShape(const AttentionCase &c) {
+  std::vector<int64_t> shape = c.batch;
+  shape.push_back(c.queries);
+  return shape;
+}
+
+// The optional log-sum-exp result, on every kernel path (the tensor-core
+// kernels' base-2 statistics, the f32 and f64 cores' natural ones), next to
+// an unchanged result.
+TEST(CudaKernelsLinalg, AttentionLogSumExp) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1200;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : kAttentionCases) {
+      SCOPED_TRACE(describe(c, dtype));
+      Call call = attentionCall(c, dtype, false, seed += 4);
+      call.out(plan::F32, lseShape(c));
+      expectCudaMatchesCpu(call, toleranceFor(dtype));
+    }
+}
+
+// The backward reading the forward's saved result and log-sum-exp (the
+// cpu's, which the cuda forward matches above) against the f64 gradients.
+TEST(CudaKernelsLinalg, AttentionGradFromSavedStatistics) {
+  ZCC_REQUIRE_GPU();
+  const AttentionCase cases[] = {
+      {{2, 2}, 45, 45, 64, 64, true}, {{3}, 20, 70, 16, 40, false},
+      {{2}, 37, 37, 96, 128, true},   {{2}, 200, 260, 64, 64, true},
+      {{1}, 33, 33, 130, 20, true},   {{2}, 65, 65, 20, 100, false},
+  };
+  uint32_t seed = 1300;
+  for (DType dtype : kFloatTypes)
+    for (const AttentionCase &c : cases) {
+      SCOPED_TRACE(describe(c, dtype));
+      Call forward = attentionCall(c, dtype, false, seed += 4);
+      forward.out(plan::F32, lseShape(c));
+      ASSERT_OK(forward.run());
+      Call grad = attentionCall(c, dtype, true, seed);
+      for (size_t i = 0; i < 3; ++i)
+        grad.input(i) = forward.input(i);
+      Call saved = grad;
+      saved.in(forward.result(0)).in(forward.result(1));
+      ASSERT_OK(runOnCuda(saved));
+      Call reference = grad;
+      for (size_t i = 0; i < reference.inputCount(); ++i) {
+        Tensor &input = reference.input(i);
+        input = encode(plan::F64, input.shape, decode(input));
+      }
+      for (size_t i = 0; i < reference.outputCount(); ++i) {
+        Tensor &output = reference.result(i);
+        output = encode(plan::F64, output.shape,
+                        std::vector<double>(countOf(output.shape), 0.0));
+      }
+      ASSERT_OK(reference.run());
+      double tolerance = dtype == plan::F64   ? 1e-12
+                         : dtype == plan::F32 ? 2e-5
+                         : dtype == plan::F16 ? 1e-2
+                                              : 2e-2;
+      for (size_t i = 0; i < 3; ++i)
+        expectNear(saved.values(i), reference.values(i), tolerance,
+                   "gradient " + std::to_string(i) + " against f64");
+    }
+}
+
 // No queries: zero key and value gradients; no keys: zero query gradients.
 TEST(CudaKernelsLinalg, AttentionGradEdgeSizes) {
   ZCC_REQUIRE_GPU();

@@ -463,6 +463,47 @@ void checkAttentionGrad(const AttentionCase &c, uint32_t seed) {
       "value_grad, " + where);
 }
 
+// With the forward's saved result and log-sum-exp the gradients are the
+// same bits (the cpu recomputes the probabilities either way); saved
+// operands of the wrong shape are refused by name.
+TEST(GradKernels, AttentionGradWithSavedStatistics) {
+  std::vector<int64_t> qShape{2, 3, 4}, kShape{2, 5, 4}, vShape{2, 5, 3},
+      oShape{2, 3, 3};
+  Call forward("attention");
+  forward.in(f64(qShape, randomValues(24, 300)))
+      .in(f64(kShape, randomValues(40, 301)))
+      .in(f64(vShape, randomValues(30, 302)))
+      .out(plan::F64, oShape)
+      .out(plan::F32, {2, 3})
+      .floatAttr("scale", 0.5)
+      .unitAttr("causal");
+  ASSERT_OK(forward.run());
+  auto build = [&](bool saved, std::vector<int64_t> lseShape) {
+    Call grad("attention_grad");
+    grad.in(forward.input(0))
+        .in(forward.input(1))
+        .in(forward.input(2))
+        .in(f64(oShape, randomValues(18, 303)));
+    if (saved)
+      grad.in(forward.result(0)).in(encode(plan::F32, lseShape, std::vector<double>(countOf(lseShape), 0.0)));
+    grad.out(plan::F64, qShape)
+        .out(plan::F64, kShape)
+        .out(plan::F64, vShape)
+        .floatAttr("scale", 0.5)
+        .unitAttr("causal");
+    return grad;
+  };
+  Call plain = build(false, {}), saved = build(true, {2, 3});
+  saved.input(5) = forward.result(1);
+  ASSERT_OK(plain.run());
+  ASSERT_OK(saved.run());
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(saved.result(i).bytes, plain.result(i).bytes) << "gradient " << i;
+  Call wrong = build(true, {2, 5});
+  expectError(wrong.run(), StatusCode::kInvalidArgument,
+              {"attention_grad", "'lse'"});
+}
+
 TEST(GradKernels, AttentionGradMatchesFiniteDifferences) {
   checkAttentionGrad({{2}, 3, 5, 4, 3, false, 0.5}, 200);
   checkAttentionGrad({{2, 1}, 4, 4, 3, 2, false, 1.0}, 210);

@@ -523,10 +523,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         if (isa<func::ReturnOp>(op))
           continue;
         // The kernel's attributes: the op's, less the compiler's marks
-        // (pipeline stages, where the op runs: the buffers say that).
+        // (pipeline stages, where the op runs: the buffers say that) and
+        // the sizes of optional operand groups (the operands say that).
         SmallVector<NamedAttribute> kernelAttrs;
         for (NamedAttribute attr : op.getAttrs())
-          if (!attr.getName().getValue().starts_with("zdist."))
+          if (!attr.getName().getValue().starts_with("zdist.") &&
+              attr.getName() != "operandSegmentSizes")
             kernelAttrs.push_back(attr);
         DictionaryAttr params = builder.getDictionaryAttr(kernelAttrs);
         if (auto allReduce = dyn_cast<zdist::AllReduceOp>(op)) {

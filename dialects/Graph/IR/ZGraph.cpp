@@ -306,6 +306,15 @@ LogicalResult ReduceSumOp::verify() { return verifyReduce(*this); }
 LogicalResult ReduceMeanOp::verify() { return verifyReduce(*this); }
 LogicalResult ReduceMaxOp::verify() { return verifyReduce(*this); }
 
+namespace {
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [index, dim] : llvm::enumerate(shape))
+    text += (index ? ", " : "") + std::to_string(dim);
+  return text + "]";
+}
+} // namespace
+
 LogicalResult AttentionOp::verify() {
   if (failed(verifyStaticShapes(*this)))
     return failure();
@@ -325,7 +334,15 @@ LogicalResult AttentionOp::verify() {
     return emitOpError("a causal attention needs at least as many keys as queries");
   SmallVector<int64_t> expected(q.begin(), q.end());
   expected.back() = v.back();
-  return verifyResultShape(*this, expected);
+  if (failed(verifyResultShape(*this, expected)))
+    return failure();
+  if (Value lse = getLse()) {
+    auto type = cast<RankedTensorType>(lse.getType());
+    if (type.getShape() != q.drop_back())
+      return emitOpError() << "lse " << type << " must have the query's shape without its "
+                           << "last dimension, " << shapeString(q.drop_back());
+  }
+  return success();
 }
 
 LogicalResult ConcatOp::verify() {
@@ -488,16 +505,20 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError("each gradient must have its operand's type");
   if (getGrad().getType().getRank() != getQuery().getType().getRank())
     return emitOpError("grad must have the query's rank");
+  if (Value output = getOutput()) {
+    if (output.getType() != getGrad().getType())
+      return emitOpError() << "saved output " << output.getType()
+                           << " must have the gradient's type " << getGrad().getType();
+    ArrayRef<int64_t> q = getQuery().getType().getShape();
+    auto lse = cast<RankedTensorType>(getLse().getType());
+    if (lse.getShape() != q.drop_back())
+      return emitOpError() << "saved lse " << lse << " must have the query's shape without "
+                           << "its last dimension, " << shapeString(q.drop_back());
+  }
   return verifyStaticShapes(*this);
 }
 
 namespace {
-std::string shapeString(ArrayRef<int64_t> shape) {
-  std::string text = "[";
-  for (auto [index, dim] : llvm::enumerate(shape))
-    text += (index ? ", " : "") + std::to_string(dim);
-  return text + "]";
-}
 
 template <typename GradOp> LogicalResult verifyClassLossGrad(GradOp op) {
   if (op.getResult().getType() != op.getInput().getType())

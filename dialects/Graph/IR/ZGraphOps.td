@@ -253,18 +253,33 @@ def ZGraph_AttentionOp : ZGraph_Op<"attention", [Pure]> {
     MatMul chain of an exported model into this op, so the GPU backend can run
     one flash-attention kernel instead of materialising the score matrix.
 
+    The optional second result `lse` ([..., queries], f32) is each query
+    row's log-sum-exp of its scaled, masked scores (FlashAttention's saved
+    statistics): `zcc-graph-fuse-kernels` asks for it where the attention's
+    backward is in the same step, which then reads it (and the result)
+    instead of recomputing the softmax statistics.
+
     ```mlir
     %o = zgraph.attention %q, %k, %v scale = 0.125 causal
         : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+    %o2, %lse = zgraph.attention %q, %k, %v scale = 0.125
+        : (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>)
+        -> tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>
     ```
   }];
   let arguments = (ins ZGraph_FloatTensor:$query, ZGraph_FloatTensor:$key,
                        ZGraph_FloatTensor:$value, F64Attr:$scale, UnitAttr:$causal);
-  let results = (outs ZGraph_FloatTensor:$result);
+  let results = (outs ZGraph_FloatTensor:$result, Optional<RankedTensorOf<[F32]>>:$lse);
   let assemblyFormat = [{
     $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
-    `(` type($query) `,` type($key) `,` type($value) `)` `->` type($result)
+    `(` type($query) `,` type($key) `,` type($value) `)` `->` type($result) (`,` type($lse)^)?
   }];
+  let builders = [
+    OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$query, "mlir::Value":$key,
+                   "mlir::Value":$value, "mlir::FloatAttr":$scale, "mlir::UnitAttr":$causal), [{
+      build($_builder, $_state, result, mlir::Type(), query, key, value, scale, causal);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 
@@ -470,22 +485,43 @@ def ZGraph_LayerNormGradOp : ZGraph_Op<"layer_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def ZGraph_AttentionGradOp : ZGraph_Op<"attention_grad", [Pure]> {
+def ZGraph_AttentionGradOp : ZGraph_Op<"attention_grad", [Pure, AttrSizedOperandSegments]> {
   let summary = "Gradients of attention for query, key and value";
   let description = [{
     Recomputes the attention probabilities row by row (never the whole score
     matrix) and returns dL/dq, dL/dk and dL/dv given `grad` = dL/d(result).
+    With `saved(%output, %lse)`, the forward attention's result and its
+    per-row log-sum-exp (`zgraph.attention`'s second result), a backend may
+    read the softmax statistics from them instead of recomputing them; the
+    gradients are the same either way.
+
+    ```mlir
+    %dq, %dk, %dv = zgraph.attention_grad %q, %k, %v, %dy saved(%o, %lse : tensor<2x8x16xbf16>, tensor<2x8xf32>)
+        scale = 0.25 causal : (...) -> (...)
+    ```
   }];
   let arguments = (ins ZGraph_FloatTensor:$query, ZGraph_FloatTensor:$key,
                        ZGraph_FloatTensor:$value, ZGraph_FloatTensor:$grad,
+                       Optional<ZGraph_FloatTensor>:$output,
+                       Optional<RankedTensorOf<[F32]>>:$lse,
                        F64Attr:$scale, UnitAttr:$causal);
   let results = (outs ZGraph_FloatTensor:$query_grad, ZGraph_FloatTensor:$key_grad,
                       ZGraph_FloatTensor:$value_grad);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $grad `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
+    $query `,` $key `,` $value `,` $grad
+    (`saved` `(` $output^ `,` $lse `:` type($output) `,` type($lse) `)`)?
+    `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
     `(` type($query) `,` type($key) `,` type($value) `,` type($grad) `)` `->`
     `(` type($query_grad) `,` type($key_grad) `,` type($value_grad) `)`
   }];
+  let builders = [
+    OpBuilder<(ins "mlir::Type":$query_grad, "mlir::Type":$key_grad, "mlir::Type":$value_grad,
+                   "mlir::Value":$query, "mlir::Value":$key, "mlir::Value":$value,
+                   "mlir::Value":$grad, "mlir::FloatAttr":$scale, "mlir::UnitAttr":$causal), [{
+      build($_builder, $_state, query_grad, key_grad, value_grad, query, key, value, grad,
+            mlir::Value(), mlir::Value(), scale, causal);
+    }]>
+  ];
   let hasVerifier = 1;
 }
 

@@ -4,7 +4,9 @@
 // is copies and adds the graph spells out: transposed operands of the
 // backward products, bias adds after the forward ones, and the zero-padded
 // pieces of a Split's gradient summed back together. Each rewrite here
-// removes a whole pass over an activation-sized tensor.
+// removes a whole pass over an activation-sized tensor; the attention's
+// backward reads the softmax statistics its forward saved instead of a
+// forward-sized pass recomputing them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -248,6 +250,46 @@ void recomputeForBackward(Block &block) {
   }
 }
 
+/// An attention whose backward is in the same function keeps its softmax
+/// statistics for it, as FlashAttention-2 does: the forward also returns
+/// each query row's log-sum-exp, and the attention_grad reads that and the
+/// forward's result instead of recomputing them (a forward-sized pass of
+/// the backward). Each gradient pairs with the nearest attention before it
+/// with the same operands and attributes: under activation checkpointing,
+/// the recomputed one.
+void saveAttentionStatistics(Block &block) {
+  for (AttentionGradOp grad : llvm::to_vector(block.getOps<AttentionGradOp>())) {
+    if (grad.getOutput())
+      continue;
+    AttentionOp forward;
+    for (Operation *op = grad->getPrevNode(); op && !forward; op = op->getPrevNode())
+      if (auto attention = dyn_cast<AttentionOp>(op))
+        if (attention.getQuery() == grad.getQuery() && attention.getKey() == grad.getKey() &&
+            attention.getValue() == grad.getValue() &&
+            attention.getScaleAttr() == grad.getScaleAttr() &&
+            attention.getCausal() == grad.getCausal() &&
+            attention.getResult().getType() == grad.getGrad().getType())
+          forward = attention;
+    if (!forward)
+      continue;
+    if (!forward.getLse()) {
+      OpBuilder builder(forward);
+      auto lseType = RankedTensorType::get(forward.getQuery().getType().getShape().drop_back(),
+                                           builder.getF32Type());
+      auto withLse = builder.create<AttentionOp>(
+          forward.getLoc(), forward.getResult().getType(), lseType, forward.getQuery(),
+          forward.getKey(), forward.getValue(), forward.getScaleAttr(), forward.getCausalAttr());
+      // Marks later passes read (pipeline stage, recompute) stay with it.
+      withLse->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+      forward.getResult().replaceAllUsesWith(withLse.getResult());
+      forward.erase();
+      forward = withLse;
+    }
+    grad.getOutputMutable().assign(forward.getResult());
+    grad.getLseMutable().assign(forward.getLse());
+  }
+}
+
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -257,8 +299,10 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     getOperation().walk([](func::FuncOp func) {
-      if (!func.getBody().empty())
-        recomputeForBackward(func.getBody().front());
+      if (func.getBody().empty())
+        return;
+      recomputeForBackward(func.getBody().front());
+      saveAttentionStatistics(func.getBody().front());
     });
   }
 };

@@ -84,6 +84,12 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       inputs, which gelu_grad and layer_norm_grad keep live anyway: one
       element-wise or row kernel instead of an activation held from the
       forward to the backward pass.
+    - a `zgraph.attention_grad` in the function of its forward attention
+      (the nearest one before it with the same operands and attributes)
+      reads `saved(result, lse)`: the forward returns each row's
+      log-sum-exp too, and the backward needs no pass of its own to find
+      the softmax statistics (FlashAttention-2). The forward's result then
+      stays live until the backward.
     The values change at most by rounding: in f16 and bf16 a bias is added
     before the product is rounded, not after.
   }];

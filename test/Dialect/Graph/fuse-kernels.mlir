@@ -175,3 +175,21 @@ func.func @recompute_layer_norm(%x: tensor<64x16xf32>, %y: tensor<64x16xf32>, %s
   %g:3 = zgraph.layer_norm_grad %x, %s, %dn axis = 1 epsilon = 1.0e-5 : (tensor<64x16xf32>, tensor<16xf32>, tensor<64x16xf32>) -> (tensor<64x16xf32>, tensor<16xf32>, tensor<16xf32>)
   return %dw, %dm, %g#0 : tensor<16x16xf32>, tensor<16x16xf32>, tensor<64x16xf32>
 }
+
+// -----
+
+// An attention and its backward in one function: the forward also returns
+// each row's log-sum-exp and the backward reads it and the forward's result.
+// A gradient of other operands (no forward of its own here) stays as it is.
+// CHECK-LABEL: func.func @attention_saves_statistics
+// CHECK: %[[O:.*]], %[[LSE:.*]] = zgraph.attention %[[Q:.*]], %[[K:.*]], %[[V:.*]] scale = 2.500000e-01 causal : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>, tensor<2x8xf32>
+// CHECK: zgraph.attention_grad %[[Q]], %[[K]], %[[V]], %{{.*}} saved(%[[O]], %[[LSE]] : tensor<2x8x16xbf16>, tensor<2x8xf32>) scale = 2.500000e-01 causal
+// CHECK: zgraph.attention_grad %[[K]], %[[Q]], %[[V]], %{{.*}} scale = 2.500000e-01 causal :
+func.func @attention_saves_statistics(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16xbf16>,
+                                      %v: tensor<2x8x16xbf16>, %dy: tensor<2x8x16xbf16>)
+    -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) {
+  %o = zgraph.attention %q, %k, %v scale = 0.25 causal : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> tensor<2x8x16xbf16>
+  %g:3 = zgraph.attention_grad %q, %k, %v, %dy scale = 0.25 causal : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+  %h:3 = zgraph.attention_grad %k, %q, %v, %dy scale = 0.25 causal : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+  return %o, %g#0, %g#1, %h#2 : tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+}

@@ -317,3 +317,27 @@ func.func @sgd_scalars(%s: tensor<4xf64>) {
   zgraph.sgd %w, %g, %mo, %s : tensor<4xf32>, tensor<4xf64>
   return
 }
+
+// -----
+
+func.func @attention_grad_saved_lse_shape(%q: tensor<2x4x8xf32>, %kv: tensor<2x6x8xf32>, %o: tensor<2x4x8xf32>, %lse: tensor<2x6xf32>) {
+  // expected-error @+1 {{'zgraph.attention_grad' op saved lse 'tensor<2x6xf32>' must have the query's shape without its last dimension, [2, 4]}}
+  %0:3 = zgraph.attention_grad %q, %kv, %kv, %q saved(%o, %lse : tensor<2x4x8xf32>, tensor<2x6xf32>) scale = 0.125 : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_saved_output_type(%q: tensor<2x4x8xf32>, %kv: tensor<2x6x8xf32>, %o: tensor<2x4x8xbf16>, %lse: tensor<2x4xf32>) {
+  // expected-error @+1 {{'zgraph.attention_grad' op saved output 'tensor<2x4x8xbf16>' must have the gradient's type 'tensor<2x4x8xf32>'}}
+  %0:3 = zgraph.attention_grad %q, %kv, %kv, %q saved(%o, %lse : tensor<2x4x8xbf16>, tensor<2x4xf32>) scale = 0.125 : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse_shape(%q: tensor<2x4x8xbf16>, %kv: tensor<2x6x8xbf16>) {
+  // expected-error @+1 {{'zgraph.attention' op lse 'tensor<2x6xf32>' must have the query's shape without its last dimension, [2, 4]}}
+  %o, %lse = zgraph.attention %q, %kv, %kv scale = 0.125 : (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>) -> tensor<2x4x8xbf16>, tensor<2x6xf32>
+  return
+}

@@ -40,6 +40,16 @@ func.func @multi_result_grads(%x: tensor<2x3x4xf32>, %s: tensor<3x4xf32>, %dx: t
   return
 }
 
+// The forward with its saved statistics, and a backward that reads them.
+// CHECK-LABEL: func.func @attention_saved_statistics
+// CHECK: %[[O:.*]], %[[LSE:.*]] = zgraph.attention %{{.*}}, %{{.*}}, %{{.*}} scale = 1.250000e-01 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x4x8xf32>, tensor<2x4xf32>
+// CHECK: zgraph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved(%[[O]], %[[LSE]] : tensor<2x4x8xf32>, tensor<2x4xf32>) scale = 1.250000e-01 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+func.func @attention_saved_statistics(%q: tensor<2x4x8xf32>, %kv: tensor<2x6x8xf32>, %dq: tensor<2x4x8xf32>) {
+  %o, %lse = zgraph.attention %q, %kv, %kv scale = 0.125 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>) -> tensor<2x4x8xf32>, tensor<2x4xf32>
+  %0:3 = zgraph.attention_grad %q, %kv, %kv, %dq saved(%o, %lse : tensor<2x4x8xf32>, tensor<2x4xf32>) scale = 0.125 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
+  return
+}
+
 // The loss gradients: a scalar grad for "mean" (the elided default) and
 // "sum", the labels' shape for "none"; ignore_index is optional; i32 labels
 // are accepted as well as i64.
