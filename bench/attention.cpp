@@ -3,11 +3,13 @@
 //   zcc-bench-attention HEADS QUERIES KEYS HEAD_SIZE CAUSAL(0|1) DTYPE(bf16|f16) REPEATS
 //
 // Fills query, key, value and the result's gradient with seeded normal
-// values, runs the forward (attention) and the backward (attention_grad)
-// once each to warm up, then REPEATS times each between cuda events,
-// rotating over three sets of operands so that the L2 cache does not hold
-// them, and prints one JSON object: the median forward and backward
-// milliseconds. bench/attention.py runs it beside torch's
+// values, runs the forward (attention, also saving each row's log-sum-exp)
+// and the backward (attention_grad) once each to warm up, then REPEATS
+// times each between cuda events, rotating over three sets of operands so
+// that the L2 cache does not hold them, and prints one JSON object: the
+// median milliseconds of the forward, of the backward reading the
+// forward's saved result and log-sum-exp (what a training plan runs), and
+// of the backward that recomputes the softmax statistics itself. bench/attention.py runs it beside torch's
 // scaled_dot_product_attention on the same shapes.
 //
 //===----------------------------------------------------------------------===//
@@ -95,14 +97,16 @@ int main(int argc, char **argv) {
   };
   constexpr int kSets = 3;
   void *q[kSets], *k[kSets], *v[kSets], *grad[kSets], *out[kSets], *dq[kSets],
-      *dk[kSets], *dv[kSets];
+      *dk[kSets], *dv[kSets], *lse[kSets];
   for (int set = 0; set < kSets; ++set)
     if (!upload(qElements, &q[set]) || !upload(kElements, &k[set]) ||
         !upload(kElements, &v[set]) || !upload(qElements, &grad[set]) ||
         !check(cudaMalloc(&out[set], qElements * 2), "cudaMalloc") ||
         !check(cudaMalloc(&dq[set], qElements * 2), "cudaMalloc") ||
         !check(cudaMalloc(&dk[set], kElements * 2), "cudaMalloc") ||
-        !check(cudaMalloc(&dv[set], kElements * 2), "cudaMalloc"))
+        !check(cudaMalloc(&dv[set], kElements * 2), "cudaMalloc") ||
+        !check(cudaMalloc(&lse[set], shape.heads * shape.queries * 4),
+               "cudaMalloc"))
       return 1;
   void *workspace = nullptr;
   if (!check(cudaMalloc(&workspace,
@@ -118,9 +122,10 @@ int main(int argc, char **argv) {
     p.key = k[set];
     p.value = v[set];
     p.result = out[set];
+    p.lse = lse[set];
     return zcc::cuda::launchAttention(p, nullptr);
   };
-  auto backward = [&](int set) {
+  auto backward = [&](int set, bool saved) {
     zcc::cuda::AttentionGradParams p;
     p.type = type;
     p.shape = shape;
@@ -128,6 +133,10 @@ int main(int argc, char **argv) {
     p.key = k[set];
     p.value = v[set];
     p.grad = grad[set];
+    if (saved) {
+      p.output = out[set];
+      p.lse = lse[set];
+    }
     p.queryGrad = dq[set];
     p.keyGrad = dk[set];
     p.valueGrad = dv[set];
@@ -155,17 +164,24 @@ int main(int argc, char **argv) {
     }
     return true;
   };
-  std::vector<float> forwardMs, backwardMs;
-  if (!time(forward, forwardMs) || !time(backward, backwardMs))
+  // Every set's saved result and log-sum-exp, for the backward.
+  for (int set = 0; set < kSets; ++set)
+    if (!check(forward(set), "forward"))
+      return 1;
+  std::vector<float> forwardMs, backwardMs, recomputeMs;
+  if (!time(forward, forwardMs) ||
+      !time([&](int set) { return backward(set, true); }, backwardMs) ||
+      !time([&](int set) { return backward(set, false); }, recomputeMs))
     return 1;
   std::printf("{\"heads\": %lld, \"queries\": %lld, \"keys\": %lld, "
               "\"head_size\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
-              "\"forward_ms\": %.4f, \"backward_ms\": %.4f}\n",
+              "\"forward_ms\": %.4f, \"backward_ms\": %.4f, "
+              "\"backward_recompute_ms\": %.4f}\n",
               static_cast<long long>(shape.heads),
               static_cast<long long>(shape.queries),
               static_cast<long long>(shape.keys),
               static_cast<long long>(shape.headSize),
               shape.causal ? "true" : "false", dtype.c_str(),
-              median(forwardMs), median(backwardMs));
+              median(forwardMs), median(backwardMs), median(recomputeMs));
   return 0;
 }

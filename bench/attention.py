@@ -9,9 +9,11 @@ micro-batch 4 with head size 128; gpt2-xl inference at sequence 2048), runs
 zcc-bench-attention (the kernels zrun launches for `attention` and
 `attention_grad`) and torch.nn.functional.scaled_dot_product_attention with
 each fused backend torch has on the device (flash, cuDNN), and prints the
-median milliseconds of the forward and the backward, TFLOP/s (forward
-4 B H T^2 d, halved for causal; backward 2.5 times the forward) and the
-ratio of torch's time to zcc's (above 1: zcc is faster).
+median milliseconds of the forward and the backward (zcc's reading the
+forward's saved log-sum-exp, as training plans run it; the one that
+recomputes the statistics in its own pass is in the JSON lines), TFLOP/s
+(forward 4 B H T^2 d, halved for causal; backward 2.5 times the forward)
+and the ratio of torch's time to zcc's (above 1: zcc is faster).
 """
 
 import argparse
@@ -88,7 +90,7 @@ def main():
              str(args.repeats)], text=True))
         flops = forward_flops(batch, heads, seq, head, True)
         row = {"shape": name, "zcc_forward_ms": zcc["forward_ms"], "zcc_backward_ms": zcc["backward_ms"],
-               "forward_gflop": flops / 1e9}
+               "zcc_backward_recompute_ms": zcc["backward_recompute_ms"], "forward_gflop": flops / 1e9}
         for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 fwd, bwd = torch_times(batch, heads, seq, head, dtype, backend, args.repeats)
