@@ -22,7 +22,6 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 namespace zcc::cpu::kernels {
 
@@ -371,30 +370,32 @@ Status matmul(const KernelArgs &args) {
 }
 
 /// Each query row's log-sum-exp of its scaled, masked scores (attention's
-/// optional second result), in double from the operands' values; a row
+/// optional second result), in double from the operands' values, in one
+/// pass with a running maximum (no scratch: kernels do not allocate); a row
 /// without keys gets -inf.
 template <typename T>
 void attentionLse(const AttentionDims &dims, const T *q, const T *k, float *lse,
                   double scale) {
   int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize;
-  std::vector<double> scores(static_cast<size_t>(tk));
   for (int64_t h = 0; h < dims.heads; ++h) {
     const T *qh = q + h * tq * headDim;
     const T *kh = k + h * tk * headDim;
     for (int64_t i = 0; i < tq; ++i) {
       int64_t visible = dims.visibleKeys(i);
-      double max = -std::numeric_limits<double>::infinity();
+      double max = -std::numeric_limits<double>::infinity(), sum = 0;
       for (int64_t j = 0; j < visible; ++j) {
         double dot = 0;
         for (int64_t c = 0; c < headDim; ++c)
           dot += static_cast<double>(load(qh[i * headDim + c])) *
                  static_cast<double>(load(kh[j * headDim + c]));
-        scores[j] = scale * dot;
-        max = std::max(max, scores[j]);
+        double score = scale * dot;
+        if (score > max) {
+          sum = sum * std::exp(max - score) + 1;
+          max = score;
+        } else {
+          sum += std::exp(score - max);
+        }
       }
-      double sum = 0;
-      for (int64_t j = 0; j < visible; ++j)
-        sum += std::exp(scores[j] - max);
       lse[h * tq + i] =
           visible == 0 ? -std::numeric_limits<float>::infinity()
                        : static_cast<float>(max + std::log(sum));

@@ -673,6 +673,38 @@ __device__ __forceinline__ void stageTile(uint16_t *dst, int stride,
   }
 }
 
+/// Stages keys and values [k0, k0 + rows) into `ks` and `vs`.
+template <int kPad>
+__device__ __forceinline__ void
+stageKeysAndValues(uint16_t *ks, uint16_t *vs, int stride, const uint16_t *key,
+                   const uint16_t *value, int64_t k0, const Dims &dims,
+                   int rows, bool async) {
+  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, rows, async);
+  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, rows,
+                  async);
+}
+
+/// The step of a loop over double-buffered tiles of `rows` keys and values
+/// (tile t in buffer t % 2): starts copying tile `tile` + 1, if there is
+/// one, into the other buffer and waits for tile `tile`'s copies; the
+/// caller then synchronises the block.
+template <int kPad>
+__device__ __forceinline__ void
+advanceKeyTiles(uint16_t *ks, uint16_t *vs, int stride, const uint16_t *key,
+                const uint16_t *value, int64_t tile, int64_t tiles,
+                const Dims &dims, int rows, bool async) {
+  if (tile + 1 < tiles) {
+    int next = static_cast<int>((tile + 1) & 1);
+    stageKeysAndValues<kPad>(ks + next * rows * stride,
+                             vs + next * rows * stride, stride, key, value,
+                             (tile + 1) * rows, dims, rows, async);
+    commitCopies();
+    waitCopies<1>();
+  } else {
+    waitCopies<0>();
+  }
+}
+
 /// The A fragment of rows [row, row + 16) and columns [column, column +
 /// 16) of a row-major tile.
 __device__ __forceinline__ void loadA(uint32_t (&a)[4], const uint16_t *tile,
@@ -924,12 +956,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kBlock,
                   async);
   commitCopies();
-  if (keyTiles > 0) {
-    stageTile<kPad>(ks, stride, key, 0, dims.keys, dims.headSize, kStream,
-                    async);
-    stageTile<kPad>(vs, stride, value, 0, dims.keys, dims.valueSize, kStream,
-                    async);
-  }
+  if (keyTiles > 0)
+    stageKeysAndValues<kPad>(ks, vs, stride, key, value, 0, dims, kStream,
+                             async);
   commitCopies();
 
   float out[R][kOut][4] = {};
@@ -945,18 +974,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int64_t tile = 0; tile < keyTiles; ++tile) {
     const int64_t k0 = tile * kStream;
     const int buffer = tile & 1;
-    if (tile + 1 < keyTiles) {
-      uint16_t *nextK = ks + (buffer ^ 1) * kStream * stride;
-      uint16_t *nextV = vs + (buffer ^ 1) * kStream * stride;
-      stageTile<kPad>(nextK, stride, key, k0 + kStream, dims.keys,
-                      dims.headSize, kStream, async);
-      stageTile<kPad>(nextV, stride, value, k0 + kStream, dims.keys,
-                      dims.valueSize, kStream, async);
-      commitCopies();
-      waitCopies<1>();
-    } else {
-      waitCopies<0>();
-    }
+    advanceKeyTiles<kPad>(ks, vs, stride, key, value, tile, keyTiles, dims,
+                          kStream, async);
     __syncthreads(); // This tile (and the queries) are in shared memory.
     const uint16_t *kt = ks + buffer * kStream * stride;
     const uint16_t *vt = vs + buffer * kStream * stride;
@@ -1145,10 +1164,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
   const int64_t firstTile = firstQuery / kStream,
                 endTile = (dims.queries + kStream - 1) / kStream;
-  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, kBlock,
-                  async);
-  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, kBlock,
-                  async);
+  stageKeysAndValues<kPad>(ks, vs, stride, key, value, k0, dims, kBlock, async);
   if (firstTile < endTile)
     stageQueries(firstTile * kStream, 0);
   commitCopies();
@@ -1277,28 +1293,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                   async);
   stageTile<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kBlock,
                   async);
-  if (keyTiles > 0) {
-    stageTile<kPad>(ks, stride, key, 0, dims.keys, dims.headSize, kStream,
-                    async);
-    stageTile<kPad>(vs, stride, value, 0, dims.keys, dims.valueSize, kStream,
-                    async);
-  }
+  if (keyTiles > 0)
+    stageKeysAndValues<kPad>(ks, vs, stride, key, value, 0, dims, kStream,
+                             async);
   commitCopies();
 
   float queryGrad[R][kOut][4] = {};
   for (int64_t tile = 0; tile < keyTiles; ++tile) {
     const int64_t k0 = tile * kStream;
     const int buffer = tile & 1;
-    if (tile + 1 < keyTiles) {
-      stageTile<kPad>(ks + (buffer ^ 1) * kStream * stride, stride, key,
-                      k0 + kStream, dims.keys, dims.headSize, kStream, async);
-      stageTile<kPad>(vs + (buffer ^ 1) * kStream * stride, stride, value,
-                      k0 + kStream, dims.keys, dims.valueSize, kStream, async);
-      commitCopies();
-      waitCopies<1>();
-    } else {
-      waitCopies<0>();
-    }
+    advanceKeyTiles<kPad>(ks, vs, stride, key, value, tile, keyTiles, dims,
+                          kStream, async);
     __syncthreads(); // This tile (and the queries) are in shared memory.
     const uint16_t *kt = ks + buffer * kStream * stride;
     const uint16_t *vt = vs + buffer * kStream * stride;

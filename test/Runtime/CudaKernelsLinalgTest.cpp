@@ -487,18 +487,23 @@ double gradToleranceFor(DType dtype) {
 /// Runs `call` (16-bit operands) on the cuda kernel, and its operands'
 /// values in f64 on the cpu kernel, and expects the cuda results within
 /// `tolerance` of the f64 ones: the 16-bit kernel's accuracy itself.
-void expectCudaNearF64(const Call &call, double tolerance) {
-  Call actual = call, reference = call;
-  ASSERT_OK(runOnCuda(actual));
-  for (size_t i = 0; i < reference.inputCount(); ++i) {
-    Tensor &input = reference.input(i);
+/// `call` with every operand's values in f64 (and f64 results).
+Call inF64(Call call) {
+  for (size_t i = 0; i < call.inputCount(); ++i) {
+    Tensor &input = call.input(i);
     input = encode(plan::F64, input.shape, decode(input));
   }
-  for (size_t i = 0; i < reference.outputCount(); ++i) {
-    Tensor &output = reference.result(i);
+  for (size_t i = 0; i < call.outputCount(); ++i) {
+    Tensor &output = call.result(i);
     output = encode(plan::F64, output.shape,
                     std::vector<double>(countOf(output.shape), 0.0));
   }
+  return call;
+}
+
+void expectCudaNearF64(const Call &call, double tolerance) {
+  Call actual = call, reference = inF64(call);
+  ASSERT_OK(runOnCuda(actual));
   ASSERT_OK(reference.run());
   for (size_t i = 0; i < actual.outputCount(); ++i)
     expectNear(actual.values(i), reference.values(i), tolerance,
@@ -589,16 +594,7 @@ TEST(CudaKernelsLinalg, AttentionGradFromSavedStatistics) {
       Call saved = grad;
       saved.in(forward.result(0)).in(forward.result(1));
       ASSERT_OK(runOnCuda(saved));
-      Call reference = grad;
-      for (size_t i = 0; i < reference.inputCount(); ++i) {
-        Tensor &input = reference.input(i);
-        input = encode(plan::F64, input.shape, decode(input));
-      }
-      for (size_t i = 0; i < reference.outputCount(); ++i) {
-        Tensor &output = reference.result(i);
-        output = encode(plan::F64, output.shape,
-                        std::vector<double>(countOf(output.shape), 0.0));
-      }
+      Call reference = inF64(grad);
       ASSERT_OK(reference.run());
       double tolerance = dtype == plan::F64   ? 1e-12
                          : dtype == plan::F32 ? 2e-5
