@@ -4,13 +4,16 @@
 // FlashAttention) gives each block a tile of queries of one head and streams
 // the keys and values through shared memory in tiles, keeping a running
 // maximum and sum per query row (the online softmax) and the output rows in
-// registers. The backward (after FlashAttention-2) first runs the forward
-// once more to keep, per query row, the softmax maximum, the reciprocal of
-// its sum and D = grad . output in the workspace; then one kernel gives each
-// block a tile of keys and accumulates their key and value gradients over
-// the query tiles, and another gives each block a tile of queries and
-// accumulates their query gradients over the key tiles. Every sum runs in a
-// fixed order: no atomics, the results are deterministic.
+// registers; asked for it, it also writes each row's log-sum-exp. The
+// backward (after FlashAttention-2) first keeps, per query row, the softmax
+// maximum, the reciprocal of its sum and D = grad . output in the
+// workspace: from the forward's saved result and log-sum-exp where the
+// plan gives them (tensor-core kernels), else by running the forward once
+// more; then one kernel gives each block a tile of keys and accumulates
+// their key and value gradients over the query tiles, and another gives
+// each block a tile of queries and accumulates their query gradients over
+// the key tiles. Every sum runs in a fixed order: no atomics, the results
+// are deterministic.
 //
 // Everything accumulates in f32 (f64 for f64 operands), loaded from and
 // rounded to the operands' type at the edges.
@@ -549,8 +552,8 @@ __global__ void __launch_bounds__(kThreads)
 // kMmaMaxHead, after FlashAttention-2: each of 4 warps owns 16 R rows of
 // the block's tile of 64 R (R by Tiling below), and the fragment layouts
 // of the PTX ISA (row g = lane / 4, column pair 2 t, t = lane % 4) let the
-// scores' f32 accumulators become the next product's 16-bit operands in registers.
-// Operand fragments come from shared memory through ldmatrix (.trans where
+// scores' f32 accumulators become the next product's 16-bit operands in
+// registers. Operand fragments come from shared memory through ldmatrix (.trans where
 // a product reads a tile down its columns); the streamed tiles are double
 // buffered, the next one copied by cp.async while the current one is
 // multiplied, when every row is whole 16-byte pieces (head sizes that are
