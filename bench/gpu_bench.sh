@@ -25,6 +25,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nproc=${NPROC:-2}
 cases=${CASES:-"gpt2-medium:0:8 gpt2-medium:3:8 gpt2-xl:0:8 gpt2-xl:3:8 gpt-6.7b:3:4"}
 steps=${STEPS:-8}
+# More zrun options for every zcc run (e.g. --no-graphs).
+ZRUN_ARGS=${ZRUN_ARGS:-}
 
 size_args() {
   case $1 in
@@ -67,7 +69,7 @@ for item in $cases; do
   plan=$out/$model-z$stage.plan
   log=$out/$model-z$stage
   "$zrun" "$plan" --backend cuda --nproc "$nproc" --weights random --steps "$steps" --comm-timeout "${COMM_TIMEOUT:-60}" \
-    --log-json "$log.jsonl" --memory-report > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
+    --log-json "$log.jsonl" --memory-report $ZRUN_ARGS > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
   $python - "$log" "$model" "$stage" "$micro" "$plan" >> "$results" <<'PY'
 import json, re, sys
 log, model, stage, micro, plan = sys.argv[1:6]

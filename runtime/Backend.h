@@ -92,6 +92,22 @@ public:
   /// failed or hung peer); its first error ends the wait with that error.
   virtual Status synchronize(const std::function<Status()> &healthCheck = {}) = 0;
 
+  /// Whether capture() can record a program's launches for replay().
+  virtual bool canCapture() const { return false; }
+  /// Records what `launches` enqueues, on every stream, as one graph that
+  /// replay() runs; nothing of it runs here. Fails, leaving the backend as
+  /// it was, where `launches` fails or enqueues what a graph cannot hold.
+  /// Called once per program, not in the step loop: it may allocate.
+  virtual StatusOr<uint32_t> capture(const std::function<Status()> & /*launches*/) {
+    return Status(StatusCode::kUnimplemented,
+                  std::string("the ") + name() + " backend runs kernels as they are launched");
+  }
+  /// Enqueues graph `graph` (from capture()) once more, on stream 0; the
+  /// other streams it forked join stream 0 at its end. Must not allocate.
+  virtual Status replay(uint32_t /*graph*/) {
+    return Status(StatusCode::kInternal, "replay of a graph this backend never captured");
+  }
+
   /// The native stream the plan's stream `index` runs on (a cudaStream_t on
   /// the cuda backend), for communicators that enqueue collectives on it;
   /// null on backends that run everything on the calling thread.

@@ -296,12 +296,50 @@ Status Executor::prepare(const ExecutorOptions &options) {
   }
   inputWritten_.assign(plan.inputs_size(), false);
   profiling_ = options.profile;
+  graphs_ = options.graphs && !options.profile && backend_->canCapture();
+  for (PreparedProgram &prepared : programs_) {
+    for (size_t i = 0; i < prepared.instructions.size() && prepared.launchedBecause.empty(); ++i) {
+      const PreparedInstruction &step = prepared.instructions[i];
+      const plan::Instruction &instruction = prepared.source->instructions(static_cast<int>(i));
+      if (step.hostKernel)
+        prepared.launchedBecause = "host kernel " + describeInstruction(static_cast<int>(i), instruction);
+      // A collective on host memory waits for its copy back on the host.
+      bool hostOperand = false;
+      for (uint32_t id : instruction.inputs())
+        hostOperand |= plan.buffers(id).space() == plan::HOST;
+      for (uint32_t id : instruction.outputs())
+        hostOperand |= plan.buffers(id).space() == plan::HOST;
+      if (step.collective != Collective::kNone && hostOperand)
+        prepared.launchedBecause =
+            "collective on host memory " + describeInstruction(static_cast<int>(i), instruction);
+    }
+  }
   profile_.resize(programs_.size());
   for (size_t p = 0; p < programs_.size(); ++p) {
     profile_[p].program = programs_[p].source;
     profile_[p].instructions.assign(programs_[p].instructions.size(), InstructionProfile());
   }
   return Status::ok();
+}
+
+std::string Executor::graphSummary() const {
+  std::string summary;
+  for (const PreparedProgram &program : programs_) {
+    if (!program.runs)
+      continue;
+    summary += "program '" + program.source->name() + "': ";
+    if (program.graph >= 0)
+      summary += "replayed as a graph of " + std::to_string(program.instructions.size()) +
+                 " instructions\n";
+    else if (!graphs_)
+      summary += std::string("launched instruction by instruction (") +
+                 (profiling_ ? "profiling" : "no graphs") + ")\n";
+    else if (program.launchedBecause.empty())
+      summary += "launched instruction by instruction (it ran once)\n";
+    else
+      summary += "launched instruction by instruction: " + program.launchedBecause + "\n";
+  }
+  return summary;
 }
 
 void Executor::resetProfile() {
@@ -541,10 +579,28 @@ Status Executor::run(const std::string &programName) {
           std::chrono::steady_clock::now() - start));
     };
 
-  Status status = profiling_ ? runInstructions<true>(index, watchPeers)
-                             : runInstructions<false>(index, watchPeers);
+  // The first run launches the instructions one by one (kernels load,
+  // cuBLASLt picks its algorithms); the second captures them and replays
+  // the graph, as does every run after it.
+  PreparedProgram &prepared = programs_[index];
+  bool replay = false;
+  if (graphs_ && prepared.launchedBecause.empty() && prepared.runs > 0) {
+    if (prepared.graph < 0) {
+      StatusOr<uint32_t> graph =
+          backend_->capture([&] { return runInstructions<false>(index, watchPeers); });
+      if (graph.isOk())
+        prepared.graph = static_cast<int>(*graph);
+      else
+        prepared.launchedBecause = graph.status().message();
+    }
+    replay = prepared.graph >= 0;
+  }
+  ++prepared.runs;
+  Status status = replay       ? backend_->replay(static_cast<uint32_t>(prepared.graph))
+                  : profiling_ ? runInstructions<true>(index, watchPeers)
+                               : runInstructions<false>(index, watchPeers);
   if (!status.isOk())
-    return status;
+    return replay ? status.addContext("while replaying program '" + programName + "'") : status;
   status = backend_->synchronize(watchPeers);
   if (!status.isOk())
     return status.addContext("while finishing program '" + programName + "'");

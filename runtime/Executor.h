@@ -6,6 +6,9 @@
 // then only launches kernels in plan order, so a step allocates nothing and
 // fails only when a kernel does.
 //
+// From a program's second run on, a backend that can (cuda) replays it as
+// one graph captured from its launches (ExecutorOptions::graphs).
+//
 // With ExecutorOptions::profile, run() also times every instruction: it
 // waits for the device after each one, so the time is the instruction's own
 // (streams no longer overlap, which changes the step's time but not its
@@ -48,6 +51,11 @@ struct ExecutorOptions {
   Communicator *pipelineCommunicator = nullptr;
   /// Times every instruction of every run (Executor::profile()).
   bool profile = false;
+  /// Replays each program as one graph from its second run on, where the
+  /// backend can capture it (cuda) and every instruction of it runs on the
+  /// device (no host kernels, no collectives on host memory). Off while
+  /// profiling, which must see each instruction.
+  bool graphs = true;
 };
 
 /// What a profiled executor measured of one instruction since the last
@@ -110,6 +118,11 @@ public:
   /// Zeroes every counter, e.g. to leave warm-up runs out.
   void resetProfile();
 
+  /// How each program runs, for a run's log: "replayed as a graph" or why
+  /// it is launched instruction by instruction. One line per program that
+  /// has run, in plan order.
+  std::string graphSummary() const;
+
 private:
   enum class Collective { kNone, kAllReduce, kReduceScatter, kAllGather, kShard, kSend, kRecv };
   struct PreparedInstruction {
@@ -141,6 +154,11 @@ private:
     std::vector<PreparedInstruction> instructions;
     /// The plan inputs (indices into Plan.inputs) the program reads.
     std::vector<int> inputsRead;
+    /// Why the program is never captured as a graph; empty when it can be.
+    std::string launchedBecause;
+    uint64_t runs = 0;
+    /// The backend's graph of it, once captured (its second run).
+    int graph = -1;
   };
 
   explicit Executor(LoadedPlan plan);
@@ -170,6 +188,7 @@ private:
   /// input the caller forgot.
   std::vector<bool> inputWritten_;
   bool profiling_ = false;
+  bool graphs_ = true;
   /// Indexed like programs_; made by prepare() so that a profiled step
   /// allocates nothing either.
   std::vector<ProgramProfile> profile_;

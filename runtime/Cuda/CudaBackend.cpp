@@ -57,7 +57,11 @@ CudaBackend::~CudaBackend() {
     cudaFree(context_.workspace);
   if (context_.blasLt)
     cublasLtDestroy(context_.blasLt);
+  for (cudaGraphExec_t graph : graphs_)
+    cudaGraphExecDestroy(graph);
   for (cudaEvent_t event : events_)
+    cudaEventDestroy(event);
+  for (cudaEvent_t event : captureEvents_)
     cudaEventDestroy(event);
   for (size_t i = 1; i < streams_.size(); ++i)
     cudaStreamDestroy(streams_[i]);
@@ -288,6 +292,72 @@ Status CudaBackend::synchronize(const std::function<Status()> &healthCheck) {
     if (pause < std::chrono::milliseconds(1))
       pause *= 2;
   }
+}
+
+StatusOr<uint32_t> CudaBackend::capture(const std::function<Status()> &launches) {
+  if (streams_.empty())
+    streams_.push_back(context_.stream);
+  while (captureEvents_.size() < streams_.size()) {
+    cudaEvent_t event = nullptr;
+    ZCC_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    captureEvents_.push_back(event);
+  }
+  // Thread-local: another thread's CUDA calls (a host kernel pool, a
+  // communicator's watchdog) neither join nor break this capture.
+  ZCC_CUDA_RETURN_IF_ERROR(
+      cudaStreamBeginCapture(context_.stream, cudaStreamCaptureModeThreadLocal));
+  // The other streams join the capture through an event of stream 0 and
+  // leave it through one event each that stream 0 waits for at the end.
+  cudaError_t forked = cudaEventRecord(captureEvents_[0], context_.stream);
+  for (size_t i = 1; i < streams_.size() && forked == cudaSuccess; ++i)
+    forked = cudaStreamWaitEvent(streams_[i], captureEvents_[0], 0);
+  Status launched = forked == cudaSuccess ? launches() : Status::ok();
+  cudaError_t joined = cudaSuccess;
+  for (size_t i = 1; i < streams_.size() && joined == cudaSuccess; ++i) {
+    joined = cudaEventRecord(captureEvents_[i], streams_[i]);
+    if (joined == cudaSuccess)
+      joined = cudaStreamWaitEvent(context_.stream, captureEvents_[i], 0);
+  }
+  // Ending the capture is what returns the streams to normal, whatever
+  // happened in it.
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(context_.stream, &graph);
+  cudaGetLastError();
+  auto discard = [&] {
+    if (graph)
+      cudaGraphDestroy(graph);
+  };
+  if (forked != cudaSuccess || !launched.isOk() || joined != cudaSuccess ||
+      ended != cudaSuccess) {
+    discard();
+    if (!launched.isOk())
+      return launched.addContext("while capturing a CUDA graph");
+    cudaError_t failed = forked != cudaSuccess ? forked : joined != cudaSuccess ? joined : ended;
+    return makeStatus(StatusCode::kFailedPrecondition,
+                      "the program cannot be captured as a CUDA graph: %s (%s)",
+                      cudaGetErrorName(failed), cudaGetErrorString(failed));
+  }
+  cudaGraphExec_t executable = nullptr;
+  cudaError_t instantiated = cudaGraphInstantiate(&executable, graph, 0);
+  discard();
+  if (instantiated != cudaSuccess) {
+    cudaGetLastError();
+    return makeStatus(StatusCode::kFailedPrecondition,
+                      "the captured CUDA graph cannot be instantiated: %s (%s)",
+                      cudaGetErrorName(instantiated), cudaGetErrorString(instantiated));
+  }
+  // Uploading now keeps the first replay as fast as the others.
+  ZCC_CUDA_RETURN_IF_ERROR(cudaGraphUpload(executable, context_.stream));
+  graphs_.push_back(executable);
+  return static_cast<uint32_t>(graphs_.size() - 1);
+}
+
+Status CudaBackend::replay(uint32_t graph) {
+  if (graph >= graphs_.size())
+    return makeStatus(StatusCode::kInternal, "replay of CUDA graph %u, which was never captured",
+                      graph);
+  ZCC_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[graph], context_.stream));
+  return Status::ok();
 }
 
 void *CudaBackend::nativeStream(uint32_t index) {

@@ -7,6 +7,11 @@
 // first step, so a step only enqueues. Kernels that use the workspace run on
 // stream 0 only (the plan puts only data movement on other streams).
 //
+// A program whose instructions all run on the device can be captured as a
+// CUDA graph (capture, replay): the arena never moves, so the graph's
+// kernel arguments stay valid, and one graph launch replaces the program's
+// thousands of kernel launches.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZCC_RUNTIME_CUDA_CUDABACKEND_H
@@ -47,6 +52,9 @@ public:
                 uint32_t stream) override;
   Status synchronize(const std::function<Status()> &healthCheck) override;
   void *nativeStream(uint32_t index) override;
+  bool canCapture() const override { return true; }
+  StatusOr<uint32_t> capture(const std::function<Status()> &launches) override;
+  Status replay(uint32_t graph) override;
 
   int deviceOrdinal() const { return ordinal_; }
 
@@ -61,6 +69,11 @@ private:
   /// overlap communication with compute. And the plan's events.
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
+  /// A capture's fork (stream 0 to the others) and joins (each other
+  /// stream back to 0), made by the first capture.
+  std::vector<cudaEvent_t> captureEvents_;
+  /// Captured programs, instantiated, by capture()'s index.
+  std::vector<cudaGraphExec_t> graphs_;
   /// The pinned host allocations (the plan's host arena).
   std::vector<void *> hostAllocations_;
   uint64_t allocatedBytes_ = 0;

@@ -106,6 +106,19 @@ TEST(Executor, RunsAgainWithNewInputs) {
   }
 }
 
+// The cpu backend runs kernels as they are launched: no program becomes a
+// graph, and the summary says so for each program that ran.
+TEST(Executor, GraphSummaryOnTheCpuBackend) {
+  std::unique_ptr<Executor> executor = instantiate(test::addConstantPlan());
+  ASSERT_TRUE(executor);
+  EXPECT_EQ(executor->graphSummary(), "");
+  ASSERT_TRUE(setFloats(*executor, "x", {1, 2, 3, 4, 5, 6}, {2, 3}).isOk());
+  for (int run = 0; run < 3; ++run)
+    ASSERT_TRUE(executor->run("infer").isOk());
+  EXPECT_EQ(executor->graphSummary(),
+            "program 'infer': launched instruction by instruction (no graphs)\n");
+}
+
 TEST(Executor, KernelFailureNamesTheInstruction) {
   // The plan is valid (validation does not check kernel shapes), but
   // matmul's inner dimensions disagree: the kernel's error gets the

@@ -11,7 +11,7 @@ set -x
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=$OUT
 cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF > $out/cmake.log 2>&1
-ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests zcc-bench-attention} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
+ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests zcc-cuda-graph-test zcc-bench-attention} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
 for mode in ${MODES:-profile check}; do
   case $mode in
     profile)
@@ -23,7 +23,7 @@ for mode in ${MODES:-profile check}; do
     bench)
       cp -r build-bench $out/bench
       ZRUN=build-gpu/bin/zrun timeout ${BENCH_TIMEOUT:-420} bash bench/gpu_bench.sh run $out/bench > $out/bench.txt 2>&1
-      tail -30 $out/bench.txt ;;
+      tail -30 $out/bench.txt; grep -h "program '" $out/bench/*.log | sort | uniq -c ;;
     infer)
       mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline.* $out/infer/
       CASES=" " ZRUN=build-gpu/bin/zrun timeout ${INFER_TIMEOUT:-200} bash bench/gpu_bench.sh run $out/infer > $out/infer.txt 2>&1

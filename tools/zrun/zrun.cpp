@@ -74,7 +74,13 @@ const char kUsage[] =
     "                         a named weight must have the plan's dtype and\n"
     "                         shape\n"
     "  --seed S               the seed of --weights random (default 0)\n"
-    "  --memory-report        print the device memory the run allocated\n"
+    "  --memory-report        print the device memory the run allocated, and\n"
+    "                         how each program ran (replayed as a CUDA graph,\n"
+    "                         or why not)\n"
+    "  --no-graphs            cuda: launch every instruction of every run, no\n"
+    "                         CUDA graphs (by default a program that runs on\n"
+    "                         the device alone is captured on its second run\n"
+    "                         and replayed from then on)\n"
     "  --profile[=N]          time every instruction, each one finished before\n"
     "                         the next starts (streams do not overlap), and\n"
     "                         print after the run the time per program and\n"
@@ -121,6 +127,8 @@ struct Options {
   std::string weights;
   uint64_t seed = 0;
   bool memoryReport = false;
+  /// --no-graphs clears it.
+  bool graphs = true;
   /// --profile: rows of each table; 0: no profile.
   int profileRows = 0;
   /// --repeat: runs of an inference batch.
@@ -171,6 +179,10 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     }
     if (arg == "--memory-report") {
       options.memoryReport = true;
+      continue;
+    }
+    if (arg == "--no-graphs") {
+      options.graphs = false;
       continue;
     }
     if (arg == "--profile" || arg.rfind("--profile=", 0) == 0) {
@@ -413,6 +425,7 @@ Status prepareInference(const Options &options, ExecutorOptions &executorOptions
     return status;
   executorOptions.backend = options.backend;
   executorOptions.profile = options.profileRows > 0;
+  executorOptions.graphs = options.graphs;
   return weightOptions(options, executorOptions.weights);
 }
 
@@ -500,10 +513,12 @@ Status runInference(const Options &options, LoadedPlan loaded) {
                 static_cast<long long>(options.repeat - 1),
                 latency > 0 ? static_cast<double>(samples) / latency : 0.0);
   }
-  if (options.memoryReport)
+  if (options.memoryReport) {
     std::printf("device memory: %llu bytes allocated on %s\n",
                 static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
                 (*executor)->backend().name());
+    std::fputs((*executor)->graphSummary().c_str(), stdout);
+  }
   for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
     if (options.noOutputs)
       break;
@@ -860,6 +875,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   train.dataSeed = options.seed;
   train.profileRows = options.profileRows;
   executorOptions.profile = options.profileRows > 0;
+  executorOptions.graphs = options.graphs;
   if (options.checkGradients && options.profileRows > 0)
     return Status(StatusCode::kInvalidArgument,
                   "--profile times training steps or an inference run, and --check-gradients "
@@ -921,6 +937,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   }
   std::vector<Status> results(world, Status::ok());
   std::vector<uint64_t> allocated(world, 0);
+  std::vector<std::string> graphs(world);
   std::string backendName;
   auto communicatorOf = [&](int rank) -> Communicator * {
     if (nccl)
@@ -959,6 +976,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       status = options.checkGradients ? checkGradients(**executor, rankTrain, options.gradCheck)
                                       : zcc::train(**executor, rankTrain);
       allocated[rank] = (*executor)->backend().allocatedBytes();
+      graphs[rank] = (*executor)->graphSummary();
       if (rank == 0)
         backendName = (*executor)->backend().name();
     }
@@ -974,9 +992,11 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     runRank(rank, std::move(loaded));
     if (!results[rank].isOk())
       return results[rank].addContext(formatString("rank %d", rank)).addContext(path);
-    if (options.memoryReport)
+    if (options.memoryReport) {
       std::printf("device memory: %llu bytes allocated on %s (rank %d)\n",
                   static_cast<unsigned long long>(allocated[rank]), options.backend.c_str(), rank);
+      std::fputs(graphs[rank].c_str(), stdout);
+    }
     return Status::ok();
   } else {
     std::vector<std::thread> threads;
@@ -997,11 +1017,13 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
         failed.addContext(formatString("rank %d", rank));
       return failed.addContext(path);
     }
-  if (options.memoryReport)
+  if (options.memoryReport) {
     for (int rank = 0; rank < world; ++rank)
       std::printf("device memory: %llu bytes allocated on %s%s\n",
                   static_cast<unsigned long long>(allocated[rank]), backendName.c_str(),
                   world > 1 ? formatString(" (rank %d)", rank).c_str() : "");
+    std::fputs(graphs[0].c_str(), stdout);
+  }
   return Status::ok();
 }
 

@@ -1,0 +1,166 @@
+//===- CudaGraphTest.cpp - Programs replayed as CUDA graphs ---------------===//
+//
+// From a program's second run on, the cuda backend replays it as a graph
+// captured from its launches. A replay must compute what launching the
+// instructions one by one computes, bit for bit: with the inputs of that
+// run (the graph reads the same arena addresses), across the plan's
+// streams and events, and on state the program updates in place. Runs
+// only where a GPU is present.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Executor.h"
+#include "test/Runtime/PlanTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace zcc {
+namespace {
+
+using test::PlanBuilder;
+
+/// Whether the cuda backend loads and finds a device here (the executor
+/// loads it as zrun does, ZCC_CUDA_PLUGIN naming the plugin).
+bool haveDevice() {
+  StatusOr<std::unique_ptr<Backend>> backend = createBackend("cuda");
+  return backend.isOk();
+}
+
+/// y = (x + c) * (x + c) + (x + c), the product on stream 1 between two
+/// events, so that the graph holds a fork and a join.
+plan::Plan twoStreamPlan() {
+  PlanBuilder builder;
+  std::vector<float> c(256);
+  for (size_t i = 0; i < c.size(); ++i)
+    c[i] = 0.25f * static_cast<float>(i) - 7.f;
+  uint32_t x = builder.addBuffer("x", plan::INPUT, plan::F32, {256});
+  uint32_t constant = builder.addConstant("c", {256}, c);
+  uint32_t sum = builder.addBuffer("sum", plan::ACTIVATION, plan::F32, {256});
+  uint32_t square = builder.addBuffer("square", plan::ACTIVATION, plan::F32, {256});
+  uint32_t y = builder.addBuffer("y", plan::OUTPUT, plan::F32, {256});
+  builder.addInput("x", x);
+  builder.addOutput("y", y);
+  builder.addInstruction("add", {x, constant}, {sum}, "/Add");
+  plan::Instruction &forked = builder.addInstruction("record_event", {}, {}, "");
+  (*forked.mutable_attributes())["event"].set_i(0);
+  plan::Instruction &wait = builder.addInstruction("wait_event", {}, {}, "");
+  (*wait.mutable_attributes())["event"].set_i(0);
+  wait.set_stream(1);
+  builder.addInstruction("mul", {sum, sum}, {square}, "/Mul").set_stream(1);
+  plan::Instruction &joined = builder.addInstruction("record_event", {}, {}, "");
+  (*joined.mutable_attributes())["event"].set_i(1);
+  joined.set_stream(1);
+  plan::Instruction &back = builder.addInstruction("wait_event", {}, {}, "");
+  (*back.mutable_attributes())["event"].set_i(1);
+  builder.addInstruction("add", {square, sum}, {y}, "/Add2");
+  return builder.plan();
+}
+
+std::unique_ptr<Executor> instantiate(const plan::Plan &plan, bool graphs) {
+  StatusOr<LoadedPlan> loaded = parsePlanFile(encodePlanFile(plan, "t"), "test.bin");
+  EXPECT_TRUE(loaded.isOk()) << loaded.status().toString();
+  if (!loaded.isOk())
+    return nullptr;
+  ExecutorOptions options;
+  options.backend = "cuda";
+  options.graphs = graphs;
+  options.weights.source = WeightSource::kRandom;
+  StatusOr<std::unique_ptr<Executor>> executor = Executor::instantiate(std::move(*loaded), options);
+  EXPECT_TRUE(executor.isOk()) << executor.status().toString();
+  return executor.isOk() ? std::move(*executor) : nullptr;
+}
+
+std::vector<float> floats(const HostTensor &tensor) {
+  std::vector<float> values(tensor.data.size() / sizeof(float));
+  std::memcpy(values.data(), tensor.data.data(), tensor.data.size());
+  return values;
+}
+
+Status setFloats(Executor &executor, const std::string &name, const std::vector<float> &values) {
+  return executor.setInput(name, values.data(), values.size() * sizeof(float), plan::F32,
+                           {static_cast<int64_t>(values.size())});
+}
+
+TEST(CudaGraphs, ReplayReadsEachRunsInputsAcrossStreams) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Executor> replayed = instantiate(twoStreamPlan(), /*graphs=*/true);
+  std::unique_ptr<Executor> launched = instantiate(twoStreamPlan(), /*graphs=*/false);
+  ASSERT_TRUE(replayed && launched);
+  for (int run = 0; run < 4; ++run) {
+    std::vector<float> x(256);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = static_cast<float>(run * 3 + 1) * 0.5f - static_cast<float>(i % 17);
+    std::vector<float> expected(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      volatile float sum = x[i] + (0.25f * static_cast<float>(i) - 7.f);
+      volatile float square = sum * sum;
+      expected[i] = square + sum;
+    }
+    for (Executor *executor : {replayed.get(), launched.get()}) {
+      ASSERT_TRUE(setFloats(*executor, "x", x).isOk());
+      Status status = executor->run("infer");
+      ASSERT_TRUE(status.isOk()) << "run " << run << ": " << status.toString();
+      StatusOr<HostTensor> y = executor->output("y");
+      ASSERT_TRUE(y.isOk()) << y.status().toString();
+      EXPECT_EQ(floats(*y), expected) << "run " << run << ", graphs "
+                                      << (executor == replayed.get() ? "on" : "off");
+    }
+  }
+  EXPECT_EQ(replayed->graphSummary(), "program 'infer': replayed as a graph of 7 instructions\n");
+  EXPECT_EQ(launched->graphSummary(),
+            "program 'infer': launched instruction by instruction (no graphs)\n");
+}
+
+TEST(CudaGraphs, TrainingStateUpdatedInPlaceMatchesLaunches) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Executor> replayed = instantiate(test::trainingPlan(), /*graphs=*/true);
+  std::unique_ptr<Executor> launched = instantiate(test::trainingPlan(), /*graphs=*/false);
+  ASSERT_TRUE(replayed && launched);
+  const uint32_t parameter = 3, gradient = 8; // w and w.grad (PlanTestUtil.h)
+  std::vector<double> scalars = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001, 1.0};
+  float lossScale = 1.f;
+  for (Executor *executor : {replayed.get(), launched.get()}) {
+    ASSERT_TRUE(executor->setInput("zcc.loss_scale", &lossScale, sizeof(float), plan::F32, {})
+                    .isOk());
+    ASSERT_TRUE(executor
+                    ->setInput("zcc.optimizer_scalars", scalars.data(), scalars.size() * 8,
+                               plan::F64, {8})
+                    .isOk());
+  }
+  // Three optimizer steps of two micro-steps: the gradient accumulates in
+  // place and the weights move, so each replay starts from new state.
+  for (int step = 0; step < 3; ++step) {
+    for (int micro = 0; micro < 2; ++micro) {
+      float base = static_cast<float>(step * 2 + micro);
+      for (Executor *executor : {replayed.get(), launched.get()}) {
+        ASSERT_TRUE(setFloats(*executor, "x", {1 + base, 2 - base, 0.5f * base}).isOk());
+        ASSERT_TRUE(setFloats(*executor, "y", {base, -1, 2}).isOk());
+        Status status = executor->run("micro_step");
+        ASSERT_TRUE(status.isOk()) << status.toString();
+      }
+      StatusOr<HostTensor> mine = replayed->readBuffer(gradient);
+      StatusOr<HostTensor> reference = launched->readBuffer(gradient);
+      ASSERT_TRUE(mine.isOk() && reference.isOk());
+      EXPECT_EQ(floats(*mine), floats(*reference)) << "step " << step << " micro " << micro;
+    }
+    for (Executor *executor : {replayed.get(), launched.get()})
+      for (const char *program : {"grad_norm", "optimizer_step"})
+        ASSERT_TRUE(executor->run(program).isOk()) << program;
+    StatusOr<HostTensor> mine = replayed->readBuffer(parameter);
+    StatusOr<HostTensor> reference = launched->readBuffer(parameter);
+    ASSERT_TRUE(mine.isOk() && reference.isOk());
+    EXPECT_EQ(floats(*mine), floats(*reference)) << "step " << step;
+  }
+  std::string summary = replayed->graphSummary();
+  for (const char *program : {"micro_step", "grad_norm", "optimizer_step"})
+    EXPECT_NE(summary.find(std::string("program '") + program + "': replayed as a graph"),
+              std::string::npos)
+        << summary;
+}
+
+} // namespace
+} // namespace zcc
