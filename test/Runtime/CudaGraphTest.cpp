@@ -121,16 +121,10 @@ TEST(CudaGraphs, TrainingStateUpdatedInPlaceMatchesLaunches) {
   std::unique_ptr<Executor> launched = instantiate(test::trainingPlan(), /*graphs=*/false);
   ASSERT_TRUE(replayed && launched);
   const uint32_t parameter = 3, gradient = 8; // w and w.grad (PlanTestUtil.h)
-  std::vector<double> scalars = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001, 1.0};
   float lossScale = 1.f;
-  for (Executor *executor : {replayed.get(), launched.get()}) {
+  for (Executor *executor : {replayed.get(), launched.get()})
     ASSERT_TRUE(executor->setInput("zcc.loss_scale", &lossScale, sizeof(float), plan::F32, {})
                     .isOk());
-    ASSERT_TRUE(executor
-                    ->setInput("zcc.optimizer_scalars", scalars.data(), scalars.size() * 8,
-                               plan::F64, {8})
-                    .isOk());
-  }
   // Three optimizer steps of two micro-steps: the gradient accumulates in
   // place and the weights move, so each replay starts from new state.
   for (int step = 0; step < 3; ++step) {
@@ -147,9 +141,21 @@ TEST(CudaGraphs, TrainingStateUpdatedInPlaceMatchesLaunches) {
       ASSERT_TRUE(mine.isOk() && reference.isOk());
       EXPECT_EQ(floats(*mine), floats(*reference)) << "step " << step << " micro " << micro;
     }
-    for (Executor *executor : {replayed.get(), launched.get()})
-      for (const char *program : {"grad_norm", "optimizer_step"})
-        ASSERT_TRUE(executor->run(program).isOk()) << program;
+    // lr, beta1, beta2, eps, weight_decay, step (1-based), grad_scale,
+    // momentum: written each step, as zrun writes them, so each replay of
+    // the optimizer step must read the new ones.
+    std::vector<double> scalars = {1e-3 * (step + 1), 0.9, 0.999, 1e-8, 0.01,
+                                   static_cast<double>(step + 1), 1.0, 0.0};
+    for (Executor *executor : {replayed.get(), launched.get()}) {
+      ASSERT_TRUE(executor
+                      ->setInput("zcc.optimizer_scalars", scalars.data(),
+                                 scalars.size() * sizeof(double), plan::F64, {8})
+                      .isOk());
+      for (const char *program : {"grad_norm", "optimizer_step"}) {
+        Status status = executor->run(program);
+        ASSERT_TRUE(status.isOk()) << program << ": " << status.toString();
+      }
+    }
     StatusOr<HostTensor> mine = replayed->readBuffer(parameter);
     StatusOr<HostTensor> reference = launched->readBuffer(parameter);
     ASSERT_TRUE(mine.isOk() && reference.isOk());

@@ -19,6 +19,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
+#include <functional>
 
 namespace zcc::zgraph {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -648,6 +649,12 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
     llvm::DenseSet<Value> needed;
     SmallVector<Operation *> forward;
     llvm::DenseMap<Operation *, unsigned> pendingUses;
+    // A cast of a parameter (mixed precision's 16-bit copy) is
+    // differentiated as soon as its result's gradient is complete, not in
+    // its place at the top of the step: otherwise every gradient would
+    // reach its accumulator only at the end of the backward, each live
+    // until then and none communicated while the backward runs.
+    llvm::DenseMap<Operation *, unsigned> pendingCastUses;
     for (Operation &op : body.without_terminator()) {
       forward.push_back(&op);
       if (auto param = dyn_cast<ParamOp>(op)) {
@@ -657,6 +664,9 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
         }
         continue;
       }
+      if (auto cast = dyn_cast<CastOp>(op); cast && isFloatTensor(cast.getResult()))
+        if (auto param = cast.getInput().getDefiningOp<ParamOp>(); param && pendingUses.count(param))
+          pendingCastUses[cast] = std::distance(cast->use_begin(), cast->use_end());
       bool any = llvm::any_of(op.getOperands(), [&](Value v) { return needed.contains(v); });
       if (any)
         for (Value result : op.getResults())
@@ -698,25 +708,37 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
         made->setAttr("zdist.backward", builder.getUnitAttr());
       }
     };
-    for (Operation *op : llvm::reverse(forward)) {
-      if (isa<ParamOp>(op))
-        continue;
-      Operation *last = returnOp->getPrevNode();
-      Attribute stage = op->getAttr("zdist.stage");
+    llvm::DenseSet<Operation *> differentiated;
+    // Differentiates `op` (once) and flushes the parameters whose last
+    // pending use it was; a parameter cast whose last use it was follows.
+    std::function<LogicalResult(Operation *)> visit = [&](Operation *op) -> LogicalResult {
+      if (!differentiated.insert(op).second)
+        return success();
       bool hasGradient = llvm::any_of(
           op->getResults(), [&](Value r) { return bool(gradients.gradientOf(r)); });
       if (hasGradient && llvm::any_of(op->getOperands(), [&](Value v) { return needed.contains(v); })) {
-        if (op->getNumResults() != 1) {
-          op->emitOpError("autodiff handles single-result ops only");
-          return signalPassFailure();
-        }
+        if (op->getNumResults() != 1)
+          return op->emitOpError("autodiff handles single-result ops only");
         if (failed(gradients.differentiate(op, needed)))
-          return signalPassFailure();
+          return failure();
       }
-      for (Value operand : op->getOperands())
+      for (Value operand : op->getOperands()) {
         if (auto param = operand.getDefiningOp<ParamOp>(); param && pendingUses.count(param))
           if (--pendingUses[param] == 0)
             flush(param);
+        if (auto cast = operand.getDefiningOp<CastOp>(); cast && pendingCastUses.count(cast))
+          if (--pendingCastUses[cast] == 0 && failed(visit(cast)))
+            return failure();
+      }
+      return success();
+    };
+    for (Operation *op : llvm::reverse(forward)) {
+      if (isa<ParamOp>(op) || differentiated.contains(op))
+        continue;
+      Operation *last = returnOp->getPrevNode();
+      Attribute stage = op->getAttr("zdist.stage");
+      if (failed(visit(op)))
+        return signalPassFailure();
       tagBackward(last, stage);
     }
     for (auto &[op, uses] : pendingUses)

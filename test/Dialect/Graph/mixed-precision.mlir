@@ -126,3 +126,32 @@ module @config_fp16 attributes {zcc.config = {fp16 = {enabled = true}}} {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Two layers: each 16-bit weight copy is differentiated as soon as its
+// gradient is complete, so the second layer's gradient reaches its
+// accumulator (widened back to fp32) before the first layer's backward
+// product is built, not after the whole backward. ZeRO's buckets (and
+// their collectives) then follow the backward instead of trailing it.
+// GRAD-LABEL: module @two_layers
+// GRAD: %[[G2H:.*]] = zgraph.matmul %{{.*}}, %{{.*}} : (tensor<3x4xf16>, tensor<4x2xf16>) -> tensor<3x2xf16>
+// GRAD-NEXT: %[[G2:.*]] = zgraph.cast %[[G2H]] : tensor<3x2xf16> -> tensor<3x2xf32>
+// GRAD-NEXT: %[[A2:.*]] = zgraph.state "w2" kind = "grad" : tensor<3x2xf32>
+// GRAD-NEXT: zgraph.accumulate %[[G2]] into %[[A2]]
+// GRAD-NEXT: zgraph.transpose
+// GRAD-NEXT: zgraph.matmul %{{.*}}, %{{.*}} : (tensor<3x4xf16>, tensor<4x3xf16>) -> tensor<3x3xf16>
+// GRAD-NEXT: zgraph.cast
+// GRAD-NEXT: zgraph.state "w1" kind = "grad" : tensor<3x3xf32>
+// GRAD-NEXT: zgraph.accumulate
+// GRAD-NEXT: return
+module @two_layers {
+  func.func @main(%x: tensor<4x3xf32> {zgraph.name = "x"}, %t: tensor<4x2xf32> {zgraph.name = "t"}) -> (tensor<f32> {zgraph.name = "loss"}) {
+    %w1 = zgraph.param "w1" trainable : tensor<3x3xf32>
+    %w2 = zgraph.param "w2" trainable : tensor<3x2xf32>
+    %0 = zgraph.matmul %x, %w1 : (tensor<4x3xf32>, tensor<3x3xf32>) -> tensor<4x3xf32>
+    %1 = zgraph.matmul %0, %w2 : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    %l = zgraph.mse_loss %1, %t : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
