@@ -459,6 +459,50 @@ Status checkWhereOperands(const KernelArgs &args, const char *kernel) {
   return Status::ok();
 }
 
+Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
+                                     AccumulateMatmulOperands &operands) {
+  if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"target"}); !s.isOk())
+    return s;
+  const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
+  if (Status s = optionalBool(args, kernel, "transpose_lhs", false, operands.transposeLhs);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "transpose_rhs", false, operands.transposeRhs);
+      !s.isOk())
+    return s;
+  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
+    return s;
+  plan::DType wide = lhs.dtype == plan::F64 ? plan::F64 : plan::F32;
+  if (target.dtype != wide)
+    return unsupportedDType(kernel, "target", target,
+                            wide == plan::F64 ? "f64 (for f64 operands)"
+                                              : "f32 (for f32, f16 and bf16 operands)");
+  for (auto [name, view] : {std::pair<const char *, const TensorView *>{"lhs", &lhs},
+                            {"rhs", &rhs},
+                            {"target", &target}})
+    if (view->shape.size() != 2)
+      return kernelError(StatusCode::kInvalidArgument, kernel, "'%s' must be a matrix, got shape %s",
+                         name, shapeString(view->shape).c_str());
+  int64_t m = lhs.shape[operands.transposeLhs ? 1 : 0], k = lhs.shape[operands.transposeLhs ? 0 : 1];
+  int64_t rhsK = rhs.shape[operands.transposeRhs ? 1 : 0], n = rhs.shape[operands.transposeRhs ? 0 : 1];
+  if (k != rhsK)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "contracting dimensions differ: lhs %s has %lld, rhs %s has %lld",
+                       shapeString(lhs.shape).c_str(), static_cast<long long>(k),
+                       shapeString(rhs.shape).c_str(), static_cast<long long>(rhsK));
+  if (target.shape[0] != m || target.shape[1] != n)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "the product is [%lld, %lld] but the target has shape %s",
+                       static_cast<long long>(m), static_cast<long long>(n),
+                       shapeString(target.shape).c_str());
+  operands.m = m;
+  operands.n = n;
+  operands.k = k;
+  return Status::ok();
+}
+
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands) {
   // The bias is optional: three inputs name it, any other count is held

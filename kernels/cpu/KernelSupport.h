@@ -255,6 +255,18 @@ struct MatmulOperands {
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands);
 
+/// accumulate_matmul's sizes: target[m, n] += op(lhs)[m, k] op(rhs)[k, n].
+struct AccumulateMatmulOperands {
+  int64_t m = 0, n = 0, k = 0;
+  bool transposeLhs = false, transposeRhs = false;
+};
+
+/// Checks accumulate_matmul's operands (matrices lhs and rhs of one float
+/// type; the target, its only output, f32 for 16-bit and f32 operands, f64
+/// for f64 ones) and reads its sizes.
+Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
+                                     AccumulateMatmulOperands &operands);
+
 /// Checks an in-place optimizer's operands (adamw, sgd): every tensor but
 /// `scalars` (input `scalarsIndex`) has the parameter's dtype (f32 or f64)
 /// and shape. The outputs are the updated param and state, normally in the

@@ -80,6 +80,8 @@ Status geluGrad(const KernelArgs &args);
 
 // Optimizer.cpp
 Status accumulate(const KernelArgs &args);
+// Linalg.cpp: target += lhs @ rhs.
+Status accumulateMatmul(const KernelArgs &args);
 Status fill(const KernelArgs &args);
 Status sumSquares(const KernelArgs &args);
 Status adamw(const KernelArgs &args);

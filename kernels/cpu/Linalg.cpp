@@ -8,7 +8,10 @@
 // large as the head sizes, runs plain loops in f32. matmul's transposed
 // operands are BLAS's transpose flags (a 16-bit tile is widened as stored
 // and transposed by sgemm too), and its bias is where C starts, so it joins
-// the sum before the one rounding to the result's type.
+// the sum before the one rounding to the result's type. accumulate_matmul
+// adds a product into an f32 (f64) accumulator the same way: BLAS's beta =
+// 1 for f32 and f64, and for the 16-bit types C's tiles start as the
+// accumulator's values and go back to it unrounded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,6 +100,21 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
 /// and each operand element is widened only a few times.
 constexpr int64_t kTileRows = 256, kTileColumns = 1024, kTileDepth = 256;
 
+/// The f32 tiles of one thread. One instance for every instantiation of
+/// the 16-bit gemm: static TLS is carved from every thread's stack (the
+/// BLAS's own workers' too), so a copy per instantiation would take
+/// 2.25 MiB of each stack apiece.
+struct GemmTiles {
+  float a[kTileRows * kTileDepth];
+  float b[kTileDepth * kTileColumns];
+  float c[kTileRows * kTileColumns];
+};
+
+GemmTiles &gemmTiles() {
+  static thread_local GemmTiles tiles;
+  return tiles;
+}
+
 /// Widens the [rows, columns] block at `source` (row stride `stride`) into
 /// the dense f32 tile `out`.
 template <typename T>
@@ -113,18 +131,29 @@ void widenTile(const T *source, int64_t stride, int64_t rows, int64_t columns, f
 /// contraction, starting from the widened bias, then rounded once. A tile
 /// of a transposed operand is widened as it is stored (rows of A^T, of
 /// B^T), reading its rows contiguously, and sgemm transposes it.
-template <typename T>
+///
+/// With `R` = float and `accumulate`, C is an f32 accumulator instead: each
+/// tile starts from C's values (no bias) and is stored back unrounded
+/// (accumulate_matmul).
+template <typename T, typename R = T>
 std::enable_if_t<!std::is_floating_point_v<T>>
-gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
-  static thread_local float aTile[kTileRows * kTileDepth];
-  static thread_local float bTile[kTileDepth * kTileColumns];
-  static thread_local float cTile[kTileRows * kTileColumns];
+gemm(const GemmShape &g, const T *a, const T *b, const T *bias, R *c, bool accumulate = false) {
+  GemmTiles &tiles = gemmTiles();
+  float *aTile = tiles.a, *bTile = tiles.b, *cTile = tiles.c;
   int64_t m = g.m, n = g.n, k = g.k;
   for (int64_t i0 = 0; i0 < m; i0 += kTileRows) {
     int64_t rows = std::min(kTileRows, m - i0);
     for (int64_t j0 = 0; j0 < n; j0 += kTileColumns) {
       int64_t columns = std::min(kTileColumns, n - j0);
-      if (bias) {
+      if constexpr (std::is_same_v<R, float>) {
+        if (accumulate)
+          for (int64_t i = 0; i < rows; ++i)
+            std::copy(c + (i0 + i) * n + j0, c + (i0 + i) * n + j0 + columns,
+                      cTile + i * columns);
+      }
+      if (accumulate) {
+        // C's own values, copied above.
+      } else if (bias) {
         for (int64_t j = 0; j < columns; ++j)
           cTile[j] = load(bias[j0 + j]);
         for (int64_t i = 1; i < rows; ++i)
@@ -152,10 +181,13 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
                     cTile, static_cast<int>(columns));
       }
       for (int64_t i = 0; i < rows; ++i) {
-        T *row = c + (i0 + i) * n + j0;
+        R *row = c + (i0 + i) * n + j0;
         const float *in = cTile + i * columns;
-        for (int64_t j = 0; j < columns; ++j)
-          row[j] = store<T>(in[j]);
+        if constexpr (std::is_same_v<R, float>)
+          std::copy(in, in + columns, row);
+        else
+          for (int64_t j = 0; j < columns; ++j)
+            row[j] = store<T>(in[j]);
       }
     }
   }
@@ -366,6 +398,36 @@ Status matmul(const KernelArgs &args) {
                operands.bias ? operands.bias->as<const T>() : nullptr,
                out.as<T>(), operands.lhsBatch, operands.rhsBatch,
                operands.batch);
+  });
+}
+
+Status accumulateMatmul(const KernelArgs &args) {
+  const char *kernel = "accumulate_matmul";
+  AccumulateMatmulOperands operands;
+  if (Status s = checkAccumulateMatmulOperands(args, kernel, operands); !s.isOk())
+    return s;
+  const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
+  GemmShape g;
+  g.m = operands.m;
+  g.n = operands.n;
+  g.k = operands.k;
+  g.transposeA = operands.transposeLhs;
+  g.transposeB = operands.transposeRhs;
+  // An empty product adds nothing.
+  if (g.m == 0 || g.n == 0 || g.k == 0)
+    return Status::ok();
+  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", g.m}, {"N", g.n}, {"K", g.k}})
+    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
+      return s;
+  // The check leaves f32 and f64 with their own type as the target's, and
+  // the 16-bit types with f32.
+  return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>)
+      blasGemm(g, lhs.as<const T>(), rhs.as<const T>(), T(1), target.as<T>());
+    else
+      gemm<T, float>(g, lhs.as<const T>(), rhs.as<const T>(), nullptr, target.as<float>(),
+                     /*accumulate=*/true);
   });
 }
 

@@ -77,6 +77,7 @@ ZCC_CUDA_KERNEL(nllLossGrad);
 
 // Linalg.cpp (matrix products through cuBLASLt)
 ZCC_CUDA_KERNEL(matmul);
+ZCC_CUDA_KERNEL(accumulateMatmul);
 
 // Attention.cpp
 ZCC_CUDA_KERNEL(attention);

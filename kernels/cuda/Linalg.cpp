@@ -20,6 +20,10 @@
 // (HeuristicCache), so a product allocates nothing of its own and a shape
 // seen before skips the heuristic.
 //
+// accumulate_matmul is the same product with beta = 1 into an accumulator
+// of f32 (f64 for f64 operands): a 16-bit weight gradient adds into its
+// fp32 accumulator in the epilogue, never rounded to 16 bits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/Kernels.h"
@@ -32,6 +36,7 @@
 #include <cstdint>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace zcc::cuda::kernels {
@@ -156,7 +161,7 @@ struct HeuristicKey {
   size_t workspaceBytes = 0;
   int64_t m = 0, n = 0, k = 0;
   int64_t batchCount = 0, lhsStride = 0, rhsStride = 0, resultStride = 0;
-  cudaDataType_t type = CUDA_R_32F;
+  cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
   uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0;
   bool transposeLhs = false, transposeRhs = false, bias = false;
 
@@ -164,7 +169,7 @@ struct HeuristicKey {
     return handle == o.handle && workspaceBytes == o.workspaceBytes &&
            m == o.m && n == o.n && k == o.k && batchCount == o.batchCount &&
            lhsStride == o.lhsStride && rhsStride == o.rhsStride &&
-           resultStride == o.resultStride && type == o.type &&
+           resultStride == o.resultStride && type == o.type && resultType == o.resultType &&
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
            biasAlign == o.biasAlign && transposeLhs == o.transposeLhs &&
            transposeRhs == o.transposeRhs && bias == o.bias;
@@ -178,7 +183,7 @@ struct HeuristicKey {
           static_cast<uint64_t>(n), static_cast<uint64_t>(k),
           static_cast<uint64_t>(batchCount), static_cast<uint64_t>(lhsStride),
           static_cast<uint64_t>(rhsStride), static_cast<uint64_t>(resultStride),
-          static_cast<uint64_t>(type),
+          static_cast<uint64_t>(type) << 32 | static_cast<uint64_t>(resultType),
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
           static_cast<uint64_t>(transposeLhs) << 2 |
@@ -305,13 +310,15 @@ Status fillBiasRows(const char *kernel, const LaunchContext &context,
 /// yields (element offsets of lhs, rhs and the result); every offset, in
 /// bytes, is a multiple of `outerAlignment` (0 when there is one slice).
 /// `bias` (null for none) is added to every row of the result, which has
-/// `resultRows` rows of plan.n elements in all.
-template <typename T, typename NextSlice>
+/// `resultRows` rows of plan.n elements in all. With `accumulate` the
+/// products add into the result (beta = 1), whose type R may be wider than
+/// the operands' (f32 for 16-bit ones), and there is no bias.
+template <typename T, typename R, typename NextSlice>
 Status runProducts(const char *kernel, const LaunchContext &context,
                    const ProductPlan &plan, const T *lhs, const T *rhs,
-                   const T *bias, T *result, int64_t resultRows,
+                   const T *bias, R *result, int64_t resultRows,
                    int64_t sliceCount, uint64_t outerAlignment,
-                   NextSlice &&nextSlice) {
+                   NextSlice &&nextSlice, bool accumulate = false) {
   using Types = BlasTypes<T>;
   constexpr uint64_t kElement = sizeof(T);
   // Column-major: cuBLASLt's A is rhs as stored ([n, k] read as k x n
@@ -331,7 +338,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                                       plan.transposeLhs ? plan.k : plan.m,
                                       plan.transposeLhs ? plan.m : plan.k,
                                       plan.batchCount, plan.lhsStride));
-  ZCC_BLAS_RETURN_IF_ERROR(kernel, initLayout(cLayout, Types::data, plan.n,
+  ZCC_BLAS_RETURN_IF_ERROR(kernel, initLayout(cLayout, BlasTypes<R>::data, plan.n,
                                               plan.m, plan.n, plan.batchCount,
                                               plan.resultStride));
 
@@ -364,7 +371,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                        static_cast<uint64_t>(plan.lhsStride) * kElement}));
   uint32_t cAlign = static_cast<uint32_t>(
       commonAlignment({address(result), outerAlignment,
-                       static_cast<uint64_t>(plan.resultStride) * kElement}));
+                       static_cast<uint64_t>(plan.resultStride) * sizeof(R)}));
   for (auto [attribute, value] :
        {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aAlign},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &bAlign},
@@ -385,6 +392,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   key.rhsStride = plan.rhsStride;
   key.resultStride = plan.resultStride;
   key.type = Types::data;
+  key.resultType = BlasTypes<R>::data;
   key.aAlign = aAlign;
   key.bAlign = bAlign;
   key.cAlign = cAlign;
@@ -434,7 +442,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
     cache.insert(key, choice);
   }
 
-  typename Types::Scale alpha = 1, beta = 0;
+  typename Types::Scale alpha = 1, beta = accumulate ? 1 : 0;
   if (bias && !choice.biasEpilogue) {
     if (Status s = fillBiasRows(kernel, context, bias, result,
                                 static_cast<int>(kElement), resultRows, plan.n);
@@ -444,7 +452,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   }
   for (int64_t slice = 0; slice < sliceCount; ++slice) {
     auto [lhsOffset, rhsOffset, resultOffset] = nextSlice();
-    T *out = result + resultOffset;
+    R *out = result + resultOffset;
     ZCC_BLAS_RETURN_IF_ERROR(
         kernel,
         cublasLtMatmul(context.blasLt, &operation, &alpha, rhs + rhsOffset,
@@ -536,6 +544,39 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
 }
 
 } // namespace
+
+Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "accumulate_matmul";
+  AccumulateMatmulOperands operands;
+  if (Status s = checkAccumulateMatmulOperands(args, kernel, operands); !s.isOk())
+    return s;
+  const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
+  // An empty product adds nothing.
+  if (operands.m == 0 || operands.n == 0 || operands.k == 0)
+    return Status::ok();
+  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", operands.m},
+                             {"N", operands.n},
+                             {"K", operands.k}})
+    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
+      return s;
+  ProductPlan plan;
+  plan.m = operands.m;
+  plan.n = operands.n;
+  plan.k = operands.k;
+  plan.transposeLhs = operands.transposeLhs;
+  plan.transposeRhs = operands.transposeRhs;
+  auto oneSlice = [] { return std::tuple<int64_t, int64_t, int64_t>{0, 0, 0}; };
+  Status status;
+  // The check leaves f64 operands with an f64 target, the others with f32.
+  Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
+    using T = decltype(tag);
+    using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    status = runProducts(kernel, context, plan, lhs.as<const T>(), rhs.as<const T>(),
+                         static_cast<const T *>(nullptr), target.as<R>(), plan.m, 1, 0, oneSlice,
+                         /*accumulate=*/true);
+  });
+  return dispatched.isOk() ? status : dispatched;
+}
 
 Status matmul(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "matmul";

@@ -1219,6 +1219,86 @@ TEST(GradKernels, AccumulateErrors) {
               {"accumulate", "'value' has shape [3], but 'target' has [2]"});
 }
 
+// target[m, n] += op(lhs) op(rhs) against a double-precision sum of the
+// operands' (rounded) values, for every operand type and transpose, the
+// 16-bit ones larger than one tile of their path (256 rows, 1024 columns,
+// depth 256) so that tiles start from the target's values more than once.
+// Run twice: the target really is read.
+TEST(GradKernels, AccumulateMatmulAddsTheProduct) {
+  int64_t m = 300, n = 1030, k = 270;
+  auto values = [](int64_t count, double scale, int seed) {
+    std::vector<double> out(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      out[static_cast<size_t>(i)] = scale * (static_cast<double>((i * 37 + seed * 11) % 101) / 50.0 - 1.0);
+    return out;
+  };
+  for (DType type : {plan::F32, plan::F16, plan::BF16, plan::F64})
+    for (bool transposeLhs : {false, true})
+      for (bool transposeRhs : {false, true}) {
+        // f64 goes straight to dgemm: a small product checks it.
+        if (type == plan::F64)
+          m = 40, n = 50, k = 30;
+        std::vector<double> start = values(m * n, 2.0, 3);
+        std::vector<int64_t> lhsShape = transposeLhs ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+        std::vector<int64_t> rhsShape = transposeRhs ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+        std::vector<double> lhs = quantize(type, values(m * k, 0.5, 1));
+        std::vector<double> rhs = quantize(type, values(k * n, 0.25, 2));
+        DType wide = type == plan::F64 ? plan::F64 : plan::F32;
+        Call call("accumulate_matmul");
+        call.in(encode(type, lhsShape, lhs)).in(encode(type, rhsShape, rhs));
+        call.out(encode(wide, {m, n}, start));
+        if (transposeLhs)
+          call.boolAttr("transpose_lhs", true);
+        if (transposeRhs)
+          call.boolAttr("transpose_rhs", true);
+        ASSERT_OK(call.run());
+        ASSERT_OK(call.run());
+        std::vector<double> expected(static_cast<size_t>(m * n));
+        double largest = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (int64_t p = 0; p < k; ++p)
+              sum += lhs[static_cast<size_t>(transposeLhs ? p * m + i : i * k + p)] *
+                     rhs[static_cast<size_t>(transposeRhs ? j * k + p : p * n + j)];
+            double &e = expected[static_cast<size_t>(i * n + j)];
+            e = quantize(wide, {start[static_cast<size_t>(i * n + j)]})[0] + 2 * sum;
+            largest = std::max(largest, std::fabs(e));
+          }
+        // Sums of 270 products in f32: well under 1e-5 of the largest.
+        std::vector<double> got = call.values();
+        double worst = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          worst = std::max(worst, std::fabs(got[i] - expected[i]));
+        EXPECT_LE(worst, (wide == plan::F64 ? 1e-12 : 1e-5) * largest)
+            << dtypeName(type) << " transpose_lhs " << transposeLhs << " transpose_rhs "
+            << transposeRhs;
+      }
+}
+
+TEST(GradKernels, AccumulateMatmulErrors) {
+  Call narrow("accumulate_matmul");
+  narrow.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
+  narrow.out(encode(plan::BF16, {2, 2}, std::vector<double>(4, 0)));
+  expectError(narrow.run(), StatusCode::kUnimplemented,
+              {"accumulate_matmul", "'target' has element type bf16", "f32 (for f32, f16 and bf16"});
+  Call shape("accumulate_matmul");
+  shape.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
+  shape.out(f32({2, 3}, std::vector<double>(6, 0)));
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"accumulate_matmul", "the product is [2, 2] but the target has shape [2, 3]"});
+  Call contraction("accumulate_matmul");
+  contraction.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({2, 3}, std::vector<double>(6, 1)));
+  contraction.out(f32({2, 3}, std::vector<double>(6, 0)));
+  expectError(contraction.run(), StatusCode::kInvalidArgument,
+              {"accumulate_matmul", "contracting dimensions differ"});
+  Call batched("accumulate_matmul");
+  batched.in(f32({1, 2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
+  batched.out(f32({2, 2}, std::vector<double>(4, 0)));
+  expectError(batched.run(), StatusCode::kInvalidArgument,
+              {"accumulate_matmul", "'lhs' must be a matrix, got shape [1, 2, 3]"});
+}
+
 TEST(GradKernels, FillSetsEveryElement) {
   for (DType dtype : {plan::F32, plan::F64, plan::F16, plan::BF16}) {
     for (double value : {0.0, 0.1, -3.0}) {

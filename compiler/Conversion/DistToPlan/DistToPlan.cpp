@@ -144,6 +144,11 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
     writes.push_back(accumulate.getTarget());
     return true;
   }
+  if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op)) {
+    reads.append({fused.getLhs(), fused.getRhs()});
+    writes.push_back(fused.getTarget());
+    return true;
+  }
   if (auto assign = dyn_cast<zgraph::AssignOp>(op)) {
     reads.push_back(assign.getValue());
     writes.push_back(assign.getTarget());

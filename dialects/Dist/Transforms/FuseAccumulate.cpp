@@ -8,6 +8,12 @@
 // float is exact, so the sums are the same bit for bit, and the step loses
 // one kernel and one fp32 copy of every such gradient.
 //
+// An accumulation of a matrix product that nothing else reads (a weight's
+// gradient, on one rank or wherever no collective comes between) then
+// becomes one zgraph.accumulate_matmul: the product adds into the fp32
+// accumulator as it is computed (cuBLASLt's beta = 1), so the 16-bit
+// gradient is never written, read back or rounded.
+//
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/Transforms/Passes.h"
@@ -42,17 +48,44 @@ Value widenedFrom(zgraph::CastOp cast) {
   return cast.getInput();
 }
 
+/// Whether the offload pass put `value` (or the op defining it) in host
+/// memory.
+bool onHost(Value value) {
+  Operation *op = value.getDefiningOp();
+  auto memory = op ? op->getAttrOfType<StringAttr>("zdist.memory") : StringAttr();
+  return memory && memory.getValue() == "host";
+}
+
+/// `target += lhs @ rhs` as one product that adds into the target, where
+/// `accumulate` adds a matrix product that nothing else reads, without a
+/// bias, into a device accumulator. The fused op takes the accumulation's
+/// place (and marks); the product's operands already dominate it.
+void fuseProduct(zgraph::AccumulateOp accumulate) {
+  auto product = accumulate.getValue().getDefiningOp<zgraph::MatMulOp>();
+  if (!product || !product->hasOneUse() || product.getBias() ||
+      product.getLhs().getType().getRank() != 2 || product.getRhs().getType().getRank() != 2 ||
+      onHost(accumulate.getTarget()) || accumulate->hasAttr("zdist.memory"))
+    return;
+  OpBuilder builder(accumulate);
+  auto fused = builder.create<zgraph::AccumulateMatMulOp>(
+      accumulate.getLoc(), accumulate.getTarget(), product.getLhs(), product.getRhs(),
+      product.getTransposeLhs(), product.getTransposeRhs());
+  for (NamedAttribute attr : accumulate->getAttrs())
+    fused->setAttr(attr.getName(), attr.getValue());
+  accumulate.erase();
+  product.erase();
+}
+
 struct FuseAccumulatePass : impl::FuseAccumulatePassBase<FuseAccumulatePass> {
   void runOnOperation() override {
     getOperation().walk([](zgraph::AccumulateOp accumulate) {
-      auto cast = accumulate.getValue().getDefiningOp<zgraph::CastOp>();
-      if (!cast || !cast->hasOneUse())
-        return;
-      Value narrow = widenedFrom(cast);
-      if (!narrow)
-        return;
-      accumulate.getValueMutable().assign(narrow);
-      cast.erase();
+      if (auto cast = accumulate.getValue().getDefiningOp<zgraph::CastOp>();
+          cast && cast->hasOneUse())
+        if (Value narrow = widenedFrom(cast)) {
+          accumulate.getValueMutable().assign(narrow);
+          cast.erase();
+        }
+      fuseProduct(accumulate);
     });
   }
 };

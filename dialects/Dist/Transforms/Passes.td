@@ -217,6 +217,11 @@ def FuseAccumulatePass : Pass<"zcc-dist-fuse-accumulate", "mlir::ModuleOp"> {
     same and the step has one kernel and one wide buffer fewer per such
     gradient. Casts that also feed a collective, an offload or any other op
     stay.
+
+    Then an accumulation whose value is a `zgraph.matmul` of two matrices
+    without a bias, read by nothing else, into an accumulator in device
+    memory, becomes one `zgraph.accumulate_matmul` in its place: the product
+    is summed in the accumulator's type and added to it directly.
   }];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }

@@ -609,6 +609,28 @@ LogicalResult AccumulateOp::verify() {
   return verifyInPlaceTarget(*this, getTarget(), "target");
 }
 
+LogicalResult AccumulateMatMulOp::verify() {
+  RankedTensorType lhs = getLhs().getType(), rhs = getRhs().getType();
+  RankedTensorType target = getTarget().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || target.getRank() != 2)
+    return emitOpError() << "operands and target must be matrices, got " << lhs << ", " << rhs
+                         << " into " << target;
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOpError() << "operands must have one element type, got " << lhs.getElementType()
+                         << " and " << rhs.getElementType();
+  if (cast<FloatType>(target.getElementType()).getWidth() <
+      cast<FloatType>(lhs.getElementType()).getWidth())
+    return emitOpError() << "target " << target.getElementType()
+                         << " is narrower than the operands' " << lhs.getElementType();
+  int64_t m = lhs.getDimSize(getTransposeLhs() ? 1 : 0), k = lhs.getDimSize(getTransposeLhs() ? 0 : 1);
+  int64_t rhsK = rhs.getDimSize(getTransposeRhs() ? 1 : 0), n = rhs.getDimSize(getTransposeRhs() ? 0 : 1);
+  if (k != rhsK)
+    return emitOpError() << "contracting dimensions differ: " << k << " vs " << rhsK;
+  if (target.getShape() != ArrayRef<int64_t>{m, n})
+    return emitOpError() << "the product is " << m << "x" << n << " but the target is " << target;
+  return verifyInPlaceTarget(*this, getTarget(), "target");
+}
+
 LogicalResult FillOp::verify() { return verifyInPlaceTarget(*this, getTarget(), "target"); }
 
 LogicalResult AssignOp::verify() {

@@ -622,6 +622,30 @@ def ZGraph_AccumulateOp : ZGraph_Op<"accumulate", [MemoryEffects<[MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def ZGraph_AccumulateMatMulOp : ZGraph_Op<"accumulate_matmul", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Adds a matrix product into a state in place";
+  let description = [{
+    `target += op(lhs) @ op(rhs)` for matrices, where `op` swaps the two
+    dimensions of a `transpose_lhs` (`transpose_rhs`) operand and `target`
+    is a `zgraph.state` (a weight's gradient accumulator) of a float type at
+    least as wide as the operands'. The product is summed in the target's
+    type (f32 for 16-bit operands) and added to the target without being
+    rounded to the operands' type first. Only `zcc-dist-fuse-accumulate`
+    makes it, from an accumulation of a product that nothing else reads.
+
+    ```mlir
+    zgraph.accumulate_matmul %x, %dy into %acc {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) into tensor<100x10xf32>
+    ```
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$target, ZGraph_FloatTensor:$lhs,
+                       ZGraph_FloatTensor:$rhs, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `into` $target attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `into` type($target)
+  }];
+  let hasVerifier = 1;
+}
+
 def ZGraph_FillOp : ZGraph_Op<"fill", [MemoryEffects<[MemWrite]>]> {
   let summary = "Sets every element of a state or parameter in place";
   let arguments = (ins ZGraph_FloatTensor:$target, F64Attr:$value);

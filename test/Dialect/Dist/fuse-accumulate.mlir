@@ -41,3 +41,42 @@ module {
     return %1 : tensor<4xf32>
   }
 }
+
+// A weight gradient's product accumulated alone becomes one
+// accumulate_matmul in the accumulation's place, with the product's
+// transposes and the accumulation's marks; the product is gone.
+// CHECK-LABEL: func.func @product
+// CHECK-SAME: (%[[X:.*]]: tensor<8x4xbf16>, %[[DY:.*]]: tensor<8x3xbf16>)
+// CHECK: %[[ACC:.*]] = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+// CHECK-NOT: zgraph.matmul
+// CHECK-NOT: zgraph.cast
+// CHECK: zgraph.accumulate_matmul %[[X]], %[[DY]] into %[[ACC]] {transpose_lhs, zdist.stage = 0 : i64} : (tensor<8x4xbf16>, tensor<8x3xbf16>) into tensor<4x3xf32>
+// CHECK-NEXT: return
+func.func @product(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) {
+  %acc = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+  %0 = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+  %1 = zgraph.cast %0 : tensor<4x3xbf16> -> tensor<4x3xf32>
+  zgraph.accumulate %1 into %acc {zdist.stage = 0 : i64} : tensor<4x3xf32> into tensor<4x3xf32>
+  return
+}
+
+// Products stay where something else reads them, where they have a bias,
+// where they are batched, and where the accumulator is in host memory
+// (the offload pass's mark): a host kernel does not multiply matrices.
+// CHECK-LABEL: func.func @products_kept
+// CHECK-NOT: zgraph.accumulate_matmul
+// CHECK: return
+func.func @products_kept(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>, %b: tensor<3xf32>, %bx: tensor<2x8x4xf32>, %by: tensor<2x8x3xf32>) -> tensor<4x3xf32> {
+  %acc = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+  %0 = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  zgraph.accumulate %0 into %acc : tensor<4x3xf32> into tensor<4x3xf32>
+  %1 = zgraph.matmul %x, %dy, %b {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  zgraph.accumulate %1 into %acc : tensor<4x3xf32> into tensor<4x3xf32>
+  %bacc = zgraph.state "v" kind = "grad" : tensor<2x4x3xf32>
+  %2 = zgraph.matmul %bx, %by {transpose_lhs} : (tensor<2x8x4xf32>, tensor<2x8x3xf32>) -> tensor<2x4x3xf32>
+  zgraph.accumulate %2 into %bacc : tensor<2x4x3xf32> into tensor<2x4x3xf32>
+  %hacc = zgraph.state "h" kind = "grad" {zdist.memory = "host"} : tensor<4x3xf32>
+  %3 = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  zgraph.accumulate %3 into %hacc : tensor<4x3xf32> into tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}

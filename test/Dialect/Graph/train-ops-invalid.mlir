@@ -341,3 +341,32 @@ func.func @attention_lse_shape(%q: tensor<2x4x8xbf16>, %kv: tensor<2x6x8xbf16>) 
   %o, %lse = zgraph.attention %q, %kv, %kv scale = 0.125 : (tensor<2x4x8xbf16>, tensor<2x6x8xbf16>, tensor<2x6x8xbf16>) -> tensor<2x4x8xbf16>, tensor<2x6xf32>
   return
 }
+
+// -----
+
+// accumulate_matmul adds a matrix product of the target's shape into a
+// target at least as wide as the operands.
+func.func @accumulate_matmul_shape(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<8x4xf32>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op the product is 4x8 but the target is 'tensor<8x4xf32>'}}
+  zgraph.accumulate_matmul %x, %dy into %g {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_matmul_contraction(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<16x8xf32>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op contracting dimensions differ: 4 vs 16}}
+  zgraph.accumulate_matmul %x, %dy into %g : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_matmul_narrow(%x: tensor<16x4xf32>, %dy: tensor<16x8xf32>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<4x8xbf16>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op target 'bf16' is narrower than the operands' 'f32'}}
+  zgraph.accumulate_matmul %x, %dy into %g {transpose_lhs} : (tensor<16x4xf32>, tensor<16x8xf32>) into tensor<4x8xbf16>
+  return
+}
