@@ -84,7 +84,7 @@ TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
       // The training kernels (GradKernelsTest.cpp).
       "softmax_grad", "log_softmax_grad", "layer_norm_grad", "attention_grad",
       "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
-      "slice_grad", "gelu_grad", "accumulate", "fill", "sum_squares", "adamw",
+      "slice_grad", "gelu_grad", "accumulate", "accumulate_matmul", "fill", "sum_squares", "adamw",
       "sgd"};
   std::vector<std::string> names = kernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
