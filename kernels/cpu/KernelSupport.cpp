@@ -459,15 +459,21 @@ Status checkWhereOperands(const KernelArgs &args, const char *kernel) {
   return Status::ok();
 }
 
+namespace {
+/// A product's optional transpose_lhs and transpose_rhs.
+Status readTransposes(const KernelArgs &args, const char *kernel, bool &lhs, bool &rhs) {
+  if (Status s = optionalBool(args, kernel, "transpose_lhs", false, lhs); !s.isOk())
+    return s;
+  return optionalBool(args, kernel, "transpose_rhs", false, rhs);
+}
+} // namespace
+
 Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
                                      AccumulateMatmulOperands &operands) {
   if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"target"}); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
-  if (Status s = optionalBool(args, kernel, "transpose_lhs", false, operands.transposeLhs);
-      !s.isOk())
-    return s;
-  if (Status s = optionalBool(args, kernel, "transpose_rhs", false, operands.transposeRhs);
+  if (Status s = readTransposes(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
     return s;
   if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
@@ -515,12 +521,7 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
     return counted;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
-  if (Status s = optionalBool(args, kernel, "transpose_lhs", false,
-                              operands.transposeLhs);
-      !s.isOk())
-    return s;
-  if (Status s = optionalBool(args, kernel, "transpose_rhs", false,
-                              operands.transposeRhs);
+  if (Status s = readTransposes(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
     return s;
   if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())

@@ -49,6 +49,25 @@ struct GemmShape {
   bool transposeA = false, transposeB = false;
 };
 
+/// The product of sizes and transposes read by either operand check.
+template <typename Operands> GemmShape gemmShape(const Operands &operands) {
+  GemmShape g;
+  g.m = operands.m;
+  g.n = operands.n;
+  g.k = operands.k;
+  g.transposeA = operands.transposeLhs;
+  g.transposeB = operands.transposeRhs;
+  return g;
+}
+
+/// checkBlasSize for each of a product's sizes.
+Status checkBlasSizes(const char *kernel, const GemmShape &g) {
+  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", g.m}, {"N", g.n}, {"K", g.k}})
+    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
+      return s;
+  return Status::ok();
+}
+
 CBLAS_TRANSPOSE blasTranspose(bool transposed) {
   return transposed ? CblasTrans : CblasNoTrans;
 }
@@ -376,22 +395,15 @@ Status matmul(const KernelArgs &args) {
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
-  GemmShape g;
-  g.m = operands.m;
-  g.n = operands.n;
-  g.k = operands.k;
-  g.transposeA = operands.transposeLhs;
-  g.transposeB = operands.transposeRhs;
+  GemmShape g = gemmShape(operands);
 
   if (operands.batch.numElements() == 0 || g.m == 0 || g.n == 0)
     return Status::ok();
   // An empty contraction (k = 0) fills zeros (or the bias) and calls no
   // BLAS.
   if (g.k > 0)
-    for (auto [what, value] :
-         {std::pair<const char *, int64_t>{"M", g.m}, {"N", g.n}, {"K", g.k}})
-      if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
-        return s;
+    if (Status s = checkBlasSizes(kernel, g); !s.isOk())
+      return s;
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
     matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(),
@@ -407,18 +419,12 @@ Status accumulateMatmul(const KernelArgs &args) {
   if (Status s = checkAccumulateMatmulOperands(args, kernel, operands); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
-  GemmShape g;
-  g.m = operands.m;
-  g.n = operands.n;
-  g.k = operands.k;
-  g.transposeA = operands.transposeLhs;
-  g.transposeB = operands.transposeRhs;
+  GemmShape g = gemmShape(operands);
   // An empty product adds nothing.
   if (g.m == 0 || g.n == 0 || g.k == 0)
     return Status::ok();
-  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", g.m}, {"N", g.n}, {"K", g.k}})
-    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
-      return s;
+  if (Status s = checkBlasSizes(kernel, g); !s.isOk())
+    return s;
   // The check leaves f32 and f64 with their own type as the target's, and
   // the 16-bit types with f32.
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
