@@ -49,7 +49,17 @@ if [ "$mode" = compile ]; then
       --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
     echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
   done
-  [ "$nproc" -lt 2 ] && exit 0
+  if [ "$nproc" -lt 2 ]; then
+    # One GPU: gpt2-xl inference in bf16 of the whole batch of 32 at once,
+    # against torch on one GPU (the pipeline rows need two).
+    onnx=$models/gpt2-xl-infer-mb32.onnx
+    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl \
+      --vocab 50304 --seq 1024 --batch 32 --no-loss --external-data --sizes-only -o "$onnx"
+    "$zcc" "$onnx" -c "$root/bench/configs/infer_one_mb32.json" --infer-precision bf16 --report \
+      -o "$out/gpt2-xl-infer.plan" 2>/dev/null > "$out/gpt2-xl-infer.report"
+    echo "gpt2-xl inference, one GPU: $(grep 'arena (total)' "$out/gpt2-xl-infer.report")"
+    exit 0
+  fi
   # Pipeline inference: gpt2-xl, bf16, a batch of 32 in 8 micro-batches of
   # 4 over 2 stages (one GPU each).
   onnx=$models/gpt2-xl-infer-mb4.onnx
@@ -93,6 +103,26 @@ PY
 done
 # SKIP_INFER leaves out the inference rows (when the cases are split over
 # several device calls); they need two GPUs.
+if [ "$nproc" -lt 2 ] && [ -z "${SKIP_INFER:-}" ] && [ -f "$out/gpt2-xl-infer.plan" ]; then
+  # One GPU: the whole batch of 32 (5 runs, the last 4 timed, logits left
+  # on the device) against torch's bf16 model on one GPU.
+  $python -c "import numpy as np; np.save('$out/ids32.npy', np.random.default_rng(0).integers(0, 50304, (32, 1024)))"
+  "$zrun" "$out/gpt2-xl-infer.plan" --backend cuda --weights random --input input_ids="$out/ids32.npy" \
+    --repeat 5 --no-outputs --memory-report > "$out/infer-zcc.log" 2>&1 || tail -5 "$out/infer-zcc.log"
+  $python - "$out/infer-zcc.log" >> "$results" <<'PY'
+import json, re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"batch of (\d+) samples in ([0-9.]+) ms", text)
+arena = [int(x) for x in re.findall(r"device memory: (\d+) bytes", text)]
+if m:
+    samples, ms = int(m.group(1)), float(m.group(2))
+    print(json.dumps({"system": "zcc-infer", "model": "gpt2-xl", "latency_s": ms / 1e3,
+                      "tokens_per_s": samples * 1024 / (ms / 1e3),
+                      "peak_gib": max(arena) / 2**30 if arena else None}))
+PY
+  [ -n "${SKIP_PEERS:-}" ] || $python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 \
+    >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"
+fi
 [ -n "${SKIP_PEERS:-}${SKIP_INFER:-}" ] || [ "$nproc" -lt 2 ] && { $python "$root/bench/table.py" "$results"; exit 0; }
 # zcc's pipeline inference: 5 runs of the batch, the last 4 timed, logits
 # left on the device (as torch pipelining leaves them).

@@ -43,6 +43,15 @@ def main():
         if key in by:
             r = by[key]
             print(f"{key[0]} {key[1]}: {r['tokens_per_s']:.0f} tokens/s, latency {r['latency_s'] * 1e3:.1f} ms per batch")
+    mine, peer = by.get(("zcc-infer", "gpt2-xl")), by.get(("single-infer", "gpt2-xl"))
+    if mine:
+        ratio = f", {mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x torch on one GPU" if peer else ""
+        memory = (f", peak {mine['peak_gib']:.1f} GiB against {peer['peak_gib']:.1f}"
+                  if peer and mine.get("peak_gib") and peer.get("peak_gib") else "")
+        print(f"zcc-infer gpt2-xl (one GPU, batch 32): {mine['tokens_per_s']:.0f} tokens/s, latency "
+              f"{mine['latency_s'] * 1e3:.1f} ms per batch{ratio}{memory}")
+    if GPUS < 2:
+        return
     mine, peer = by.get(("zcc-pipeline", "gpt2-xl")), by.get(("torch-pipelining", "gpt2-xl"))
     if mine and mine.get("tokens_per_s"):
         ratio = f", {mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x torch pipelining" if peer else ""

@@ -252,6 +252,50 @@ static Status copyFileRange(const std::string &path, uint64_t offset,
   return Status::ok();
 }
 
+/// Whether a tensor stored as `file` can fill a buffer of `buffer`: the
+/// same dtype, or f32 narrowed to f16 or bf16 (rounded to nearest even, as
+/// the cast kernels round), which an inference plan that computes in 16
+/// bits keeps its weights in.
+static bool convertibleDType(plan::DType file, plan::DType buffer) {
+  return file == buffer || (file == plan::F32 && (buffer == plan::F16 || buffer == plan::BF16));
+}
+
+/// The bytes a buffer of `buffer` dtype and `bufferBytes` needs from a file
+/// that stores it as `file`.
+static uint64_t fileBytesFor(plan::DType file, plan::DType buffer, uint64_t bufferBytes) {
+  return bufferBytes / cpu::dtypeBytes(buffer) * cpu::dtypeBytes(file);
+}
+
+/// copyFileRange, converting from the file's dtype to the buffer's
+/// (convertibleDType): f32 slices are narrowed in place in `staging`.
+static Status copyFileRangeAs(const std::string &path, uint64_t offset, uint64_t length,
+                              plan::DType fileDType, plan::DType bufferDType,
+                              const std::string &item, std::vector<uint8_t> &staging,
+                              Backend &backend, uint8_t *destination) {
+  if (fileDType == bufferDType)
+    return copyFileRange(path, offset, length, item, staging, backend, destination);
+  for (uint64_t done = 0; done < length;) {
+    uint64_t count = std::min(kStagingBytes, length - done);
+    staging.resize(static_cast<size_t>(count));
+    ZCC_RETURN_IF_ERROR(readFileRange(path, offset + done, count, staging.data()),
+                        "cannot read %s", item.c_str());
+    // Element i moves from byte 4 i to byte 2 i: left to right, nothing is
+    // overwritten before it is read.
+    uint64_t elements = count / sizeof(float);
+    for (uint64_t e = 0; e < elements; ++e) {
+      float value;
+      std::memcpy(&value, staging.data() + e * sizeof(float), sizeof(float));
+      uint16_t narrow = bufferDType == plan::F16 ? toHalf(value) : toBFloat16(value);
+      std::memcpy(staging.data() + e * sizeof(uint16_t), &narrow, sizeof(narrow));
+    }
+    ZCC_RETURN_IF_ERROR(backend.copyToDevice(destination + done / 2, staging.data(),
+                                             elements * sizeof(uint16_t)),
+                        "while copying %s to the device", item.c_str());
+    done += count;
+  }
+  return Status::ok();
+}
+
 static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
                              const plan::Buffer &buffer,
                              const WeightOptions &options,
@@ -262,21 +306,22 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
     return Status(StatusCode::kFailedPrecondition,
                   item + " has no file in the plan to read it from; run with "
                          "--weights random");
-  if (weight.file_dtype() != buffer.dtype())
+  if (!convertibleDType(weight.file_dtype(), buffer.dtype()))
     return Status(StatusCode::kUnimplemented,
                   item + " is stored as " + dtypeText(weight.file_dtype()) +
                       " in '" + weight.file() + "' but its buffer is " +
                       dtypeText(buffer.dtype()) +
-                      "; converting weights between dtypes is not supported "
-                      "yet (run with --weights random)");
+                      "; only f32 weights convert (to f16 or bf16); recompile the plan "
+                      "or run with --weights random");
   uint64_t shards = std::max<uint32_t>(1, weight.shards());
-  if (weight.length() != buffer.bytes() * shards)
+  uint64_t fileBytes = fileBytesFor(weight.file_dtype(), buffer.dtype(), buffer.bytes());
+  if (weight.length() != fileBytes * shards)
     return Status(
         StatusCode::kInvalidArgument,
         item + formatString(" reads %llu bytes but its buffer has "
                             "%llu; recompile the plan",
                             static_cast<unsigned long long>(weight.length()),
-                            static_cast<unsigned long long>(buffer.bytes() * shards)));
+                            static_cast<unsigned long long>(fileBytes * shards)));
   std::string path = weightFilePath(plan, weight, options);
   StatusOr<uint64_t> size = fileSize(path);
   if (!size.isOk()) {
@@ -303,8 +348,8 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
   // A partitioned weight: this rank's block of rows.
   uint64_t part = weight.length() / shards;
   uint64_t first = shards > 1 ? part * static_cast<uint64_t>(options.shardIndex) : 0;
-  return copyFileRange(path, weight.offset() + first, part, item, staging, backend,
-                       destination);
+  return copyFileRangeAs(path, weight.offset() + first, part, weight.file_dtype(), buffer.dtype(),
+                         item, staging, backend, destination);
 }
 
 //===----------------------------------------------------------------------===//
@@ -349,7 +394,7 @@ static Status checkNamedWeight(const std::string &item, const std::string &file,
                                const std::vector<int64_t> &shape,
                                uint64_t length, const plan::Buffer &buffer) {
   std::vector<int64_t> expected = bufferShape(buffer);
-  if (dtype != buffer.dtype() || shape != expected)
+  if (!convertibleDType(dtype, buffer.dtype()) || shape != expected)
     return Status(StatusCode::kInvalidArgument,
                   item + " is " + fileDtype + " of shape " + shapeText(shape) +
                       " in '" + file + "', but the plan's buffer is " +
@@ -357,7 +402,8 @@ static Status checkNamedWeight(const std::string &item, const std::string &file,
                       shapeText(expected) +
                       "; pass weights of the model the plan was compiled "
                       "from (or recompile the plan for this one)");
-  if (length != buffer.bytes())
+  uint64_t needed = fileBytesFor(dtype, buffer.dtype(), buffer.bytes());
+  if (length != needed)
     return Status(StatusCode::kDataLoss,
                   item +
                       formatString(" has %llu bytes of data in '%s', but its "
@@ -365,8 +411,7 @@ static Status checkNamedWeight(const std::string &item, const std::string &file,
                                    "damaged",
                                    static_cast<unsigned long long>(length),
                                    file.c_str(),
-                                   static_cast<unsigned long long>(
-                                       buffer.bytes())));
+                                   static_cast<unsigned long long>(needed)));
   return Status::ok();
 }
 
@@ -436,7 +481,9 @@ static Status loadOnnxWeight(const plan::Weight &weight,
       tensor.external || tensor.length != 0 || buffer.bytes() == 0;
   Status status = checkNamedWeight(item, model, fileDtype,
                                    planDType(tensor.dtype), tensor.dims,
-                                   inPlace ? tensor.length : buffer.bytes(),
+                                   inPlace ? tensor.length
+                                           : fileBytesFor(planDType(tensor.dtype), buffer.dtype(),
+                                                          buffer.bytes()),
                                    buffer);
   if (!status.isOk())
     return status;
@@ -473,8 +520,8 @@ static Status loadOnnxWeight(const plan::Weight &weight,
                                       static_cast<unsigned long long>(end),
                                       path.c_str(),
                                       static_cast<unsigned long long>(*size)));
-  return copyFileRange(path, tensor.offset, tensor.length, item, staging,
-                       backend, destination);
+  return copyFileRangeAs(path, tensor.offset, tensor.length, planDType(tensor.dtype), buffer.dtype(),
+                         item, staging, backend, destination);
 }
 
 static Status loadSafetensorsWeight(const plan::Weight &weight,
@@ -493,8 +540,8 @@ static Status loadSafetensorsWeight(const plan::Weight &weight,
                                    tensor.shape, tensor.length, buffer);
   if (!status.isOk())
     return status;
-  return copyFileRange(file, tensor.offset, tensor.length, item, staging,
-                       backend, destination);
+  return copyFileRangeAs(file, tensor.offset, tensor.length, dtype, buffer.dtype(), item, staging,
+                         backend, destination);
 }
 
 /// A file read by name holds whole tensors, not one rank's shard of them.

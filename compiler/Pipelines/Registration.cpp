@@ -48,6 +48,9 @@ void zcc::buildTrainPipeline(mlir::OpPassManager &pm, llvm::StringRef lossName,
 void zcc::buildInferPipeline(mlir::OpPassManager &pm, llvm::StringRef precision) {
   zgraph::MixedPrecisionPassOptions options;
   options.precision = precision.str();
+  // An inference step keeps no fp32 master weights: the weights themselves
+  // are 16-bit, cast once as they load instead of at every run.
+  options.lowPrecisionWeights = true;
   pm.addPass(zgraph::createMixedPrecisionPass(options));
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(zgraph::createVerifyGraphPass());

@@ -361,7 +361,10 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
         w->set_offset(offset.getInt());
       if (auto length = weight.getAs<IntegerAttr>("length"))
         w->set_length(length.getInt());
-      w->set_file_dtype(out->dtype());
+      // The file's dtype where it differs from the buffer's (a 16-bit
+      // inference weight read from f32).
+      auto fileType = weight.getAs<TypeAttr>("dtype");
+      w->set_file_dtype(fileType ? convertDType(fileType.getValue()) : out->dtype());
       if (auto shards = buffer->getAttrOfType<IntegerAttr>("shards"))
         w->set_shards(shards.getInt());
       if (auto init = buffer->getAttrOfType<DictionaryAttr>("random_init")) {

@@ -405,16 +405,21 @@ private:
             path_, item,
             formatString("has an unknown random init kind %d",
                          static_cast<int>(weight.random_init().kind())));
-      // Converting weights between dtypes comes later; where none is needed
-      // the file range must be exactly the buffer.
-      if (weight.file_dtype() == buffer.dtype() &&
-          weight.length() != buffer.bytes() * std::max<uint32_t>(1, weight.shards()))
+      // The file range holds exactly the buffer's elements, in the file's
+      // dtype (f32 weights of a 16-bit buffer are narrowed as they load;
+      // the loader refuses other conversions with its own message).
+      uint64_t fileBytes = buffer.bytes();
+      if (weight.file_dtype() == plan::F32 &&
+          (buffer.dtype() == plan::F16 || buffer.dtype() == plan::BF16))
+        fileBytes *= 2;
+      if ((weight.file_dtype() == buffer.dtype() || fileBytes != buffer.bytes()) &&
+          weight.length() != fileBytes * std::max<uint32_t>(1, weight.shards()))
         return invalid(
             path_, item,
-            formatString("reads %llu bytes of '%s' into %s, which has %llu",
+            formatString("reads %llu bytes of '%s' into %s, which needs %llu",
                          static_cast<unsigned long long>(weight.length()),
                          weight.file().c_str(), describeBuffer(buffer).c_str(),
-                         static_cast<unsigned long long>(buffer.bytes())));
+                         static_cast<unsigned long long>(fileBytes)));
     }
     for (const plan::Buffer &buffer : plan_.buffers())
       if (buffer.kind() == plan::PARAMETER && weightOfBuffer[buffer.id()] < 0)

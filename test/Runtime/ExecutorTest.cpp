@@ -8,6 +8,7 @@
 
 #include "PlanTestUtil.h"
 
+#include "kernels/cpu/Float16.h"
 #include "runtime/Executor.h"
 
 #include <cmath>
@@ -313,7 +314,7 @@ TEST(Weights, FileIsAFolder) {
       << status.message();
 }
 
-TEST(Weights, OtherFileDtypeIsNotSupportedYet) {
+TEST(Weights, OnlyF32ConvertsToAnotherDtype) {
   TempDir dir;
   writeWeightFile(dir.file("weights.bin"));
   plan::Plan plan = test::matmulWeightPlan();
@@ -325,8 +326,39 @@ TEST(Weights, OtherFileDtypeIsNotSupportedYet) {
   EXPECT_EQ(status.message(),
             "while instantiating test.bin: cannot load the weights: weight "
             "'w' (buffer 1) is stored as f16 in 'weights.bin' but its buffer "
-            "is f32; converting weights between dtypes is not supported yet "
-            "(run with --weights random)");
+            "is f32; only f32 weights convert (to f16 or bf16); recompile the "
+            "plan or run with --weights random");
+}
+
+// An inference plan that computes in 16 bits keeps its weights in 16 bits:
+// the f32 file range is narrowed as it loads, rounded to nearest even (the
+// cast kernels' rounding), to f16 and to bf16.
+TEST(Weights, F32FileNarrowsIntoA16BitBuffer) {
+  TempDir dir;
+  // 16 bytes of another tensor, then six f32 values, two of them ties.
+  std::vector<float> values = {1.0f, -2.5f, 3.14159f, 1.0f + 1.0f / 256, 65504.0f, 1e-3f};
+  test::writeBytes(dir.file("weights.bin"), std::string(16, '\x7f') + test::floatBytes(values));
+  for (plan::DType dtype : {plan::BF16, plan::F16}) {
+    plan::Plan plan = test::matmulWeightPlan();
+    plan.set_model_path(dir.file("model.onnx"));
+    plan::Buffer &w = *plan.mutable_buffers(1);
+    w.set_dtype(dtype);
+    w.set_bytes(12);
+    plan.mutable_weights(0)->set_file_dtype(plan::F32);
+    plan.mutable_weights(0)->set_length(24);
+    std::unique_ptr<Executor> executor = instantiate(plan);
+    ASSERT_TRUE(executor);
+    StatusOr<HostTensor> loaded = executor->readBuffer(1);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
+    ASSERT_EQ(loaded->data.size(), 12u);
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, loaded->data.data() + 2 * i, 2);
+      uint16_t expected = dtype == plan::BF16 ? cpu::toBFloat16(values[i]).bits
+                                              : cpu::toHalf(values[i]).bits;
+      EXPECT_EQ(bits, expected) << cpu::dtypeName(dtype) << " element " << i;
+    }
+  }
 }
 
 TEST(Weights, NoFileNeedsRandom) {

@@ -491,7 +491,7 @@ TEST(PlanValidation, WeightLengthIsTheBufferSize) {
   EXPECT_EQ(validationError(
                 [](plan::Plan &p) { p.mutable_weights(0)->set_length(20); }),
             std::string("p.bin: weight 0 ('w'): reads 20 bytes of "
-                        "'weights.bin' into buffer 3 ('w'), which has 24") +
+                        "'weights.bin' into buffer 3 ('w'), which needs 24") +
                 kFix);
   // A weight stored in another dtype needs a conversion, so its length is
   // not the buffer's; the loader refuses it later, by name.
@@ -499,6 +499,18 @@ TEST(PlanValidation, WeightLengthIsTheBufferSize) {
   plan.mutable_weights(0)->set_file_dtype(plan::F16);
   plan.mutable_weights(0)->set_length(12);
   EXPECT_TRUE(validatePlan(plan, "p.bin").isOk());
+  // f32 weights of a bf16 buffer (a 16-bit inference plan's): the file
+  // range holds the f32 values, twice the buffer's bytes.
+  plan::Plan narrowed = basePlan();
+  plan::Buffer &w = *narrowed.mutable_buffers(narrowed.weights(0).buffer());
+  w.set_dtype(plan::BF16);
+  w.set_bytes(w.bytes() / 2);
+  EXPECT_TRUE(validatePlan(narrowed, "p.bin").isOk());
+  narrowed.mutable_weights(0)->set_length(w.bytes());
+  EXPECT_EQ(validatePlan(narrowed, "p.bin").message(),
+            std::string("p.bin: weight 0 ('w'): reads 12 bytes of 'weights.bin' into buffer 3 "
+                        "('w'), which needs 24") +
+                kFix);
 }
 
 TEST(PlanValidation, WeightRandomInitKind) {

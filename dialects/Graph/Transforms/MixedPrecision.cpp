@@ -97,6 +97,17 @@ struct MixedPrecisionPass : impl::MixedPrecisionPassBase<MixedPrecisionPass> {
       if (auto param = dyn_cast<ParamOp>(op)) {
         if (!isF32Tensor(param.getType()))
           continue;
+        if (lowPrecisionWeights) {
+          // No master copy to keep: the parameter itself is 16-bit, and its
+          // weight record says the file holds f32 (the loader narrows it).
+          param.getResult().setType(cast<RankedTensorType>(withElement(param.getType(), low)));
+          if (auto source = param->getAttrOfType<DictionaryAttr>("source")) {
+            NamedAttrList fields(source);
+            fields.set("dtype", TypeAttr::get(builder.getF32Type()));
+            param->setAttr("source", fields.getDictionary(module.getContext()));
+          }
+          continue;
+        }
         builder.setInsertionPointAfter(param);
         Value cast = castTo(loc, param, low);
         param.getResult().replaceAllUsesExcept(cast, cast.getDefiningOp());

@@ -133,10 +133,17 @@ def MixedPrecisionPass : Pass<"zcc-graph-mixed-precision", "mlir::ModuleOp"> {
     operands are cast to fp32 so that the loss is fp32. Outputs are cast back
     to their declared types. Run before autodiff, which then carries the
     gradients back through the casts to fp32 accumulators.
+
+    With `low-precision-weights` (inference, which keeps no master copy)
+    the fp32 parameters become 16-bit parameters instead of being cast
+    where they are used; their `source` records `dtype = f32`, the type
+    the weight file holds, which the runtime narrows as it loads.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"\"",
            "fp32, fp16 or bf16 (default: from the config)">,
+    Option<"lowPrecisionWeights", "low-precision-weights", "bool", /*default=*/"false",
+           "store the parameters in the 16-bit type (inference)">,
   ];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
 }

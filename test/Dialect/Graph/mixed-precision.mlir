@@ -4,6 +4,7 @@
 // RUN: zcc-opt %s --split-input-file --zcc-graph-mixed-precision=precision=fp32 | FileCheck %s --check-prefix=FP32 --implicit-check-not='f16>'
 // RUN: zcc-opt %s --split-input-file --zcc-graph-mixed-precision=precision=fp16 --zcc-graph-autodiff | FileCheck %s --check-prefix=GRAD
 // RUN: not zcc-opt %s --zcc-graph-mixed-precision=precision=fp8 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: zcc-opt %s --split-input-file --zcc-graph-mixed-precision="precision=bf16 low-precision-weights" | FileCheck %s --check-prefix=WEIGHTS
 
 // The unknown precision is named with the supported ones.
 // UNKNOWN: error: unknown precision 'fp8'; use fp32, fp16 or bf16
@@ -153,5 +154,22 @@ module @two_layers {
     %1 = zgraph.matmul %0, %w2 : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
     %l = zgraph.mse_loss %1, %t : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
     return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// With low-precision-weights (inference plans) a parameter is a bf16
+// parameter used as it is, no cast; its source says the file holds f32.
+// WEIGHTS-LABEL: module @weights
+// WEIGHTS: %[[W:.*]] = zgraph.param "w" trainable {source = {dtype = f32, file = "m.onnx", kind = "initializer", length = 24 : i64, offset = 8 : i64}} : tensor<3x2xbf16>
+// WEIGHTS-NOT: zgraph.cast %[[W]]
+// WEIGHTS: zgraph.matmul %{{.*}}, %[[W]] : (tensor<4x3xbf16>, tensor<3x2xbf16>) -> tensor<4x2xbf16>
+module @weights {
+  func.func @main(%x: tensor<4x3xf32> {zgraph.name = "x"}, %t: tensor<4x2xf32> {zgraph.name = "t"}) -> (tensor<4x2xf32> {zgraph.name = "y"}, tensor<f32> {zgraph.name = "loss"}) {
+    %w = zgraph.param "w" trainable {source = {file = "m.onnx", kind = "initializer", length = 24 : i64, offset = 8 : i64}} : tensor<3x2xf32>
+    %0 = zgraph.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+    %l = zgraph.mse_loss %0, %t : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<f32>
+    return %0, %l : tensor<4x2xf32>, tensor<f32>
   }
 }
