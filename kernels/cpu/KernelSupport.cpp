@@ -707,6 +707,20 @@ Status requiredInts(const KernelArgs &args, const char *kernel,
 // Checks a forward kernel shares with its gradient
 //===----------------------------------------------------------------------===//
 
+bool sliceIsView(const SliceWindow &window, const TensorView &in, const TensorView &out) {
+  const uint8_t *start = static_cast<const uint8_t *>(in.data) +
+                         window.base * static_cast<int64_t>(dtypeBytes(in.dtype));
+  if (out.data != start)
+    return false;
+  int64_t expected = 1;
+  for (int d = window.shape.rank() - 1; d >= 0; --d) {
+    if (window.shape[d] != 1 && window.strides[d] != expected)
+      return false;
+    expected *= window.shape[d];
+  }
+  return true;
+}
+
 Status readSliceWindow(const KernelArgs &args, const char *kernel,
                        const char *operand, const SmallShape &shape,
                        SliceWindow &window) {

@@ -310,6 +310,11 @@ Status readSliceWindow(const KernelArgs &args, const char *kernel,
                        const char *operand, const SmallShape &shape,
                        SliceWindow &window);
 
+/// Whether `out` already is the window's elements of `in`: the window is
+/// one contiguous range of `in` and `out` starts where it does (a slice
+/// the plan made a view of its input). The slice kernels then move nothing.
+bool sliceIsView(const SliceWindow &window, const TensorView &in, const TensorView &out);
+
 /// A tensor seen as [outer, length, inner] around one axis.
 struct AxisLayout {
   int64_t outer = 0, length = 0, inner = 1;

@@ -1519,6 +1519,51 @@ TEST(CpuKernels, ConcatAlongAnAxis) {
               {"concat", "at least 1 inputs, got 0"});
 }
 
+// A slice whose result the plan placed on its own window of the input (a
+// contiguous range: a view) is recognised, so the kernels move nothing; a
+// window elsewhere, or one that is not contiguous, is copied.
+TEST(CpuKernels, SliceRecognisesAViewOfItsInput) {
+  using detail::readSliceWindow;
+  using detail::SliceWindow;
+  using detail::sliceIsView;
+  using detail::SmallShape;
+  std::vector<float> bytes = iota<float>(24);
+  TensorView input{bytes.data(), plan::F32, {3, 2, 4}};
+  auto window = [&](std::vector<int64_t> starts, std::vector<int64_t> limits) {
+    plan::Instruction instruction;
+    auto &attrs = *instruction.mutable_attributes();
+    for (int64_t v : starts)
+      attrs["starts"].mutable_ints()->add_values(v);
+    for (int64_t v : limits)
+      attrs["limits"].mutable_ints()->add_values(v);
+    for (size_t d = 0; d < starts.size(); ++d)
+      attrs["strides"].mutable_ints()->add_values(1);
+    KernelArgs args;
+    args.attributes = &instruction.attributes();
+    SliceWindow result;
+    EXPECT_TRUE(readSliceWindow(args, "slice", "input", SmallShape(input.shape), result).isOk());
+    return result;
+  };
+  // The second [2, 4] block is elements [8, 16).
+  SliceWindow block = window({1, 0, 0}, {2, 2, 4});
+  EXPECT_TRUE(sliceIsView(block, input, TensorView{bytes.data() + 8, plan::F32, {1, 2, 4}}));
+  EXPECT_FALSE(sliceIsView(block, input, TensorView{bytes.data() + 4, plan::F32, {1, 2, 4}}));
+  std::vector<float> own(8, -1.f);
+  EXPECT_FALSE(sliceIsView(block, input, TensorView{own.data(), plan::F32, {1, 2, 4}}));
+  // Columns 0..2 of every row are not one range, wherever the result is.
+  SliceWindow columns = window({0, 0, 0}, {3, 2, 2});
+  EXPECT_FALSE(sliceIsView(columns, input, TensorView{bytes.data(), plan::F32, {3, 2, 2}}));
+  // The copy path still copies.
+  Call copy("slice");
+  copy.in(f32({3, 2, 4}, iota<float>(24)))
+      .out(plan::F32, {1, 2, 4})
+      .intsAttr("starts", {1, 0, 0})
+      .intsAttr("limits", {2, 2, 4})
+      .intsAttr("strides", {1, 1, 1});
+  ASSERT_OK(copy.run());
+  expectNear(copy.floats(), std::vector<float>{8, 9, 10, 11, 12, 13, 14, 15});
+}
+
 TEST(CpuKernels, SliceWithStrides) {
   // [3, 5]: rows 0..3 step 2, columns 1..5 step 3 -> rows {0, 2}, cols {1, 4}.
   Call call("slice");

@@ -12,6 +12,8 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
+#include <optional>
+#include <tuple>
 
 namespace zcc {
 #define GEN_PASS_DEF_DISTTOPLANPASS
@@ -101,8 +103,10 @@ struct BufferInfo {
   /// In the host arena (CPU offload) rather than the device arena.
   bool host = false;
   /// The buffer whose bytes this one shares (a reshape's result viewing its
-  /// input), or -1.
+  /// input, a contiguous slice's its range of them), or -1, and where in
+  /// them it starts.
   int64_t aliasOf = -1;
+  uint64_t aliasOffset = 0;
 };
 
 /// Whether the offload pass placed `op` (or the value it defines) in host
@@ -188,6 +192,30 @@ DictionaryAttr collectiveParams(OpBuilder &builder, ArrayAttr axes, StringRef re
 DictionaryAttr peerParams(OpBuilder &builder, int64_t peer) {
   return builder.getDictionaryAttr({builder.getNamedAttr("axes", builder.getStringAttr("pp")),
                                     builder.getNamedAttr("peer", builder.getI64IntegerAttr(peer))});
+}
+
+/// Where `slice`'s result starts in its input's bytes when it is one
+/// contiguous range of them (every result dimension after the first one
+/// that is longer than 1 whole, unit steps where it matters); none
+/// otherwise.
+std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
+  auto input = cast<RankedTensorType>(slice.getInput().getType());
+  auto result = cast<RankedTensorType>(slice.getType());
+  ArrayRef<int64_t> shape = input.getShape(), starts = slice.getStarts(),
+                    steps = slice.getStrides(), extents = result.getShape();
+  int64_t rank = input.getRank();
+  // The input's row-major strides, the window's and its start.
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  int64_t base = 0, expected = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    base += starts[d] * strides[d];
+    if (extents[d] != 1 && strides[d] * steps[d] != expected)
+      return std::nullopt;
+    expected *= extents[d];
+  }
+  return static_cast<uint64_t>(base) * elementBytes(input.getElementType());
 }
 
 /// The kernel that runs a zgraph op: the op's name, but `assign` is a cast.
@@ -424,7 +452,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     std::vector<BufferInfo> buffers;
     llvm::DenseMap<Value, unsigned> bufferOf;
     // (result, input) of every reshape, in program order.
-    SmallVector<std::pair<unsigned, unsigned>> reshapes;
+    /// Results that may view their input's bytes: (result, input, byte
+    /// offset), in program order.
+    SmallVector<std::tuple<unsigned, unsigned, uint64_t>> views;
     int64_t stage = 0;
     // Buffers are shared by name within a stage.
     auto keyOf = [&](const std::string &key) {
@@ -624,7 +654,10 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           instruction.outputs.push_back(
               addBuffer(result, Kind::Activation, nodeName(op.getLoc()), &op, index));
         if (isa<zgraph::ReshapeOp>(op))
-          reshapes.push_back({instruction.outputs.front(), instruction.inputs.front()});
+          views.push_back({instruction.outputs.front(), instruction.inputs.front(), 0});
+        if (auto slice = dyn_cast<zgraph::SliceOp>(op))
+          if (std::optional<uint64_t> offset = contiguousSliceOffset(slice))
+            views.push_back({instruction.outputs.front(), instruction.inputs.front(), *offset});
         // Host ops read and write host buffers; offload and fetch cross;
         // everything else stays on the device.
         bool hostOp = onHost(&op) && !isa<zdist::OffloadOp>(op);
@@ -703,16 +736,22 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         assignStreams(program, buffers);
 
     // A reshape's result is a view of its input when both are activations
-    // of the same arena: one set of bytes, live as long as either is read.
-    // The reshape instruction then runs in place (a no-op).
-    for (auto [result, input] : reshapes) {
-      unsigned root = buffers[input].aliasOf >= 0 ? buffers[input].aliasOf : input;
+    // of the same arena, and so is a slice's that is one contiguous range of
+    // its input: one set of bytes, live as long as either is read. The
+    // instruction then runs in place (a no-op).
+    for (auto [result, input, offset] : views) {
+      bool aliased = buffers[input].aliasOf >= 0;
+      unsigned root = aliased ? buffers[input].aliasOf : input;
       const BufferInfo &from = buffers[root];
       BufferInfo &view = buffers[result];
+      uint64_t start = (aliased ? buffers[input].aliasOffset : 0) + offset;
+      // Every buffer starts on the arena's alignment, views too.
       if (view.kind != Kind::Activation || from.kind != Kind::Activation ||
-          view.host != from.host || view.stage != from.stage)
+          view.host != from.host || view.stage != from.stage ||
+          start % static_cast<uint64_t>(alignment) != 0)
         continue;
       view.aliasOf = root;
+      view.aliasOffset = start;
       buffers[root].lastUse = std::max(buffers[root].lastUse, view.lastUse);
     }
 
@@ -742,7 +781,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         planned[id].offset = mine[i].offset;
       for (auto [id, info] : llvm::enumerate(buffers))
         if (belongs(info) && info.aliasOf >= 0)
-          planned[id].offset = planned[info.aliasOf].offset;
+          planned[id].offset = planned[info.aliasOf].offset + info.aliasOffset;
       return subsetPlan;
     };
     int64_t stages = pipeline ? static_cast<int64_t>(pipeline.getStages().size()) : 1;

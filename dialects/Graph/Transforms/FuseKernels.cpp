@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/MapVector.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace zcc::zgraph {
@@ -290,6 +291,106 @@ void saveAttentionStatistics(Block &block) {
   }
 }
 
+/// A slice of a [B, T, 3 C] projection's columns [i C, (i + 1) C) viewed as
+/// [B, T, H, d] heads and transposed to [B, H, T, d] (the exported
+/// attention's query, key or value): the transpose, and i; null where
+/// `slice` is not one.
+TransposeOp headsOfThird(SliceOp slice, int64_t &index) {
+  auto input = cast<RankedTensorType>(slice.getInput().getType());
+  ArrayRef<int64_t> shape = input.getShape();
+  if (input.getRank() != 3 || shape[2] % 3 != 0 || !slice->hasOneUse())
+    return {};
+  int64_t third = shape[2] / 3;
+  ArrayRef<int64_t> starts = slice.getStarts(), limits = slice.getLimits();
+  if (starts[0] != 0 || starts[1] != 0 || limits[0] != shape[0] || limits[1] != shape[1] ||
+      starts[2] % third != 0 || limits[2] != starts[2] + third ||
+      llvm::any_of(slice.getStrides(), [](int64_t s) { return s != 1; }))
+    return {};
+  auto reshape = dyn_cast<ReshapeOp>(*slice->user_begin());
+  if (!reshape || !reshape->hasOneUse())
+    return {};
+  ArrayRef<int64_t> heads = reshape.getType().getShape();
+  if (heads.size() != 4 || heads[0] != shape[0] || heads[1] != shape[1] ||
+      heads[2] * heads[3] != third)
+    return {};
+  auto transpose = dyn_cast<TransposeOp>(*reshape->user_begin());
+  if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3})
+    return {};
+  index = starts[2] / third;
+  return transpose;
+}
+
+/// The three head splits of one fused query/key/value projection become
+/// one transpose of the projection viewed [B, T, 3, H, d] into
+/// [3, B, H, T, d], whose leading slices are the query, key and value:
+/// contiguous thirds, which the plan makes views, so one copy moves the
+/// bytes where three slices and three transposes moved them twice.
+void splitHeadsOnce(Block &block) {
+  llvm::MapVector<Value, SmallVector<SliceOp>> byInput;
+  for (Operation &op : block)
+    if (auto slice = dyn_cast<SliceOp>(op))
+      byInput[slice.getInput()].push_back(slice);
+  for (auto &[input, slices] : byInput) {
+    if (slices.size() != 3)
+      continue;
+    TransposeOp heads[3] = {};
+    bool matched = true;
+    for (SliceOp slice : slices) {
+      int64_t index = -1;
+      TransposeOp transpose = headsOfThird(slice, index);
+      if (!transpose || heads[index]) {
+        matched = false;
+        break;
+      }
+      heads[index] = transpose;
+    }
+    if (!matched)
+      continue;
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
+    ArrayRef<int64_t> split = cast<RankedTensorType>(heads[0].getType()).getShape();
+    int64_t batch = shape[0], length = shape[1], count = split[1], size = split[3];
+    Type element = cast<RankedTensorType>(input.getType()).getElementType();
+    Operation *first = slices.front();
+    for (SliceOp slice : slices)
+      if (slice->isBeforeInBlock(first))
+        first = slice;
+    OpBuilder builder(first);
+    Location loc = heads[0].getLoc();
+    SmallVector<NamedAttribute> marks;
+    for (NamedAttribute attr : first->getAttrs())
+      if (attr.getName().getValue().starts_with("zdist."))
+        marks.push_back(attr);
+    auto mark = [&](Operation *op) {
+      for (NamedAttribute attr : marks)
+        op->setAttr(attr.getName(), attr.getValue());
+      return op;
+    };
+    auto viewed = builder.create<ReshapeOp>(
+        loc, RankedTensorType::get({batch, length, 3, count, size}, element), input);
+    auto moved = builder.create<TransposeOp>(
+        loc, RankedTensorType::get({3, batch, count, length, size}, element), viewed,
+        builder.getDenseI64ArrayAttr({2, 0, 3, 1, 4}));
+    mark(viewed);
+    mark(moved);
+    for (int64_t i = 0; i < 3; ++i) {
+      auto third = builder.create<SliceOp>(
+          heads[i].getLoc(), RankedTensorType::get({1, batch, count, length, size}, element),
+          moved, builder.getDenseI64ArrayAttr({i, 0, 0, 0, 0}),
+          builder.getDenseI64ArrayAttr({i + 1, batch, count, length, size}),
+          builder.getDenseI64ArrayAttr({1, 1, 1, 1, 1}));
+      auto head = builder.create<ReshapeOp>(heads[i].getLoc(), heads[i].getType(), third);
+      mark(third);
+      mark(head);
+      Operation *reshape = heads[i].getInput().getDefiningOp();
+      heads[i].getResult().replaceAllUsesWith(head.getResult());
+      heads[i].erase();
+      reshape->erase();
+    }
+    for (SliceOp slice : slices)
+      slice.erase();
+  }
+}
+
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -301,6 +402,7 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     getOperation().walk([](func::FuncOp func) {
       if (func.getBody().empty())
         return;
+      splitHeadsOnce(func.getBody().front());
       recomputeForBackward(func.getBody().front());
       saveAttentionStatistics(func.getBody().front());
     });
