@@ -460,11 +460,17 @@ Status checkWhereOperands(const KernelArgs &args, const char *kernel) {
 }
 
 namespace {
-/// A product's optional transpose_lhs and transpose_rhs.
-Status readTransposes(const KernelArgs &args, const char *kernel, bool &lhs, bool &rhs) {
-  if (Status s = optionalBool(args, kernel, "transpose_lhs", false, lhs); !s.isOk())
+/// What every product checks first: its optional transpose_lhs and
+/// transpose_rhs, and float operands of one type.
+Status checkProductBasics(const KernelArgs &args, const char *kernel, bool &transposeLhs,
+                          bool &transposeRhs) {
+  if (Status s = optionalBool(args, kernel, "transpose_lhs", false, transposeLhs); !s.isOk())
     return s;
-  return optionalBool(args, kernel, "transpose_rhs", false, rhs);
+  if (Status s = optionalBool(args, kernel, "transpose_rhs", false, transposeRhs); !s.isOk())
+    return s;
+  if (Status s = expectFloatDType(kernel, "lhs", args.inputs[0]); !s.isOk())
+    return s;
+  return expectSameDType(kernel, "rhs", args.inputs[1], "lhs", args.inputs[0]);
 }
 } // namespace
 
@@ -473,12 +479,8 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
   if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"target"}); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
-  if (Status s = readTransposes(args, kernel, operands.transposeLhs, operands.transposeRhs);
+  if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
-    return s;
-  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
     return s;
   plan::DType wide = lhs.dtype == plan::F64 ? plan::F64 : plan::F32;
   if (target.dtype != wide)
@@ -521,12 +523,8 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
     return counted;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
-  if (Status s = readTransposes(args, kernel, operands.transposeLhs, operands.transposeRhs);
+  if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
-    return s;
-  if (Status s = expectFloatDType(kernel, "lhs", lhs); !s.isOk())
-    return s;
-  if (Status s = expectSameDType(kernel, "rhs", rhs, "lhs", lhs); !s.isOk())
     return s;
   if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
     return s;

@@ -55,6 +55,14 @@ Status checkBlasSize(const char *kernel, const char *what, int64_t value) {
                      static_cast<long long>(value), INT_MAX);
 }
 
+/// checkBlasSize for each of a product's sizes.
+Status checkBlasSizes(const char *kernel, int64_t m, int64_t n, int64_t k) {
+  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
+    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
+      return s;
+  return Status::ok();
+}
+
 Status blasStatus(const char *kernel, const char *call, cublasStatus_t status) {
   if (status == CUBLAS_STATUS_SUCCESS)
     return Status::ok();
@@ -554,11 +562,8 @@ Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
   // An empty product adds nothing.
   if (operands.m == 0 || operands.n == 0 || operands.k == 0)
     return Status::ok();
-  for (auto [what, value] : {std::pair<const char *, int64_t>{"M", operands.m},
-                             {"N", operands.n},
-                             {"K", operands.k}})
-    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
-      return s;
+  if (Status s = checkBlasSizes(kernel, operands.m, operands.n, operands.k); !s.isOk())
+    return s;
   ProductPlan plan;
   plan.m = operands.m;
   plan.n = operands.n;
@@ -605,10 +610,8 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
                          cudaGetErrorName(error), cudaGetErrorString(error));
     return Status::ok();
   }
-  for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"M", m}, {"N", n}, {"K", k}})
-    if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
-      return s;
+  if (Status s = checkBlasSizes(kernel, m, n, k); !s.isOk())
+    return s;
   Status status;
   Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);

@@ -408,11 +408,10 @@ private:
       // The file range holds exactly the buffer's elements, in the file's
       // dtype (f32 weights of a 16-bit buffer are narrowed as they load;
       // the loader refuses other conversions with its own message).
-      uint64_t fileBytes = buffer.bytes();
-      if (weight.file_dtype() == plan::F32 &&
-          (buffer.dtype() == plan::F16 || buffer.dtype() == plan::BF16))
-        fileBytes *= 2;
-      if ((weight.file_dtype() == buffer.dtype() || fileBytes != buffer.bytes()) &&
+      bool narrowed = weight.file_dtype() == plan::F32 &&
+                      (buffer.dtype() == plan::F16 || buffer.dtype() == plan::BF16);
+      uint64_t fileBytes = narrowed ? 2 * buffer.bytes() : buffer.bytes();
+      if ((narrowed || weight.file_dtype() == buffer.dtype()) &&
           weight.length() != fileBytes * std::max<uint32_t>(1, weight.shards()))
         return invalid(
             path_, item,
