@@ -3,6 +3,8 @@
 #include "compiler/Conversion/MemoryPlanner.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -11,6 +13,54 @@ namespace zcc {
 namespace {
 uint64_t alignUp(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) & ~(alignment - 1);
+}
+
+/// Places the shared buffers `order` names, in that order, each at an
+/// offset (from `base`) whose bytes no buffer placed before it and live at
+/// the same time holds: the lowest such offset, or with `bestFit` the one
+/// in the smallest hole it fits. Writes `offsets` and returns the region's
+/// end.
+uint64_t placeShared(const std::vector<PlannedBuffer> &buffers, const std::vector<size_t> &order,
+                     bool bestFit, uint64_t base, uint64_t alignment,
+                     std::vector<uint64_t> &offsets) {
+  std::vector<size_t> placed;
+  uint64_t end = base;
+  std::vector<std::pair<uint64_t, uint64_t>> taken;
+  for (size_t index : order) {
+    const PlannedBuffer &buffer = buffers[index];
+    // Byte ranges taken by placed buffers whose live ranges overlap this
+    // one's, sorted by start.
+    taken.clear();
+    for (size_t other : placed) {
+      const PlannedBuffer &o = buffers[other];
+      if (o.lastUse < buffer.firstUse || buffer.lastUse < o.firstUse)
+        continue;
+      taken.push_back({offsets[other], offsets[other] + o.bytes});
+    }
+    std::sort(taken.begin(), taken.end());
+    uint64_t candidate = base;
+    uint64_t chosen = UINT64_MAX, chosenHole = UINT64_MAX;
+    for (const auto &[start, stop] : taken) {
+      if (candidate + buffer.bytes <= start) {
+        if (!bestFit) {
+          chosen = candidate;
+          break;
+        }
+        if (start - candidate < chosenHole) {
+          chosenHole = start - candidate;
+          chosen = candidate;
+        }
+      }
+      candidate = std::max(candidate, alignUp(stop, alignment));
+    }
+    // Above everything it overlaps.
+    if (chosen == UINT64_MAX)
+      chosen = candidate;
+    offsets[index] = chosen;
+    end = std::max(end, alignUp(chosen + buffer.bytes, alignment));
+    placed.push_back(index);
+  }
+  return end;
 }
 } // namespace
 
@@ -25,41 +75,54 @@ MemoryPlan planMemory(std::vector<PlannedBuffer> &buffers, uint64_t alignment) {
   }
   plan.persistentBytes = cursor;
 
-  // Largest first, then earliest: big buffers placed first leave fewer holes.
-  std::vector<size_t> order;
+  // Offsets for the shared region under each of a few orders and placement
+  // rules; the plan keeps the smallest region (the first on a tie).
+  std::vector<size_t> shared;
   for (size_t i = 0; i < buffers.size(); ++i)
     if (!buffers[i].persistent)
-      order.push_back(i);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (buffers[a].bytes != buffers[b].bytes)
-      return buffers[a].bytes > buffers[b].bytes;
-    return buffers[a].firstUse < buffers[b].firstUse;
-  });
-  std::vector<size_t> placed;
-  uint64_t end = cursor;
-  for (size_t index : order) {
-    PlannedBuffer &buffer = buffers[index];
-    // Byte ranges (relative to the shared region) taken by placed buffers
-    // whose live ranges overlap this one's, sorted by start.
-    std::vector<std::pair<uint64_t, uint64_t>> taken;
-    for (size_t other : placed) {
-      const PlannedBuffer &o = buffers[other];
-      if (o.lastUse < buffer.firstUse || buffer.lastUse < o.firstUse)
-        continue;
-      taken.push_back({o.offset, o.offset + o.bytes});
+      shared.push_back(i);
+  auto length = [&](size_t i) { return buffers[i].lastUse - buffers[i].firstUse + 1; };
+  using Less = std::function<bool(size_t, size_t)>;
+  std::vector<Less> orders{
+      // Largest first, then earliest: big buffers placed first leave fewer
+      // holes.
+      [&](size_t a, size_t b) {
+        if (buffers[a].bytes != buffers[b].bytes)
+          return buffers[a].bytes > buffers[b].bytes;
+        return buffers[a].firstUse < buffers[b].firstUse;
+      },
+      // Longest-lived first: what spans the step sits at the bottom and
+      // short-lived buffers stack above it.
+      [&](size_t a, size_t b) {
+        if (length(a) != length(b))
+          return length(a) > length(b);
+        return buffers[a].bytes > buffers[b].bytes;
+      },
+      // Largest area of bytes times instructions first.
+      [&](size_t a, size_t b) {
+        double areaA = double(buffers[a].bytes) * double(length(a));
+        double areaB = double(buffers[b].bytes) * double(length(b));
+        if (areaA != areaB)
+          return areaA > areaB;
+        return buffers[a].firstUse < buffers[b].firstUse;
+      },
+  };
+  std::vector<uint64_t> best;
+  uint64_t bestEnd = 0;
+  std::vector<uint64_t> offsets(buffers.size());
+  for (const Less &less : orders)
+    for (bool bestFit : {false, true}) {
+      std::vector<size_t> order = shared;
+      std::stable_sort(order.begin(), order.end(), less);
+      uint64_t end = placeShared(buffers, order, bestFit, cursor, alignment, offsets);
+      if (best.empty() || end < bestEnd) {
+        best = offsets;
+        bestEnd = end;
+      }
     }
-    std::sort(taken.begin(), taken.end());
-    uint64_t candidate = cursor;
-    for (const auto &[start, stop] : taken) {
-      if (candidate + buffer.bytes <= start)
-        break;
-      candidate = std::max(candidate, alignUp(stop, alignment));
-    }
-    buffer.offset = candidate;
-    end = std::max(end, alignUp(candidate + buffer.bytes, alignment));
-    placed.push_back(index);
-  }
-  plan.arenaBytes = std::max<uint64_t>(end, alignment);
+  for (size_t index : shared)
+    buffers[index].offset = best[index];
+  plan.arenaBytes = std::max<uint64_t>(std::max(bestEnd, cursor), alignment);
 
   // Peak live bytes: a sweep over instruction indices.
   std::map<int64_t, int64_t> delta;

@@ -36,8 +36,11 @@ struct MemoryPlan {
 };
 
 /// Assigns offsets (multiples of `alignment`, a power of two) to `buffers`:
-/// persistent ones in order, then the others greedily, largest first, each
-/// at the lowest offset that overlaps no buffer live at the same time.
+/// persistent ones in order, then the others so that no two live at the
+/// same time share a byte. Each of a few orders (largest first,
+/// longest-lived first, largest bytes x lifetime first) places them one by
+/// one, at the lowest free offset or in the smallest free hole; the
+/// smallest arena wins.
 MemoryPlan planMemory(std::vector<PlannedBuffer> &buffers, uint64_t alignment);
 
 } // namespace zcc

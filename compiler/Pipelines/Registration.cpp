@@ -67,6 +67,7 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createOffloadPass());
   pm.addPass(zdist::createPipelineSplitPass());
   pm.addPass(zdist::createFuseAccumulatePass());
+  pm.addPass(zdist::createStepGradientsPass());
 }
 
 void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {

@@ -347,6 +347,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
     out->set_bytes(buffer.getSize());
     if (auto name = buffer->getAttrOfType<StringAttr>("name"))
       out->set_name(name.str());
+    if (buffer->hasAttr("step_local"))
+      out->set_step_local(true);
     if (auto stage = buffer->getAttrOfType<IntegerAttr>("stage"))
       out->set_stage(stage.getInt());
     if (auto value = buffer->getAttrOfType<DenseElementsAttr>("value"))

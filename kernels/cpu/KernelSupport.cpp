@@ -482,6 +482,8 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
     return s;
+  if (Status s = optionalBool(args, kernel, "overwrite", false, operands.overwrite); !s.isOk())
+    return s;
   plan::DType wide = lhs.dtype == plan::F64 ? plan::F64 : plan::F32;
   if (target.dtype != wide)
     return unsupportedDType(kernel, "target", target,

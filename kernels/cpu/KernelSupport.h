@@ -259,6 +259,8 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
 struct AccumulateMatmulOperands {
   int64_t m = 0, n = 0, k = 0;
   bool transposeLhs = false, transposeRhs = false;
+  /// `overwrite`: target = op(lhs) op(rhs) instead of +=.
+  bool overwrite = false;
 };
 
 /// Checks accumulate_matmul's operands (matrices lhs and rhs of one float

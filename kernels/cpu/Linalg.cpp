@@ -11,7 +11,8 @@
 // the sum before the one rounding to the result's type. accumulate_matmul
 // adds a product into an f32 (f64) accumulator the same way: BLAS's beta =
 // 1 for f32 and f64, and for the 16-bit types C's tiles start as the
-// accumulator's values and go back to it unrounded.
+// accumulator's values and go back to it unrounded. With `overwrite` the
+// product replaces the accumulator (beta = 0; tiles start from zero).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -420,9 +422,16 @@ Status accumulateMatmul(const KernelArgs &args) {
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
   GemmShape g = gemmShape(operands);
-  // An empty product adds nothing.
-  if (g.m == 0 || g.n == 0 || g.k == 0)
+  if (g.m == 0 || g.n == 0)
     return Status::ok();
+  // An empty product adds nothing, or overwrites with zeros (all bits zero
+  // in f32 and f64).
+  if (g.k == 0) {
+    if (operands.overwrite)
+      std::memset(target.data, 0,
+                  static_cast<size_t>(target.numElements()) * dtypeBytes(target.dtype));
+    return Status::ok();
+  }
   if (Status s = checkBlasSizes(kernel, g); !s.isOk())
     return s;
   // The check leaves f32 and f64 with their own type as the target's, and
@@ -430,10 +439,11 @@ Status accumulateMatmul(const KernelArgs &args) {
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>)
-      blasGemm(g, lhs.as<const T>(), rhs.as<const T>(), T(1), target.as<T>());
+      blasGemm(g, lhs.as<const T>(), rhs.as<const T>(), T(operands.overwrite ? 0 : 1),
+               target.as<T>());
     else
       gemm<T, float>(g, lhs.as<const T>(), rhs.as<const T>(), nullptr, target.as<float>(),
-                     /*accumulate=*/true);
+                     /*accumulate=*/!operands.overwrite);
   });
 }
 

@@ -22,7 +22,8 @@
 //
 // accumulate_matmul is the same product with beta = 1 into an accumulator
 // of f32 (f64 for f64 operands): a 16-bit weight gradient adds into its
-// fp32 accumulator in the epilogue, never rounded to 16 bits.
+// fp32 accumulator in the epilogue, never rounded to 16 bits. With
+// `overwrite` (beta = 0) it writes the product there instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -559,9 +560,21 @@ Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
   if (Status s = checkAccumulateMatmulOperands(args, kernel, operands); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
-  // An empty product adds nothing.
-  if (operands.m == 0 || operands.n == 0 || operands.k == 0)
+  if (operands.m == 0 || operands.n == 0)
     return Status::ok();
+  // An empty product adds nothing, or overwrites with zeros (all bits zero
+  // in f32 and f64).
+  if (operands.k == 0) {
+    if (!operands.overwrite)
+      return Status::ok();
+    size_t bytes = static_cast<size_t>(target.numElements()) *
+                   static_cast<size_t>(dtypeBytes(target.dtype));
+    cudaError_t error = cudaMemsetAsync(target.data, 0, bytes, context.stream);
+    if (error != cudaSuccess)
+      return kernelError(StatusCode::kInternal, kernel, "cudaMemsetAsync failed: %s (%s)",
+                         cudaGetErrorName(error), cudaGetErrorString(error));
+    return Status::ok();
+  }
   if (Status s = checkBlasSizes(kernel, operands.m, operands.n, operands.k); !s.isOk())
     return s;
   ProductPlan plan;
@@ -578,7 +591,7 @@ Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
     using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
     status = runProducts(kernel, context, plan, lhs.as<const T>(), rhs.as<const T>(),
                          static_cast<const T *>(nullptr), target.as<R>(), plan.m, 1, 0, oneSlice,
-                         /*accumulate=*/true);
+                         /*accumulate=*/!operands.overwrite);
   });
   return dispatched.isOk() ? status : dispatched;
 }

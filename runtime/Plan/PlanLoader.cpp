@@ -306,6 +306,16 @@ private:
       return invalid(path_, item,
                      formatString("has no known kind (%d)",
                                   static_cast<int>(buffer.kind())));
+    if (buffer.step_local() && buffer.kind() != plan::GRADIENT)
+      return invalid(path_, item,
+                     "is marked step_local, which only a gradient can be");
+    if (buffer.step_local() && plan_.training().gradient_accumulation_steps() != 1)
+      return invalid(path_, item,
+                     formatString("is a step_local gradient (overwritten by every micro-step) "
+                                  "in a plan of %lld micro-steps a step; such gradients need "
+                                  "gradient_accumulation_steps 1",
+                                  static_cast<long long>(
+                                      plan_.training().gradient_accumulation_steps())));
     size_t elementBytes = plan::DType_IsValid(buffer.dtype())
                               ? cpu::dtypeBytes(buffer.dtype())
                               : 0;

@@ -259,6 +259,8 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
       out += " data " + u64(buffer.constant_data().size());
     if (plan.has_pipeline())
       out += " stage " + u64(buffer.stage());
+    if (buffer.step_local())
+      out += " step_local";
     out += "\n";
   }
 

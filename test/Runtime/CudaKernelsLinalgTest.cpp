@@ -705,34 +705,38 @@ TEST(CudaKernelsLinalg, Accumulate) {
 }
 
 // A product added into its accumulator (f32 for f32 and 16-bit operands,
-// f64 for f64) in cuBLASLt's epilogue, against the cpu's, with every
-// transpose and sizes from one element to cuBLASLt's tiled algorithms.
+// f64 for f64) in cuBLASLt's epilogue, or with `overwrite` written there
+// (beta = 0), against the cpu's, with every transpose and sizes from an
+// empty contraction to cuBLASLt's tiled algorithms.
 TEST(CudaKernelsLinalg, AccumulateMatmul) {
   ZCC_REQUIRE_GPU();
   uint32_t seed = 1300;
-  const int64_t sizes[][3] = {{1, 1, 1}, {37, 29, 53}, {130, 190, 257}, {96, 768, 1000}};
+  const int64_t sizes[][3] = {{5, 7, 0}, {1, 1, 1}, {37, 29, 53}, {130, 190, 257}, {96, 768, 1000}};
   for (DType dtype : kFloatTypes)
     for (const auto &size : sizes)
       for (bool transposeLhs : {false, true})
-        for (bool transposeRhs : {false, true}) {
-          int64_t m = size[0], n = size[1], k = size[2];
-          std::vector<int64_t> lhs = transposeLhs ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
-          std::vector<int64_t> rhs = transposeRhs ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
-          DType wide = dtype == plan::F64 ? plan::F64 : plan::F32;
-          SCOPED_TRACE(describe(dtype, lhs, rhs) + (transposeLhs ? " transpose_lhs" : "") +
-                       (transposeRhs ? " transpose_rhs" : ""));
-          seed += 3;
-          Call call("accumulate_matmul");
-          call.in(randomTensor(dtype, lhs, seed))
-              .in(randomTensor(dtype, rhs, seed + 1))
-              .out(randomTensor(wide, {m, n}, seed + 2));
-          if (transposeLhs)
-            call.boolAttr("transpose_lhs", true);
-          if (transposeRhs)
-            call.boolAttr("transpose_rhs", true);
-          // Sums in f32 (f64) on both sides, in different orders.
-          expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : 1e-4);
-        }
+        for (bool transposeRhs : {false, true})
+          for (bool overwrite : {false, true}) {
+            int64_t m = size[0], n = size[1], k = size[2];
+            std::vector<int64_t> lhs = transposeLhs ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+            std::vector<int64_t> rhs = transposeRhs ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n};
+            DType wide = dtype == plan::F64 ? plan::F64 : plan::F32;
+            SCOPED_TRACE(describe(dtype, lhs, rhs) + (transposeLhs ? " transpose_lhs" : "") +
+                         (transposeRhs ? " transpose_rhs" : "") + (overwrite ? " overwrite" : ""));
+            seed += 3;
+            Call call("accumulate_matmul");
+            call.in(randomTensor(dtype, lhs, seed))
+                .in(randomTensor(dtype, rhs, seed + 1))
+                .out(randomTensor(wide, {m, n}, seed + 2));
+            if (transposeLhs)
+              call.boolAttr("transpose_lhs", true);
+            if (transposeRhs)
+              call.boolAttr("transpose_rhs", true);
+            if (overwrite)
+              call.boolAttr("overwrite", true);
+            // Sums in f32 (f64) on both sides, in different orders.
+            expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : 1e-4);
+          }
 }
 
 TEST(CudaKernelsLinalg, Fill) {

@@ -1219,6 +1219,17 @@ TEST(GradKernels, AccumulateErrors) {
               {"accumulate", "'value' has shape [3], but 'target' has [2]"});
 }
 
+/// Element (i, j) of op(lhs)[m, k] op(rhs)[k, n], summed in double.
+double productElement(const std::vector<double> &lhs, const std::vector<double> &rhs, int64_t m,
+                      int64_t n, int64_t k, bool transposeLhs, bool transposeRhs, int64_t i,
+                      int64_t j) {
+  double sum = 0;
+  for (int64_t p = 0; p < k; ++p)
+    sum += lhs[static_cast<size_t>(transposeLhs ? p * m + i : i * k + p)] *
+           rhs[static_cast<size_t>(transposeRhs ? j * k + p : p * n + j)];
+  return sum;
+}
+
 // target[m, n] += op(lhs) op(rhs) against a double-precision sum of the
 // operands' (rounded) values, for every operand type and transpose, the
 // 16-bit ones larger than one tile of their path (256 rows, 1024 columns,
@@ -1257,10 +1268,7 @@ TEST(GradKernels, AccumulateMatmulAddsTheProduct) {
         double largest = 0;
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
-            double sum = 0;
-            for (int64_t p = 0; p < k; ++p)
-              sum += lhs[static_cast<size_t>(transposeLhs ? p * m + i : i * k + p)] *
-                     rhs[static_cast<size_t>(transposeRhs ? j * k + p : p * n + j)];
+            double sum = productElement(lhs, rhs, m, n, k, transposeLhs, transposeRhs, i, j);
             double &e = expected[static_cast<size_t>(i * n + j)];
             e = quantize(wide, {start[static_cast<size_t>(i * n + j)]})[0] + 2 * sum;
             largest = std::max(largest, std::fabs(e));
@@ -1274,6 +1282,52 @@ TEST(GradKernels, AccumulateMatmulAddsTheProduct) {
             << dtypeName(type) << " transpose_lhs " << transposeLhs << " transpose_rhs "
             << transposeRhs;
       }
+}
+
+// With `overwrite` the product replaces the target (the first write of a
+// gradient that lives for one step): the target's old values are never
+// read, so a second run gives the same result, and an empty contraction
+// writes zeros.
+TEST(GradKernels, AccumulateMatmulOverwriteReplacesTheTarget) {
+  for (DType type : {plan::F32, plan::F16, plan::BF16, plan::F64})
+    for (bool transposeLhs : {false, true}) {
+      // The 16-bit path's tiles (256 rows, 1024 columns, depth 256) more
+      // than once.
+      int64_t m = type == plan::F64 ? 20 : 300, n = type == plan::F64 ? 30 : 1030,
+              k = type == plan::F64 ? 10 : 270;
+      std::vector<int64_t> lhsShape = transposeLhs ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k};
+      std::vector<double> lhs(static_cast<size_t>(m * k)), rhs(static_cast<size_t>(k * n));
+      for (size_t i = 0; i < lhs.size(); ++i)
+        lhs[i] = static_cast<double>((i * 7) % 13) / 8.0 - 0.75;
+      for (size_t i = 0; i < rhs.size(); ++i)
+        rhs[i] = static_cast<double>((i * 5) % 11) / 4.0 - 1.25;
+      lhs = quantize(type, lhs);
+      rhs = quantize(type, rhs);
+      DType wide = type == plan::F64 ? plan::F64 : plan::F32;
+      Call call("accumulate_matmul");
+      call.in(encode(type, lhsShape, lhs)).in(encode(type, {k, n}, rhs));
+      call.out(encode(wide, {m, n}, std::vector<double>(static_cast<size_t>(m * n), 1e6)));
+      call.boolAttr("overwrite", true);
+      if (transposeLhs)
+        call.boolAttr("transpose_lhs", true);
+      ASSERT_OK(call.run());
+      ASSERT_OK(call.run());
+      std::vector<double> got = call.values();
+      double worst = 0;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = productElement(lhs, rhs, m, n, k, transposeLhs, false, i, j);
+          worst = std::max(worst, std::fabs(got[static_cast<size_t>(i * n + j)] - sum));
+        }
+      // The operands are multiples of 1/8 and 1/4 below 1.25: every sum is
+      // exact in f32.
+      EXPECT_EQ(worst, 0.0) << dtypeName(type) << " transpose_lhs " << transposeLhs;
+    }
+  Call empty("accumulate_matmul");
+  empty.in(f32({3, 0}, {})).in(f32({0, 2}, {})).out(f32({3, 2}, {1, 2, 3, 4, 5, 6}));
+  empty.boolAttr("overwrite", true);
+  ASSERT_OK(empty.run());
+  EXPECT_EQ(empty.values(), std::vector<double>(6, 0.0));
 }
 
 TEST(GradKernels, AccumulateMatmulErrors) {

@@ -102,6 +102,12 @@ cl::opt<std::string> inferPrecision(
     cl::desc("The compute type of an inference plan (the fp32 weights are cast where they "
              "are used); the config's fp16 and bf16 sections set a training plan's"),
     cl::value_desc("fp32|bf16|fp16"), cl::init("fp32"), cl::cat(zccCategory));
+cl::opt<bool> accumulatingGradients(
+    "accumulating-gradients",
+    cl::desc("Keep gradient accumulators between steps even with gradient_accumulation_steps "
+             "1, so that zrun --grad-accum can raise the count at run time (by default such "
+             "a plan's gradients share the activations' memory)"),
+    cl::init(false), cl::cat(zccCategory));
 cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
                                        cl::desc("Per-GPU memory the plan must fit"),
                                        cl::value_desc("16GiB"), cl::init(""),
@@ -465,6 +471,8 @@ int main(int argc, char **argv) {
   if (target != "h200" && target != "h100" && target != "cpu")
     fail("--target " + target + ": the cost model knows h200, h100 and cpu");
   (*module)->setAttr("zcc.target", mlir::StringAttr::get(&context, target));
+  if (accumulatingGradients)
+    (*module)->setAttr("zcc.accumulating_gradients", mlir::UnitAttr::get(&context));
 
   if (emit == EmitKind::Config) {
     if (report.getNumOccurrences())

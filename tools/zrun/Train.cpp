@@ -694,6 +694,21 @@ Status train(Executor &executor, const TrainOptions &options) {
       return Status(StatusCode::kInvalidArgument,
                     std::string("the training plan has no program '") + program +
                         "'; recompile it with this zcc");
+  // Gradients that live for one step are overwritten by every micro-step:
+  // such a plan cannot accumulate.
+  if (!options.gradAccum.empty())
+    for (const plan::Buffer &buffer : plan.buffers())
+      if (buffer.step_local())
+        for (const auto &[from, count] : options.gradAccum)
+          if (count != 1)
+            return makeStatus(
+                StatusCode::kInvalidArgument,
+                "--grad-accum %lld: this plan was compiled with gradient_accumulation_steps 1, "
+                "so each micro-step overwrites its gradients ('%s', ...) instead of adding to "
+                "them; recompile with zcc --accumulating-gradients (or with "
+                "gradient_accumulation_steps %lld) to accumulate",
+                static_cast<long long>(count), buffer.name().c_str(),
+                static_cast<long long>(count));
   StatusOr<TrainRun> run = TrainRun::create(executor, options);
   if (!run.isOk())
     return run.takeStatus();

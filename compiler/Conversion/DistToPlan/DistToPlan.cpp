@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -107,6 +108,9 @@ struct BufferInfo {
   /// them it starts.
   int64_t aliasOf = -1;
   uint64_t aliasOffset = 0;
+  /// A gradient that lives for one step (zdist.step_local): planned from
+  /// its first use to its last, in the activations' region.
+  bool stepLocal = false;
 };
 
 /// Whether the offload pass placed `op` (or the value it defines) in host
@@ -547,8 +551,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                       : state.getKind() == "copy" ? Kind::ParameterCopy
                                                   : Kind::OptimizerState;
           std::string name = state.getName().str() + "." + state.getKind().str();
-          if (failed(addShared(state, kind, "state:" + name, name, &op)))
+          FailureOr<unsigned> id = addShared(state, kind, "state:" + name, name, &op);
+          if (failed(id))
             return signalPassFailure();
+          if (state->hasAttr("zdist.step_local"))
+            buffers[*id].stepLocal = true;
           continue;
         }
         if (auto constant = dyn_cast<zgraph::ConstantOp>(op)) {
@@ -728,6 +735,25 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
     }
 
+    // A gradient that lives for one step: from the first instruction of
+    // the step's timeline that touches it to the last.
+    for (BufferInfo &info : buffers)
+      if (info.stepLocal) {
+        info.firstUse = std::numeric_limits<int64_t>::max();
+        info.lastUse = 0;
+      }
+    for (const Program &program : programs)
+      for (const Instruction &instruction : program.instructions)
+        for (const auto *ids : {&instruction.inputs, &instruction.outputs})
+          for (unsigned id : *ids)
+            if (buffers[id].stepLocal) {
+              buffers[id].firstUse = std::min(buffers[id].firstUse, instruction.index);
+              buffers[id].lastUse = std::max(buffers[id].lastUse, instruction.index);
+            }
+    for (BufferInfo &info : buffers)
+      if (info.stepLocal && info.firstUse > info.lastUse)
+        info.firstUse = info.lastUse = 0;
+
     // overlap_comm: communication on its own stream, ordered by events; the
     // buffers it touches stay live until the compute stream has waited for
     // it.
@@ -763,7 +789,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       PlannedBuffer buffer;
       buffer.bytes = std::max<uint64_t>(1, info.type.getNumElements()) *
                      elementBytes(info.type.getElementType());
-      buffer.persistent = info.kind != Kind::Activation;
+      buffer.persistent = info.kind != Kind::Activation && !info.stepLocal;
       buffer.firstUse = info.firstUse;
       buffer.lastUse = info.lastUse;
       planned.push_back(buffer);
@@ -829,6 +855,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       buffer->setAttr("name", builder.getStringAttr(info.name));
       if (pipeline)
         buffer->setAttr("stage", builder.getI64IntegerAttr(info.stage));
+      if (info.stepLocal)
+        buffer->setAttr("step_local", builder.getUnitAttr());
       if (auto param = dyn_cast_or_null<zgraph::ParamOp>(info.definingOp)) {
         if (auto source = param->getAttrOfType<DictionaryAttr>("source"))
           buffer->setAttr("weight", source);
@@ -841,6 +869,10 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       if (info.kind != Kind::Activation)
         (info.host ? hostCategoryBytes
                    : stageCategoryBytes[info.stage])[categoryName(info.kind).str()] +=
+            planned[id].bytes;
+      // Also counted in "gradients"; their bytes are the activations'.
+      if (info.stepLocal)
+        (info.host ? hostCategoryBytes : stageCategoryBytes[info.stage])["step_gradients"] +=
             planned[id].bytes;
     }
     for (int64_t s = 0; s < stages; ++s)

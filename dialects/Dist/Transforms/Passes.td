@@ -226,4 +226,31 @@ def FuseAccumulatePass : Pass<"zcc-dist-fuse-accumulate", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
+def StepGradientsPass : Pass<"zcc-dist-step-gradients", "mlir::ModuleOp"> {
+  let summary = "Gradients that live for one step share the activations' bytes";
+  let description = [{
+    With one micro-step per optimizer step (`gradient_accumulation_steps`
+    1 in `zcc.config`, no `zdist.pipeline`), a gradient accumulator holds a
+    value only from the backward pass that writes it to the optimizer step
+    that reads it, as PyTorch's gradients do between `backward()` and
+    `zero_grad(set_to_none=True)`. For each accumulator whose first use in
+    `@micro_step` adds into it:
+    - that addition overwrites it instead (a `zgraph.accumulate` becomes a
+      `zgraph.assign`, a `zgraph.accumulate_matmul` takes `overwrite`);
+    - its fills in `@optimizer_step` and `@zero_grads` are erased (the
+      next micro-step overwrites it);
+    - its `zgraph.state` ops are marked `zdist.step_local`, and the plan
+      gives it a live range instead of bytes of its own: it shares bytes
+      with the forward pass's activations, which the backward frees as it
+      writes the gradients.
+    An accumulator that `@micro_step` reads before it writes, or that a
+    function other than the four step functions uses, keeps its bytes. The
+    dist phase's last rewrite, after zcc-dist-fuse-accumulate; without
+    `zcc.config`, with accumulation, or with the module attribute
+    `zcc.accumulating_gradients` (zcc --accumulating-gradients, for plans
+    whose accumulation count zrun --grad-accum raises), it changes nothing.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
 #endif // ZCC_DIALECT_DIST_PASSES_TD

@@ -372,13 +372,19 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   Block &body = step.getBody().front();
   // What is gathered: the parameter's shard, or (when every use of the
   // parameter is a cast to one narrower float type, as mixed precision
-  // writes it) the shard cast to that type once, so the all-gather moves 16
-  // bits per element instead of 32 and the whole fp32 copy never exists.
+  // writes it) the shard cast to that type, so the all-gather moves 16 bits
+  // per element instead of 32 and the whole fp32 copy never exists. Each
+  // all-gather casts its own copy of the shard right before it (as FSDP
+  // does): one cast for the whole step would keep every layer's 16-bit
+  // shard live from the forward pass to the backward pass's gathers.
   struct Param {
     zgraph::ParamOp op;
+    /// The value the uses to gather read: the parameter, or a cast of it
+    /// that only stands for the uses (each gather casts anew).
     Value source;
     RankedTensorType full;
     int64_t elements;
+    zgraph::CastOp narrowed;
   };
   SmallVector<Param> params;
   Operation *lastMoved = nullptr;
@@ -393,7 +399,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
     else
       param->moveBefore(&body.front());
     lastMoved = param;
-    params.push_back({param, param.getResult(), it->second, it->second.getNumElements()});
+    params.push_back({param, param.getResult(), it->second, it->second.getNumElements(), {}});
     param.getResult().setType(shardType(it->second));
     param->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
   }
@@ -428,6 +434,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
     }
     param.source = shardCast.getResult();
     param.full = full;
+    param.narrowed = shardCast;
   }
   llvm::DenseMap<Operation *, int64_t> position;
   int64_t index = 0;
@@ -487,18 +494,25 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   // one buffer, gathered rank-major ([ranks, elements]) and each whole
   // parameter cut back out of it (rows are blocks, so a parameter's column
   // range over all ranks is its whole row-major data).
+  // The shard a gather reads: the parameter, or its cast made here.
+  auto shardToGather = [&](Param &param) -> Value {
+    if (!param.narrowed)
+      return param.source;
+    Operation *cast = builder.clone(*param.narrowed);
+    return cast->getResult(0);
+  };
   auto gatherBucket = [&](ArrayRef<unsigned> bucket) {
     SmallVector<Value> wholes;
     Location loc = params[segments[bucket.front()].param].op.getLoc();
     if (bucket.size() == 1) {
       Param &param = params[segments[bucket.front()].param];
-      wholes.push_back(allGather(loc, param.source, param.full));
+      wholes.push_back(allGather(loc, shardToGather(param), param.full));
       return wholes;
     }
     SmallVector<Value> shards;
     SmallVector<RankedTensorType> fulls;
     for (unsigned m : bucket) {
-      shards.push_back(params[segments[m].param].source);
+      shards.push_back(shardToGather(params[segments[m].param]));
       fulls.push_back(params[segments[m].param].full);
     }
     return gatherCoalesced(loc, shards, fulls, /*flattenVectors=*/true);
@@ -555,6 +569,9 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   for (Param &param : params) {
     param.source.setType(shardType(param.full));
     param.op->setAttr("zdist.shards", builder.getI64IntegerAttr(dataParallel));
+    // Every use now reads a gather of its own cast.
+    if (param.narrowed && param.narrowed->use_empty())
+      param.narrowed->erase();
   }
 }
 

@@ -632,6 +632,9 @@ def ZGraph_AccumulateMatMulOp : ZGraph_Op<"accumulate_matmul", [MemoryEffects<[M
     type (f32 for 16-bit operands) and added to the target without being
     rounded to the operands' type first. Only `zcc-dist-fuse-accumulate`
     makes it, from an accumulation of a product that nothing else reads.
+    With `overwrite` the product replaces the target instead (`target =
+    op(lhs) @ op(rhs)`): the first write of a gradient that lives for one
+    step (zcc-dist-step-gradients).
 
     ```mlir
     zgraph.accumulate_matmul %x, %dy into %acc {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) into tensor<100x10xf32>
@@ -639,7 +642,7 @@ def ZGraph_AccumulateMatMulOp : ZGraph_Op<"accumulate_matmul", [MemoryEffects<[M
   }];
   let arguments = (ins ZGraph_FloatTensor:$target, ZGraph_FloatTensor:$lhs,
                        ZGraph_FloatTensor:$rhs, UnitAttr:$transpose_lhs,
-                       UnitAttr:$transpose_rhs);
+                       UnitAttr:$transpose_rhs, UnitAttr:$overwrite);
   let assemblyFormat = [{
     $lhs `,` $rhs `into` $target attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `into` type($target)
   }];
