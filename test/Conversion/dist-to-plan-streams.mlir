@@ -6,9 +6,10 @@
 // the matmul that reads the gathered weight waits for them. The gradient's
 // reduce-scatter and the accumulation of its result run on stream 1 after
 // the backward matmul, and nothing on stream 0 waits for them: the program
-// ends (the executor waits for every stream). In @grad_norm the sum of
-// squares of the whole gradient "b" overlaps the all-reduce of the shard
-// sums, and the add waits for it.
+// ends (the executor waits for every stream). In @grad_norm the average of
+// the whole gradient "b" and its write-back (an assign, a cast) run on
+// stream 1; the sum of squares of "b" waits for them and overlaps the
+// all-reduce of the shard sums, and the add waits for that.
 // CHECK-LABEL: zplan.program @micro_step {
 // CHECK-NEXT: zplan.event @e0
 // CHECK-NEXT: zplan.event @e1
@@ -31,8 +32,12 @@
 // CHECK-NEXT: zplan.record @e3 stream 1
 // CHECK-NEXT: }
 // CHECK-LABEL: zplan.program @grad_norm {
+// CHECK: zplan.kernel "all_reduce" ins(@device::@[[B:b[0-9]+]]) outs(@device::@[[BAVG:b[0-9]+]]) stream 1 params {axes = "dp", reduction = "avg"}
+// CHECK-NEXT: zplan.kernel "cast" ins(@device::@[[BAVG]]) outs(@device::@[[B]]) stream 1
+// CHECK-NEXT: zplan.record @e1 stream 1
 // CHECK: zplan.kernel "all_reduce" ins(@device::@[[SQ:b[0-9]+]]) outs(@device::@[[SUM:b[0-9]+]]) stream 1 params {axes = "dp", reduction = "sum"}
 // CHECK-NEXT: zplan.record @e3 stream 1
+// CHECK-NEXT: zplan.wait @e1 stream 0
 // CHECK-NEXT: zplan.kernel "sum_squares" {{.*}} stream 0
 // CHECK-NEXT: zplan.wait @e3 stream 0
 // CHECK-NEXT: zplan.kernel "add" ins(@device::@[[SUM]], {{.*}} stream 0

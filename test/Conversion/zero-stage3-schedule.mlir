@@ -192,8 +192,8 @@ module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, stage3_pa
 // -----
 
 // Mixed precision: a parameter used only through casts to bf16 is cast as
-// a shard, once, and gathered in bf16 (half the bytes, no whole fp32
-// copy); its uses read the gathered bf16 value. A parameter with another
+// a shard right before its gather, and gathered in bf16 (half the bytes, no
+// whole fp32 copy); its uses read the gathered bf16 value. A parameter with another
 // use (b, also added in fp32) is gathered in fp32 and cast as before.
 // CHECK-LABEL: func.func @micro_step
 // CHECK: %[[A:.*]] = zgraph.param "a" {{.*}} : tensor<2x2xf32>
@@ -220,6 +220,52 @@ module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, stage3_pa
     %2 = zgraph.mul %1, %a16again : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
     %3 = zgraph.add %y, %b : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
     return %2, %3 : tensor<4x2xbf16>, tensor<4x2xf32>
+  }
+  func.func @grad_norm() -> tensor<f64> {
+    %a = zgraph.state "a" kind = "grad" : tensor<4x2xf32>
+    %b = zgraph.state "b" kind = "grad" : tensor<4x2xf32>
+    %s = zgraph.sum_squares %a, %b : tensor<4x2xf32>, tensor<4x2xf32> -> tensor<f64>
+    return %s : tensor<f64>
+  }
+  func.func @optimizer_step() {
+    return
+  }
+}
+
+// -----
+
+// overlap_comm: each gather is issued right before the first use of the
+// bucket before it, so it runs while that bucket computes (b's gather
+// before a's first product, a's second gather before b's first product).
+// A parameter gathered twice (a: released after its forward use, as the
+// reuse distance is 0) is cast twice, each cast right before its gather:
+// no 16-bit shard stays live between the two.
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[A:.*]] = zgraph.param "a"
+// CHECK: %[[B:.*]] = zgraph.param "b"
+// CHECK-NEXT: %[[CA:.*]] = zgraph.cast %[[A]] : tensor<2x2xf32> -> tensor<2x2xbf16>
+// CHECK-NEXT: %[[WA:.*]] = zdist.all_gather %[[CA]]
+// CHECK-NEXT: %[[CB:.*]] = zgraph.cast %[[B]] : tensor<2x2xf32> -> tensor<2x2xbf16>
+// CHECK-NEXT: %[[WB:.*]] = zdist.all_gather %[[CB]]
+// CHECK-NEXT: %[[M0:.*]] = zgraph.mul %{{.*}}, %[[WA]]
+// CHECK-NEXT: %[[CA2:.*]] = zgraph.cast %[[A]] : tensor<2x2xf32> -> tensor<2x2xbf16>
+// CHECK-NEXT: %[[WA2:.*]] = zdist.all_gather %[[CA2]]
+// CHECK-NEXT: %[[M1:.*]] = zgraph.mul %[[M0]], %[[WB]]
+// CHECK-NEXT: %[[M2:.*]] = zgraph.mul %[[M1]], %[[WB]]
+// CHECK-NEXT: zgraph.mul %[[M2]], %[[WA2]]
+// CHECK-NEXT: return
+module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, stage3_param_persistence_threshold = 0 : i64, stage3_prefetch_bucket_size = 4 : i64, stage3_max_reuse_distance = 0 : i64, overlap_comm = true}}} {
+  zdist.mesh @mesh ["dp" = 2]
+  func.func @micro_step(%x: tensor<4x2xbf16>) -> tensor<4x2xbf16> {
+    %a = zgraph.param "a" trainable : tensor<4x2xf32>
+    %b = zgraph.param "b" trainable : tensor<4x2xf32>
+    %a16 = zgraph.cast %a : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %b16 = zgraph.cast %b : tensor<4x2xf32> -> tensor<4x2xbf16>
+    %0 = zgraph.mul %x, %a16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %1 = zgraph.mul %0, %b16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %2 = zgraph.mul %1, %b16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    %3 = zgraph.mul %2, %a16 : (tensor<4x2xbf16>, tensor<4x2xbf16>) -> tensor<4x2xbf16>
+    return %3 : tensor<4x2xbf16>
   }
   func.func @grad_norm() -> tensor<f64> {
     %a = zgraph.state "a" kind = "grad" : tensor<4x2xf32>

@@ -298,8 +298,9 @@ bool overlapComm(ModuleOp module) {
 
 /// Stream 1 carries the program's communication: collectives, copies
 /// between host and device memory, and the data movement that only feeds
-/// or splits them (a bucket's flattening and slicing, the accumulation of a
-/// reduce-scattered gradient); stream 0 computes. Before a run of stream-1
+/// or splits them (a bucket's flattening and slicing, the accumulation or
+/// assignment of a reduce-scattered gradient, a shard's cast for its
+/// all-gather); stream 0 computes. Before a run of stream-1
 /// work that follows compute, stream 1 waits for an event recorded on
 /// stream 0, so it sees everything computed before it in program order;
 /// after each run of stream-1 instructions an event is recorded, and stream
@@ -317,6 +318,23 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
            kernel == "accumulate";
   };
   llvm::DenseSet<unsigned> onComm; // activations stream 1 produced
+  // Buffers something other than communication and its data movement
+  // reads.
+  llvm::DenseSet<unsigned> readByCompute;
+  for (const PlanInstruction &instruction : program.instructions)
+    if (!communicates(instruction.kernel) && !movesData(instruction.kernel))
+      readByCompute.insert(instruction.inputs.begin(), instruction.inputs.end());
+  // A cast moves data too when it writes a collective's result somewhere
+  // (a reduce-scattered gradient into its accumulator: zgraph.assign) or
+  // makes what only communication reads (a ZeRO-3 shard in 16 bits for
+  // its all-gather).
+  auto castMovesData = [&](const PlanInstruction &instruction) {
+    if (instruction.kernel != "cast")
+      return false;
+    return llvm::any_of(instruction.inputs, [&](unsigned id) { return onComm.contains(id); }) ||
+           llvm::none_of(instruction.outputs,
+                         [&](unsigned id) { return readByCompute.contains(id); });
+  };
   struct Pending {
     int event;
     SmallVector<unsigned> touched;
@@ -344,7 +362,8 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
     // A data movement goes with communication when every activation it
     // reads came from communication (or it reads none).
     bool feedsOrSplits =
-        movesData(instruction.kernel) && llvm::all_of(instruction.inputs, [&](unsigned id) {
+        (movesData(instruction.kernel) || castMovesData(instruction)) &&
+        llvm::all_of(instruction.inputs, [&](unsigned id) {
           return buffers[id].kind != Kind::Activation || onComm.contains(id);
         });
     bool hostKernel = !communicates(instruction.kernel) &&

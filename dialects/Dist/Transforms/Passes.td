@@ -49,7 +49,7 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       one coalesced all-gather (concat, gather, slice) fetches it with the
       next copies in use order, up to min(`stage3_max_live_parameters` -
       resident elements, `stage3_prefetch_bucket_size`) elements. With
-      `overlap_comm` each bucket's gather is issued right after the first
+      `overlap_comm` each bucket's gather is issued right before the first
       use of the bucket before it (when both fit the live budget), so it
       runs on the communication stream while that bucket computes.
 

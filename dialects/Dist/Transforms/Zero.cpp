@@ -52,9 +52,12 @@ struct Stage3Schedule {
   int64_t maxReuseDistance = 1000000000;
   /// The most elements one coalesced all-gather prefetches ahead of use.
   int64_t prefetchBucketSize = 50000000;
-  /// overlap_comm: each bucket's all-gather is issued right after the
+  /// overlap_comm: each bucket's all-gather is issued right before the
   /// first use of the bucket before it, so the gather runs on the
-  /// communication stream while that bucket computes.
+  /// communication stream while that bucket computes. (Issued after that
+  /// use, the gather would wait for it: the communication stream starts a
+  /// run when the compute stream has done everything before the run in
+  /// program order.)
   bool gatherAhead = false;
 };
 
@@ -556,7 +559,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
                  pipelineStage(previousFirstUse) == pipelineStage(firstUse) &&
                  resident + previousElements + elements <= schedule.maxLiveParameters;
     if (ahead)
-      builder.setInsertionPointAfter(previousFirstUse);
+      builder.setInsertionPoint(previousFirstUse);
     else
       builder.setInsertionPoint(firstUse);
     previousFirstUse = firstUse;
