@@ -15,7 +15,11 @@ def VerifyPlanPass : Pass<"zcc-plan-verify", "mlir::ModuleOp"> {
     - a `zplan.wait` without a `zplan.record` of the same event on another
       stream earlier in the same program: without one the wait either
       waits for nothing, and its stream races ahead, or only for work of its
-      own stream, which orders nothing.
+      own stream, which orders nothing;
+    - two kernels on different streams of one program that touch the same
+      bytes of an arena (the same buffer, or two the memory plan gives the
+      same bytes), one of them writing, with no chain of records and waits
+      ordering them (it names both): a race.
     It assumes the ops verify, which already guarantees that every event and
     buffer an instruction names exists (in its program or in the module). It
     does not look across programs: each program is run on its own, so a

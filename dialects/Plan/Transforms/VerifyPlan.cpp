@@ -6,6 +6,10 @@
 #include "dialects/Graph/IR/ZGraph.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <vector>
 
 namespace zcc::zplan {
 #define GEN_PASS_DEF_VERIFYPLANPASS
@@ -31,7 +35,7 @@ struct VerifyPlanPass : impl::VerifyPlanPassBase<VerifyPlanPass> {
     });
     SymbolTableCollection symbolTable;
     getOperation().walk([&](ProgramOp program) {
-      if (!verifyWaits(program, symbolTable))
+      if (!verifyWaits(program, symbolTable) || !verifyStreamOrder(program, symbolTable))
         failed = true;
     });
     if (failed)
@@ -70,6 +74,105 @@ struct VerifyPlanPass : impl::VerifyPlanPassBase<VerifyPlanPass> {
       }
     });
     return ok;
+  }
+
+  /// Checks that two kernels of `program` on different streams that touch
+  /// the same bytes of an arena, one of them writing, are ordered by the
+  /// program's events (a vector clock per stream: a record takes its
+  /// stream's clock, a wait merges the event's into its stream's). Bytes,
+  /// not buffers: two buffers the memory plan gives the same bytes at
+  /// different times conflict as much as one buffer does.
+  bool verifyStreamOrder(ProgramOp program, SymbolTableCollection &symbolTable) {
+    int64_t streams = 0;
+    program.walk([&](KernelOp kernel) {
+      streams = std::max<int64_t>(streams, kernel.getStream() + 1);
+    });
+    if (streams < 2)
+      return true;
+    auto streamOf = [&](Operation *op) -> int64_t {
+      if (auto record = dyn_cast<RecordOp>(op))
+        return record.getStream();
+      return cast<WaitOp>(op).getStream();
+    };
+    program.walk([&](Operation *op) {
+      if (isa<RecordOp, WaitOp>(op))
+        streams = std::max(streams, streamOf(op) + 1);
+    });
+    using Clock = SmallVector<int64_t, 4>;
+    SmallVector<Clock> clocks(streams, Clock(streams, 0));
+    DenseMap<Operation *, Clock> events;
+    struct Access {
+      Operation *arena;
+      uint64_t begin, end;
+      int64_t stream, sequence;
+      bool write;
+      KernelOp kernel;
+      BufferOp buffer;
+    };
+    std::vector<Access> accesses;
+    int64_t sincePrune = 0;
+    for (Operation &op : *program.getBody()) {
+      if (auto record = dyn_cast<RecordOp>(op)) {
+        Operation *event = lookupVisibleSymbol(record, record.getEventAttr(), symbolTable);
+        events[event] = clocks[record.getStream()];
+        continue;
+      }
+      if (auto wait = dyn_cast<WaitOp>(op)) {
+        Operation *event = lookupVisibleSymbol(wait, wait.getEventAttr(), symbolTable);
+        auto it = events.find(event);
+        if (it != events.end())
+          for (int64_t t = 0; t < streams; ++t)
+            clocks[wait.getStream()][t] = std::max(clocks[wait.getStream()][t], it->second[t]);
+        continue;
+      }
+      auto kernel = dyn_cast<KernelOp>(op);
+      if (!kernel)
+        continue;
+      int64_t stream = kernel.getStream();
+      Clock &clock = clocks[stream];
+      int64_t sequence = ++clock[stream];
+      auto touch = [&](Attribute ref, bool write) -> bool {
+        auto buffer = dyn_cast_or_null<BufferOp>(
+            lookupVisibleSymbol(kernel, cast<SymbolRefAttr>(ref), symbolTable));
+        if (!buffer)
+          return true;
+        Access access{buffer->getParentOp(), buffer.getOffset(),
+                      buffer.getOffset() + std::max<uint64_t>(1, buffer.getSize()),
+                      stream, sequence, write, kernel, buffer};
+        for (Access &other : accesses) {
+          if (other.stream == stream || other.arena != access.arena ||
+              other.end <= access.begin || access.end <= other.begin ||
+              (!other.write && !write) || clock[other.stream] >= other.sequence)
+            continue;
+          kernel.emitError() << "'" << kernel.getName() << "' on stream " << stream
+                             << (write ? " writes " : " reads ") << "@" << buffer.getSymName()
+                             << " while '" << other.kernel.getName() << "' on stream "
+                             << other.stream << (other.write ? " writes " : " reads ") << "@"
+                             << other.buffer.getSymName()
+                             << ", which shares its bytes, and no event orders the two (program '"
+                             << program.getSymName() << "')";
+          return false;
+        }
+        accesses.push_back(access);
+        return true;
+      };
+      for (Attribute ref : kernel.getIns())
+        if (!touch(ref, /*write=*/false))
+          return false;
+      for (Attribute ref : kernel.getOuts())
+        if (!touch(ref, /*write=*/true))
+          return false;
+      // An access every stream has seen orders everything after it.
+      if (++sincePrune >= 32) {
+        sincePrune = 0;
+        llvm::erase_if(accesses, [&](const Access &access) {
+          return llvm::all_of(clocks, [&](const Clock &c) {
+            return c[access.stream] >= access.sequence;
+          });
+        });
+      }
+    }
+    return true;
   }
 };
 

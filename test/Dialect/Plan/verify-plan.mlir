@@ -97,3 +97,63 @@ zplan.program @p {
   // expected-error @+1 {{wait on @e0 has no earlier record on another stream}}
   zplan.wait @e0 stream 0
 }
+
+// -----
+
+// Two buffers the memory plan gives the same bytes, written on stream 1
+// and read on stream 0 with no event between: a race.
+zplan.arena @device size 768 alignment 256 {
+  zplan.buffer @gathered offset 0 size 512
+  zplan.buffer @reused offset 256 size 256
+  zplan.buffer @other offset 512 size 256
+}
+zplan.program @micro_step {
+  zplan.kernel "all_gather" ins(@device::@other) outs(@device::@gathered) stream 1
+  // expected-error @+1 {{'matmul' on stream 0 reads @reused while 'all_gather' on stream 1 writes @gathered, which shares its bytes, and no event orders the two (program 'micro_step')}}
+  zplan.kernel "matmul" ins(@device::@reused) outs(@device::@other) stream 0
+}
+
+// -----
+
+// Ordered: stream 0 waits for the gather's event; reads on two streams
+// never race; a chain of events orders across three streams.
+// CHECK-LABEL: zplan.program @ordered
+// CHECK: zplan.kernel "matmul"
+zplan.arena @device size 768 alignment 256 {
+  zplan.buffer @w offset 0 size 256
+  zplan.buffer @x offset 256 size 256
+  zplan.buffer @y offset 512 size 256
+}
+zplan.program @ordered {
+  zplan.event @e0
+  zplan.event @e1
+  zplan.event @e2
+  zplan.kernel "all_gather" ins(@device::@x) outs(@device::@w) stream 1
+  zplan.record @e0 stream 1
+  zplan.kernel "relu" ins(@device::@x) outs(@device::@y) stream 0
+  zplan.wait @e0 stream 2
+  zplan.record @e1 stream 2
+  zplan.wait @e1 stream 0
+  zplan.kernel "matmul" ins(@device::@w, @device::@x) outs(@device::@y) stream 0
+  zplan.record @e2 stream 0
+  zplan.wait @e2 stream 1
+  zplan.kernel "all_reduce" ins(@device::@y) outs(@device::@w) stream 1
+}
+
+// -----
+
+// An event orders only the work recorded before it: the second write on
+// stream 0 comes after the record, so the read on stream 1 races with it.
+zplan.arena @device size 512 alignment 256 {
+  zplan.buffer @x offset 0 size 256
+  zplan.buffer @y offset 256 size 256
+}
+zplan.program @micro_step {
+  zplan.event @e0
+  zplan.kernel "fill" ins() outs(@device::@x) stream 0
+  zplan.record @e0 stream 0
+  zplan.wait @e0 stream 1
+  zplan.kernel "fill" ins() outs(@device::@x) stream 0
+  // expected-error @+1 {{'all_reduce' on stream 1 reads @x while 'fill' on stream 0 writes @x, which shares its bytes, and no event orders the two (program 'micro_step')}}
+  zplan.kernel "all_reduce" ins(@device::@x) outs(@device::@y) stream 1
+}
