@@ -40,7 +40,10 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       buckets of at most `allgather_bucket_size` elements.
     - Stage 2: each micro-step reduce-scatters its gradients into the rank's
       shard accumulators, coalesced in buckets of at most `reduce_bucket_size`
-      elements (one reduce-scatter per bucket, at its last gradient).
+      elements (one reduce-scatter per bucket, at its last gradient). A
+      gradient of 2^22 elements or more has a collective of its own, read
+      where the backward pass wrote it (no copy into a bucket and back); the
+      same holds for the all-reduces of stages 0 and 1 during the backward.
     - Stage 3: the parameter itself is a shard. From the whole `@micro_step`
       the pass decides where each whole copy is gathered and released:
       a parameter used again within `stage3_max_reuse_distance` elements of

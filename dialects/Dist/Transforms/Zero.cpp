@@ -43,6 +43,11 @@ using namespace mlir;
 namespace zcc::zdist {
 namespace {
 
+/// Gradients of at least this many elements (16 MiB in f32) are reduced on
+/// their own rather than in a bucket: NCCL moves such a message at close to
+/// its bandwidth, and the bucket's copy in and out would cost more.
+constexpr int64_t kDirectReductionElements = int64_t(1) << 22;
+
 /// Stage 3's fetch schedule knobs, in elements (DeepSpeed's meanings).
 struct Stage3Schedule {
   /// Gathered parameter elements resident at once, prefetches included.
@@ -242,6 +247,7 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
   // buckets of at most reduce_bucket_size elements of one element type.
   SmallVector<SmallVector<zgraph::AccumulateOp>> buckets;
   int64_t filled = 0;
+  bool lastAlone = false;
   for (auto accumulate : llvm::to_vector(step.getOps<zgraph::AccumulateOp>())) {
     auto state = accumulate.getTarget().getDefiningOp<zgraph::StateOp>();
     // Stages 2 and 3 reduce-scatter the partitioned gradients; stages 0
@@ -249,8 +255,14 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     if (!state || state.getKind() != "grad" || (stage >= 2 && !sharded.count(state.getName())))
       continue;
     auto type = cast<RankedTensorType>(accumulate.getValue().getType());
+    // A large gradient is reduced on its own, straight from where the
+    // backward pass wrote it: copying it into a bucket and back would move
+    // more bytes than one more collective of that size costs. Small ones
+    // share buckets.
+    bool alone = type.getNumElements() >= kDirectReductionElements;
     bool fits =
-        !buckets.empty() && filled + type.getNumElements() <= reduceBucketSize &&
+        !alone && !lastAlone && !buckets.empty() &&
+        filled + type.getNumElements() <= reduceBucketSize &&
         cast<RankedTensorType>(buckets.back().front().getValue().getType()).getElementType() ==
             type.getElementType() &&
         pipelineStage(buckets.back().front().getTarget().getDefiningOp<zgraph::StateOp>().getName()) ==
@@ -261,6 +273,7 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     }
     buckets.back().push_back(accumulate);
     filled += type.getNumElements();
+    lastAlone = alone;
   }
   for (SmallVector<zgraph::AccumulateOp> &bucket : buckets)
     if (stage >= 2)
