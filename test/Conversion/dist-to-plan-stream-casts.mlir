@@ -2,9 +2,10 @@
 
 // ZeRO-3 with overlap_comm and one micro-step a step: the cast of a's
 // shard to bf16 only feeds its all-gather, so it runs on the communication
-// stream with it; the reduce-scattered gradient's assign (a cast into the
-// gradient, which lives for this step) stays there too, and nothing on the
-// compute stream waits for it.
+// stream with it; the reduce-scatter writes its result straight into the
+// gradient (which lives for this step: the assign after it moves nothing
+// and is gone), and nothing on the compute stream waits for it.
+// CHECK: zplan.buffer @[[GRAD:b[0-9]+]] offset {{[0-9]+}} size 16 {kind = "gradient", name = "a.grad", step_local
 // CHECK-LABEL: zplan.program @micro_step {
 // CHECK: zplan.wait @e0 stream 1
 // CHECK-NEXT: zplan.kernel "cast" ins(@device::@[[SHARD:b[0-9]+]]) outs(@device::@[[HALF:b[0-9]+]]) stream 1
@@ -14,8 +15,7 @@
 // CHECK-NEXT: zplan.kernel "mul" ins(@device::@{{b[0-9]+}}, @device::@[[W]]) outs({{.*}}) stream 0
 // CHECK-NEXT: zplan.record @e2 stream 0
 // CHECK-NEXT: zplan.wait @e2 stream 1
-// CHECK-NEXT: zplan.kernel "reduce_scatter" ins(@device::@{{b[0-9]+}}) outs(@device::@[[MINE:b[0-9]+]]) stream 1
-// CHECK-NEXT: zplan.kernel "cast" ins(@device::@[[MINE]]) outs(@device::@[[GRAD:b[0-9]+]]) stream 1
+// CHECK-NEXT: zplan.kernel "reduce_scatter" ins(@device::@{{b[0-9]+}}) outs(@device::@[[GRAD]]) stream 1
 // CHECK-NEXT: zplan.record @e3 stream 1
 // CHECK-NEXT: }
 module attributes {zcc.config = {gradient_accumulation_steps = 1 : i64, zero_optimization = {stage = 3 : i64, stage3_param_persistence_threshold = 0 : i64, overlap_comm = true}}} {

@@ -222,6 +222,22 @@ std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
   return static_cast<uint64_t>(base) * elementBytes(input.getElementType());
 }
 
+/// The step-local gradient (zdist.step_local) that `result` of collective
+/// `op` only overwrites (its one use is an assign of the same type into
+/// it, in device memory), or null.
+Value collectiveIntoStepGradient(Operation *op, Value result) {
+  if (!isa<zdist::AllReduceOp, zdist::ReduceScatterOp>(op) || onHost(op) || !result.hasOneUse())
+    return {};
+  auto assign = dyn_cast<zgraph::AssignOp>(*result.getUsers().begin());
+  if (!assign || assign.getValue() != result || onHost(assign) ||
+      assign.getTarget().getType() != result.getType())
+    return {};
+  auto state = assign.getTarget().getDefiningOp<zgraph::StateOp>();
+  if (!state || !state->hasAttr("zdist.step_local") || onHost(state))
+    return {};
+  return assign.getTarget();
+}
+
 /// The kernel that runs a zgraph op: the op's name, but `assign` is a cast.
 std::string kernelName(Operation *op) {
   if (isa<zgraph::AssignOp>(op))
@@ -664,6 +680,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
         }
+        // An assign whose value the collective before it already wrote
+        // into the gradient (below) moves nothing.
+        if (auto assign = dyn_cast<zgraph::AssignOp>(op);
+            assign && bufferOf.count(assign.getValue()) && bufferOf.count(assign.getTarget()) &&
+            bufferOf.lookup(assign.getValue()) == bufferOf.lookup(assign.getTarget()))
+          continue;
         int64_t index = clock++;
         Instruction instruction{&op, kernelName(&op), {}, {}, params, index};
         SmallVector<Value> reads, writes;
@@ -676,9 +698,18 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         }
         for (Value target : writes)
           instruction.outputs.push_back(bufferOf.lookup(target));
-        for (Value result : op.getResults())
+        for (Value result : op.getResults()) {
+          // A collective whose result only overwrites a gradient that lives
+          // for one step writes it there itself.
+          if (Value gradient = collectiveIntoStepGradient(&op, result);
+              gradient && bufferOf.count(gradient)) {
+            bufferOf[result] = bufferOf.lookup(gradient);
+            instruction.outputs.push_back(bufferOf.lookup(gradient));
+            continue;
+          }
           instruction.outputs.push_back(
               addBuffer(result, Kind::Activation, nodeName(op.getLoc()), &op, index));
+        }
         if (isa<zgraph::ReshapeOp>(op))
           views.push_back({instruction.outputs.front(), instruction.inputs.front(), 0});
         if (auto slice = dyn_cast<zgraph::SliceOp>(op))
