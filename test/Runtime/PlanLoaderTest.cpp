@@ -647,6 +647,37 @@ TEST(TrainingValidation, CountsAreAtLeastOne) {
                 kFix);
 }
 
+// A step_local gradient (overwritten by every micro-step) is valid only as
+// a gradient of a plan of one micro-step a step.
+TEST(TrainingValidation, StepLocalGradients) {
+  auto mark = [](plan::Plan &p, const std::string &name) {
+    for (plan::Buffer &buffer : *p.mutable_buffers())
+      if (buffer.name() == name)
+        buffer.set_step_local(true);
+  };
+  plan::Plan valid = test::trainingPlan();
+  valid.mutable_training()->set_gradient_accumulation_steps(1);
+  mark(valid, "w.grad");
+  Status status = validatePlan(valid, "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+
+  std::string accumulating = trainingError([&](plan::Plan &p) { mark(p, "w.grad"); });
+  EXPECT_NE(accumulating.find("p.bin: buffer "), std::string::npos) << accumulating;
+  EXPECT_NE(accumulating.find("('w.grad'): is a step_local gradient (overwritten by every "
+                              "micro-step) in a plan of 2 micro-steps a step; such gradients "
+                              "need gradient_accumulation_steps 1"),
+            std::string::npos)
+      << accumulating;
+
+  std::string parameter = trainingError([&](plan::Plan &p) {
+    p.mutable_training()->set_gradient_accumulation_steps(1);
+    mark(p, "w");
+  });
+  EXPECT_NE(parameter.find("('w'): is marked step_local, which only a gradient can be"),
+            std::string::npos)
+      << parameter;
+}
+
 TEST(TrainingValidation, BufferIdsInRange) {
   EXPECT_EQ(trainingError([](plan::Plan &p) {
               p.mutable_training()->set_optimizer_scalars(13);

@@ -255,10 +255,7 @@ void ZeroPartitioner::partitionMicroStep(func::FuncOp step) {
     if (!state || state.getKind() != "grad" || (stage >= 2 && !sharded.count(state.getName())))
       continue;
     auto type = cast<RankedTensorType>(accumulate.getValue().getType());
-    // A large gradient is reduced on its own, straight from where the
-    // backward pass wrote it: copying it into a bucket and back would move
-    // more bytes than one more collective of that size costs. Small ones
-    // share buckets.
+    // A large gradient is reduced on its own (kDirectReductionElements).
     bool alone = type.getNumElements() >= kDirectReductionElements;
     bool fits =
         !alone && !lastAlone && !buckets.empty() &&
@@ -571,10 +568,7 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
                  previousFirstUse->isBeforeInBlock(firstUse) &&
                  pipelineStage(previousFirstUse) == pipelineStage(firstUse) &&
                  resident + previousElements + elements <= schedule.maxLiveParameters;
-    if (ahead)
-      builder.setInsertionPoint(previousFirstUse);
-    else
-      builder.setInsertionPoint(firstUse);
+    builder.setInsertionPoint(ahead ? previousFirstUse : firstUse);
     previousFirstUse = firstUse;
     previousElements = elements;
     SmallVector<Value> wholes = gatherBucket(bucket);
