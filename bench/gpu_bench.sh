@@ -8,8 +8,9 @@
 #                                           tools/gpu/check.sh built zrun:
 #                                           every case, then the table
 #
-# Cases (GPT-2-style decoder, vocabulary 50304, sequence 1024, bf16, AdamW,
-# random init, NPROC GPUs, default 2): gpt2-medium and gpt2-xl at micro-batch 8 per GPU with
+# Cases (GPT-2-style decoder with GPT-2's tanh GELU, as the peers use,
+# vocabulary 50304, sequence 1024, bf16, AdamW, random init, NPROC GPUs,
+# default 2): gpt2-medium and gpt2-xl at micro-batch 8 per GPU with
 # ZeRO 0 (against PyTorch DDP) and ZeRO 3 (against FSDP2); a 6.7 B model (32
 # layers, width 4096) at micro-batch 4 with ZeRO 3 against FSDP2. Each run
 # prints tokens/s, TFLOP/s per GPU and peak memory per GPU; the table gives
@@ -42,8 +43,8 @@ if [ "$mode" = compile ]; then
   mkdir -p "$out" "$models"
   for item in $cases; do
     IFS=: read -r model stage micro <<< "$item"
-    onnx=$models/$model-mb$micro.onnx
-    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 \
+    onnx=$models/$model-mb$micro-tanh.onnx
+    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --gelu tanh \
       $(size_args "$model") --vocab 50304 --seq 1024 --batch "$micro" --external-data --sizes-only -o "$onnx"
     "$zcc" "$onnx" -c "$root/bench/configs/zero${stage}_bf16_mb$micro.json" --world-size "$nproc" \
       --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
@@ -52,8 +53,8 @@ if [ "$mode" = compile ]; then
   if [ "$nproc" -lt 2 ]; then
     # One GPU: gpt2-xl inference in bf16 of the whole batch of 32 at once,
     # against torch on one GPU (the pipeline rows need two).
-    onnx=$models/gpt2-xl-infer-mb32.onnx
-    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl \
+    onnx=$models/gpt2-xl-infer-mb32-tanh.onnx
+    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl --gelu tanh \
       --vocab 50304 --seq 1024 --batch 32 --no-loss --external-data --sizes-only -o "$onnx"
     "$zcc" "$onnx" -c "$root/bench/configs/infer_one_mb32.json" --infer-precision bf16 --report \
       -o "$out/gpt2-xl-infer.plan" 2>/dev/null > "$out/gpt2-xl-infer.report"
@@ -62,8 +63,8 @@ if [ "$mode" = compile ]; then
   fi
   # Pipeline inference: gpt2-xl, bf16, a batch of 32 in 8 micro-batches of
   # 4 over 2 stages (one GPU each).
-  onnx=$models/gpt2-xl-infer-mb4.onnx
-  [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl \
+  onnx=$models/gpt2-xl-infer-mb4-tanh.onnx
+  [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl --gelu tanh \
     --vocab 50304 --seq 1024 --batch 4 --no-loss --external-data --sizes-only -o "$onnx"
   "$zcc" "$onnx" -c "$root/bench/configs/pipeline_infer.json" --world-size 2 --infer-precision bf16 --report \
     -o "$out/gpt2-xl-pipeline.plan" 2>/dev/null > "$out/gpt2-xl-pipeline.report"

@@ -329,14 +329,23 @@ def gpt2_attention(b, x, width, heads, seq):
         return conv1d(b, context, width, width)
 
 
-def gelu(b, x):
-    """Exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), as torch exports it before opset 20."""
-    erf = b.op("Erf", b.op("Div", x, b.constant("sqrt_2", math.sqrt(2.0), np.float32)))
-    scaled = b.op("Mul", x, b.op("Add", erf, b.constant("one", 1.0, np.float32)))
+def gelu(b, x, form="erf"):
+    """GELU as torch exports it before opset 20: the exact form, 0.5 * x * (1 + erf(x / sqrt(2))),
+    or (form "tanh") GPT-2's own gelu_new, 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))."""
+    if form == "tanh":
+        cubic = b.op("Mul", b.op("Pow", x, b.constant("three", 3.0, np.float32)),
+                     b.constant("gelu_cubic", 0.044715, np.float32))
+        inner = b.op("Mul", b.op("Add", x, cubic),
+                     b.constant("sqrt_2_over_pi", math.sqrt(2.0 / math.pi), np.float32))
+        one_plus = b.op("Add", b.op("Tanh", inner), b.constant("one", 1.0, np.float32))
+    else:
+        erf = b.op("Erf", b.op("Div", x, b.constant("sqrt_2", math.sqrt(2.0), np.float32)))
+        one_plus = b.op("Add", erf, b.constant("one", 1.0, np.float32))
+    scaled = b.op("Mul", x, one_plus)
     return b.op("Mul", scaled, b.constant("half", 0.5, np.float32))
 
 
-def gpt2_block(b, x, width, heads, seq):
+def gpt2_block(b, x, width, heads, seq, gelu_form="erf"):
     with b.scope("ln_1"):
         h = b.layer_norm(x, width)
     with b.scope("attn"):
@@ -348,13 +357,13 @@ def gpt2_block(b, x, width, heads, seq):
         with b.scope("c_fc"):
             h = conv1d(b, h, width, 4 * width)
         with b.scope("act"):
-            h = gelu(b, h)
+            h = gelu(b, h, gelu_form)
         with b.scope("c_proj"):
             h = conv1d(b, h, 4 * width, width)
     return b.op("Add", x, h)
 
 
-def build_gpt2(b, with_loss, layers, width, heads, vocab, seq):
+def build_gpt2(b, with_loss, layers, width, heads, vocab, seq, gelu_form="erf"):
     input_ids = b.input("input_ids", TensorProto.INT64, [b.batch, seq])
     wte = b.param("wte.weight", [vocab, width], "normal")
     wpe = b.param("wpe.weight", [seq, width], "normal")
@@ -365,13 +374,14 @@ def build_gpt2(b, with_loss, layers, width, heads, vocab, seq):
     x = b.op("Add", tokens, positions)
     for i in range(layers):
         with b.scope(f"h.{i}"):
-            x = gpt2_block(b, x, width, heads, seq)
+            x = gpt2_block(b, x, width, heads, seq, gelu_form)
     with b.scope("ln_f"):
         x = b.layer_norm(x, width)
     with b.scope("lm_head"):  # tied to the token embedding
         logits = b.op("MatMul", x, b.op("Transpose", wte, perm=[1, 0]))
     lm_outputs(b, logits, vocab, seq, with_loss)
-    return f"GPT-2 decoder: layers={layers} width={width} heads={heads} vocab={vocab} seq={seq}"
+    return (f"GPT-2 decoder: layers={layers} width={width} heads={heads} vocab={vocab} seq={seq}" +
+            (" gelu=tanh" if gelu_form == "tanh" else ""))
 
 
 def parse_args(argv):
@@ -400,13 +410,16 @@ def parse_args(argv):
                                      for name, size in GPT2_PRESETS.items()) + " (default tiny)")
     for key, meaning in SIZE_OPTIONS.items():
         gpt2.add_argument(f"--{key}", type=int, metavar="N", help=meaning)
+    gpt2.add_argument("--gelu", choices=["erf", "tanh"], default="erf",
+                      help="the MLP's GELU: the exact erf form (torch.nn.GELU; default) or GPT-2's "
+                           "tanh approximation (HF gelu_new)")
     args = parser.parse_args(argv)
     if args.batch is not None and args.batch < 1:
         parser.error("--batch must be positive")
     given = {key: getattr(args, key) for key in SIZE_OPTIONS if getattr(args, key) is not None}
     if args.model != "gpt2":
-        if given or args.preset:
-            parser.error(f"--preset and size options apply to gpt2 only, not {args.model}")
+        if given or args.preset or args.gelu != "erf":
+            parser.error(f"--preset, size options and --gelu apply to gpt2 only, not {args.model}")
         return args
     args.gpt2_size = {**GPT2_PRESETS[args.preset or "tiny"], **given}
     if min(args.gpt2_size.values()) < 1:
@@ -425,7 +438,7 @@ def main(argv):
     elif args.model == "simple-transformer":
         doc = build_simple_transformer(b, with_loss)
     else:
-        doc = build_gpt2(b, with_loss, **args.gpt2_size)
+        doc = build_gpt2(b, with_loss, **args.gpt2_size, gelu_form=args.gelu)
 
     param_bytes = b.param_bytes()
     if param_bytes > INLINE_WEIGHTS_LIMIT and not args.external_data:

@@ -393,11 +393,8 @@ template <UnaryKind Kind, typename C> C applyUnary(C x) {
     constexpr double kSqrtHalf = 0.7071067811865476;
     return static_cast<C>(0.5 * v * (1.0 + std::erf(v * kSqrtHalf)));
   }
-  if constexpr (Kind == UnaryKind::GeluTanh) {
-    constexpr double kSqrt2OverPi = 0.7978845608028654;
-    return static_cast<C>(
-        0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v))));
-  }
+  if constexpr (Kind == UnaryKind::GeluTanh)
+    return static_cast<C>(geluTanh(v));
   return x;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <tuple>
 #include <utility>
 
@@ -515,14 +516,27 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
 
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands) {
-  // The bias is optional: three inputs name it, any other count is held
-  // to the two of a plain product.
-  bool hasBias = args.inputs.size() >= 3;
+  // The bias and the addend are optional: `residual` names the last input
+  // the addend, and an input left between it and rhs is the bias. Any
+  // other count is held to the operands these name.
+  bool residual = false;
+  if (Status s = optionalBool(args, kernel, "residual", false, residual); !s.isOk())
+    return s;
+  bool hasBias = args.inputs.size() >= (residual ? 4u : 3u);
   Status counted =
-      hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, {"result"})
-              : checkOperands(args, kernel, {"lhs", "rhs"}, {"result"});
+      residual ? (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias", "addend"}, {"result"})
+                          : checkOperands(args, kernel, {"lhs", "rhs", "addend"}, {"result"}))
+               : (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, {"result"})
+                          : checkOperands(args, kernel, {"lhs", "rhs"}, {"result"}));
   if (!counted.isOk())
     return counted;
+  const char *activation = nullptr;
+  if (Status s = optionalString(args, kernel, "activation", "none", activation); !s.isOk())
+    return s;
+  operands.geluTanh = std::strcmp(activation, "gelu_tanh") == 0;
+  if (!operands.geluTanh && std::strcmp(activation, "none") != 0)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "activation must be \"none\" or \"gelu_tanh\", got \"%s\"", activation);
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
@@ -594,6 +608,13 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
   operands.n = n;
   operands.k = k;
   operands.bias = nullptr;
+  operands.addend = nullptr;
+  if (residual) {
+    const TensorView &addend = args.inputs.back();
+    if (Status s = expectLike(kernel, "addend", addend, "result", out); !s.isOk())
+      return s;
+    operands.addend = &addend;
+  }
   if (!hasBias)
     return Status::ok();
   // One value per column of the product (1 for a rank-1 rhs).

@@ -15,6 +15,7 @@
 #include "kernels/cpu/CpuKernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -151,6 +152,13 @@ void stridedCopy(void *dst, const void *src, size_t elementBytes,
 
 /// Copies one element of `bytes` bytes; constant sizes let the compiler emit
 /// a plain load and store.
+/// GELU's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), in
+/// double: the gelu kernel's and matmul's `activation = "gelu_tanh"`.
+inline double geluTanh(double x) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
+}
+
 inline void copyElement(void *dst, const void *src, size_t bytes) {
   switch (bytes) {
   case 1:
@@ -249,9 +257,16 @@ struct MatmulOperands {
   bool transposeLhs = false, transposeRhs = false;
   /// Null without a bias.
   const TensorView *bias = nullptr;
+  /// `residual`: the last input, of the result's shape, added to the
+  /// product (null without one).
+  const TensorView *addend = nullptr;
+  /// `activation = "gelu_tanh"`: GELU's tanh form applied last.
+  bool geluTanh = false;
 };
 
-/// Checks matmul's operands and attributes and reads its sizes.
+/// Checks matmul's operands and attributes and reads its sizes. The inputs
+/// are lhs, rhs, then the bias where there is one, then the addend where
+/// `residual` is set.
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands);
 

@@ -7,8 +7,10 @@
 // per-thread buffers for sgemm; attention, whose rows could need buffers as
 // large as the head sizes, runs plain loops in f32. matmul's transposed
 // operands are BLAS's transpose flags (a 16-bit tile is widened as stored
-// and transposed by sgemm too), and its bias is where C starts, so it joins
-// the sum before the one rounding to the result's type. accumulate_matmul
+// and transposed by sgemm too), and its bias and addend are where C starts,
+// so they join the sum before the one rounding to the result's type, as
+// does the GELU of `activation = "gelu_tanh"` (applied to the f32 sum of a
+// 16-bit product, in place after BLAS for f32 and f64). accumulate_matmul
 // adds a product into an f32 (f64) accumulator the same way: BLAS's beta =
 // 1 for f32 and f64, and for the 16-bit types C's tiles start as the
 // accumulator's values and go back to it unrounded. With `overwrite` the
@@ -89,6 +91,48 @@ void fillRows(T *c, int64_t rows, int64_t n, const T *bias) {
     std::copy(bias, bias + n, c + i * n);
 }
 
+/// What joins one product C[m, n] before it is rounded: `bias` [n] on
+/// every row, `addend` [m, n] (which may be C itself), then GELU's tanh
+/// form. Null pointers add nothing.
+template <typename T> struct Epilogue {
+  const T *bias = nullptr;
+  const T *addend = nullptr;
+  bool geluTanh = false;
+
+  /// The same for the product whose result starts `offset` elements on.
+  Epilogue at(int64_t offset) const {
+    Epilogue e = *this;
+    if (addend)
+      e.addend += offset;
+    return e;
+  }
+};
+
+/// f32 and f64: C[rows, n] set to what the product adds to (bias rows plus
+/// the addend, or zeros); returns whether C holds anything (beta = 1).
+template <typename T>
+bool startProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
+  if (e.addend && e.addend != c)
+    std::copy(e.addend, e.addend + rows * n, c);
+  if (e.bias) {
+    if (e.addend)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          c[i * n + j] += e.bias[j];
+    else
+      fillRows(c, rows, n, e.bias);
+  }
+  return e.bias || e.addend;
+}
+
+/// f32 and f64: the activation over the finished C[rows, n].
+template <typename T>
+void finishProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
+  if (e.geluTanh)
+    for (int64_t i = 0; i < rows * n; ++i)
+      c[i] = static_cast<T>(geluTanh(c[i]));
+}
+
 void blasGemm(const GemmShape &g, const float *a, const float *b, float beta,
               float *c) {
   cblas_sgemm(CblasRowMajor, blasTranspose(g.transposeA),
@@ -105,14 +149,14 @@ void blasGemm(const GemmShape &g, const double *a, const double *b, double beta,
               b, leadingB(g), beta, c, static_cast<int>(g.n));
 }
 
-/// f32 and f64: BLAS adds the product to C, which starts as the bias rows;
-/// k > 0.
+/// f32 and f64: BLAS adds the product to C, which starts as the bias rows
+/// and the addend; k > 0.
 template <typename T>
 std::enable_if_t<std::is_floating_point_v<T>>
-gemm(const GemmShape &g, const T *a, const T *b, const T *bias, T *c) {
-  if (bias)
-    fillRows(c, g.m, g.n, bias);
-  blasGemm(g, a, b, bias ? T(1) : T(0), c);
+gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, T *c) {
+  bool started = startProduct(e, g.m, g.n, c);
+  blasGemm(g, a, b, started ? T(1) : T(0), c);
+  finishProduct(e, g.m, g.n, c);
 }
 
 /// The tile of C, and the slice of the contraction, that a 16-bit product
@@ -149,7 +193,8 @@ void widenTile(const T *source, int64_t stride, int64_t rows, int64_t columns, f
 
 /// The same for f16 and bf16: tiles of A and B are widened to f32 for
 /// sgemm, and each tile of C is accumulated in f32 over the whole
-/// contraction, starting from the widened bias, then rounded once. A tile
+/// contraction, starting from the widened bias and addend, then (after the
+/// activation) rounded once. A tile
 /// of a transposed operand is widened as it is stored (rows of A^T, of
 /// B^T), reading its rows contiguously, and sgemm transposes it.
 ///
@@ -158,7 +203,9 @@ void widenTile(const T *source, int64_t stride, int64_t rows, int64_t columns, f
 /// (accumulate_matmul).
 template <typename T, typename R = T>
 std::enable_if_t<!std::is_floating_point_v<T>>
-gemm(const GemmShape &g, const T *a, const T *b, const T *bias, R *c, bool accumulate = false) {
+gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,
+     bool accumulate = false) {
+  const T *bias = e.bias;
   GemmTiles &tiles = gemmTiles();
   float *aTile = tiles.a, *bTile = tiles.b, *cTile = tiles.c;
   int64_t m = g.m, n = g.n, k = g.k;
@@ -182,6 +229,13 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, R *c, bool accum
       } else {
         std::fill(cTile, cTile + rows * columns, 0.0f);
       }
+      // The addend's tile is read before C's is written: C may be it.
+      if (e.addend && !accumulate)
+        for (int64_t i = 0; i < rows; ++i) {
+          const T *row = e.addend + (i0 + i) * n + j0;
+          for (int64_t j = 0; j < columns; ++j)
+            cTile[i * columns + j] += load(row[j]);
+        }
       for (int64_t p0 = 0; p0 < k; p0 += kTileDepth) {
         int64_t depth = std::min(kTileDepth, k - p0);
         // aTile is op(A)'s [rows, depth] tile, or A's [depth, rows] one.
@@ -206,6 +260,9 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, R *c, bool accum
         const float *in = cTile + i * columns;
         if constexpr (std::is_same_v<R, float>)
           std::copy(in, in + columns, row);
+        else if (e.geluTanh)
+          for (int64_t j = 0; j < columns; ++j)
+            row[j] = store<T>(static_cast<float>(geluTanh(in[j])));
         else
           for (int64_t j = 0; j < columns; ++j)
             row[j] = store<T>(in[j]);
@@ -215,20 +272,28 @@ gemm(const GemmShape &g, const T *a, const T *b, const T *bias, R *c, bool accum
 }
 
 /// Every batch of C[batch..., m, n] = op(A)[batch..., m, k]
-/// op(B)[batch..., k, n] (+ bias), the batch dimensions of A and B
-/// broadcast to `batch`.
+/// op(B)[batch..., k, n] (+ bias + addend, then the activation), the batch
+/// dimensions of A and B broadcast to `batch`.
 template <typename T>
-void matmulLoop(const GemmShape &g, const T *a, const T *b, const T *bias, T *c,
+void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, T *c,
                 const SmallShape &lhsBatch, const SmallShape &rhsBatch,
                 const SmallShape &batch) {
   int64_t batchCount = batch.numElements();
   int64_t m = g.m, n = g.n, k = g.k;
   if (k == 0) {
-    // An empty sum; BLAS would reject lda = 0.
-    if (bias)
-      fillRows(c, batchCount * m, n, bias);
-    else
-      std::fill(c, c + batchCount * m * n, store<T>(Compute<T>(0)));
+    // An empty sum (BLAS would reject lda = 0): the epilogue alone, in the
+    // compute type, rounded once.
+    for (int64_t i = 0; i < batchCount * m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        Compute<T> v = 0;
+        if (e.bias)
+          v += load(e.bias[j]);
+        if (e.addend)
+          v += load(e.addend[i * n + j]);
+        if (e.geluTanh)
+          v = static_cast<Compute<T>>(geluTanh(v));
+        c[i * n + j] = store<T>(v);
+      }
     return;
   }
   // A shared rhs (a weight): the batch folds into the rows of one product,
@@ -237,7 +302,7 @@ void matmulLoop(const GemmShape &g, const T *a, const T *b, const T *bias, T *c,
       lhsBatch.numElements() == batchCount && batchCount * m <= INT_MAX) {
     GemmShape folded = g;
     folded.m = batchCount * m;
-    gemm(folded, a, b, bias, c);
+    gemm(folded, a, b, e, c);
     return;
   }
   SmallShape strides[2] = {broadcastStrides(lhsBatch, batch),
@@ -248,7 +313,7 @@ void matmulLoop(const GemmShape &g, const T *a, const T *b, const T *bias, T *c,
   }
   IndexWalker<2> walker(batch, strides);
   for (int64_t i = 0; i < batchCount; ++i, walker.next())
-    gemm(g, a + walker.offset(0), b + walker.offset(1), bias, c + i * m * n);
+    gemm(g, a + walker.offset(0), b + walker.offset(1), e.at(i * m * n), c + i * m * n);
 }
 
 /// Scores above this many keys are processed in blocks, so a row of scores
@@ -401,17 +466,19 @@ Status matmul(const KernelArgs &args) {
 
   if (operands.batch.numElements() == 0 || g.m == 0 || g.n == 0)
     return Status::ok();
-  // An empty contraction (k = 0) fills zeros (or the bias) and calls no
+  // An empty contraction (k = 0) writes the epilogue alone and calls no
   // BLAS.
   if (g.k > 0)
     if (Status s = checkBlasSizes(kernel, g); !s.isOk())
       return s;
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
-    matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(),
-               operands.bias ? operands.bias->as<const T>() : nullptr,
-               out.as<T>(), operands.lhsBatch, operands.rhsBatch,
-               operands.batch);
+    Epilogue<T> e;
+    e.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
+    e.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
+    e.geluTanh = operands.geluTanh;
+    matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(), e, out.as<T>(), operands.lhsBatch,
+               operands.rhsBatch, operands.batch);
   });
 }
 
@@ -442,7 +509,7 @@ Status accumulateMatmul(const KernelArgs &args) {
       blasGemm(g, lhs.as<const T>(), rhs.as<const T>(), T(operands.overwrite ? 0 : 1),
                target.as<T>());
     else
-      gemm<T, float>(g, lhs.as<const T>(), rhs.as<const T>(), nullptr, target.as<float>(),
+      gemm<T, float>(g, lhs.as<const T>(), rhs.as<const T>(), Epilogue<T>{}, target.as<float>(),
                      /*accumulate=*/!operands.overwrite);
   });
 }

@@ -67,10 +67,6 @@ Status launchStatus(const char *kernel, cudaError_t error) {
                      cudaGetErrorName(error), cudaGetErrorString(error));
 }
 
-ElementType elementType(plan::DType dtype) {
-  return static_cast<ElementType>(static_cast<int>(dtype));
-}
-
 } // namespace
 
 Status attention(const KernelArgs &args, const LaunchContext &context) {

@@ -21,10 +21,6 @@ using namespace cpu::detail;
 
 namespace {
 
-ElementType elementType(plan::DType dtype) {
-  return static_cast<ElementType>(static_cast<int>(dtype));
-}
-
 /// checkOperands has limited the rank to kMaxRank == kMaxDeviceRank.
 DeviceShape deviceShape(const std::vector<int64_t> &shape) {
   DeviceShape result;

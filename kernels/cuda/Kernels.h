@@ -11,8 +11,16 @@
 #define ZCC_KERNELS_CUDA_KERNELS_H
 
 #include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/LaunchTypes.h"
 
 namespace zcc::cuda::kernels {
+
+/// The launchers' element type of a plan dtype (the two enums share their
+/// values).
+inline ElementType elementType(plan::DType dtype) {
+  return static_cast<ElementType>(static_cast<int>(dtype));
+}
+inline ElementType elementType(const TensorView &view) { return elementType(view.dtype); }
 
 #define ZCC_CUDA_KERNEL(fn) Status fn(const KernelArgs &, const LaunchContext &)
 

@@ -9,7 +9,11 @@
 // and a transposed operand is one cuBLASLt transposes (TRANSA for rhs,
 // TRANSB for lhs). The bias, one value per row of that column-major result,
 // is cuBLASLt's bias epilogue, added in the compute type before the result
-// is rounded. The batch becomes one strided-batched product where the
+// is rounded; an addend (`residual`) is cuBLASLt's C with beta = 1, and
+// `activation = "gelu_tanh"` its GELU epilogue (GELU_BIAS with a bias).
+// Where no algorithm fuses the epilogue, the product runs without it and
+// the bias rows, the addend and the GELU are separate launches around it.
+// The batch becomes one strided-batched product where the
 // operands' batch strides allow it (0 for a broadcast operand), else one
 // such product per slice of the outer batch dimensions.
 //
@@ -31,6 +35,7 @@
 
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/KernelSupport.h"
+#include "kernels/cuda/ElementwiseLaunch.h"
 #include "kernels/cuda/ShapeLaunch.h"
 
 #include <climits>
@@ -121,21 +126,25 @@ struct ProductPlan {
 
 template <typename T> struct BlasTypes;
 template <> struct BlasTypes<float> {
+  static constexpr ElementType element = ElementType::kF32;
   static constexpr cudaDataType_t data = CUDA_R_32F, scale = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   using Scale = float;
 };
 template <> struct BlasTypes<double> {
+  static constexpr ElementType element = ElementType::kF64;
   static constexpr cudaDataType_t data = CUDA_R_64F, scale = CUDA_R_64F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
   using Scale = double;
 };
 template <> struct BlasTypes<cpu::Half> {
+  static constexpr ElementType element = ElementType::kF16;
   static constexpr cudaDataType_t data = CUDA_R_16F, scale = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   using Scale = float;
 };
 template <> struct BlasTypes<cpu::BFloat16> {
+  static constexpr ElementType element = ElementType::kBF16;
   static constexpr cudaDataType_t data = CUDA_R_16BF, scale = CUDA_R_32F;
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   using Scale = float;
@@ -172,7 +181,7 @@ struct HeuristicKey {
   int64_t batchCount = 0, lhsStride = 0, rhsStride = 0, resultStride = 0;
   cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
   uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0;
-  bool transposeLhs = false, transposeRhs = false, bias = false;
+  bool transposeLhs = false, transposeRhs = false, bias = false, geluTanh = false;
 
   bool operator==(const HeuristicKey &o) const {
     return handle == o.handle && workspaceBytes == o.workspaceBytes &&
@@ -181,7 +190,7 @@ struct HeuristicKey {
            resultStride == o.resultStride && type == o.type && resultType == o.resultType &&
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
            biasAlign == o.biasAlign && transposeLhs == o.transposeLhs &&
-           transposeRhs == o.transposeRhs && bias == o.bias;
+           transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh;
   }
 
   uint64_t hash() const {
@@ -195,7 +204,8 @@ struct HeuristicKey {
           static_cast<uint64_t>(type) << 32 | static_cast<uint64_t>(resultType),
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
-          static_cast<uint64_t>(transposeLhs) << 2 |
+          static_cast<uint64_t>(geluTanh) << 3 |
+              static_cast<uint64_t>(transposeLhs) << 2 |
               static_cast<uint64_t>(transposeRhs) << 1 |
               static_cast<uint64_t>(bias)})
       h = (h ^ v) * 0x100000001b3ull + (h >> 29);
@@ -203,12 +213,12 @@ struct HeuristicKey {
   }
 };
 
-/// What the heuristic chose: the algorithm, and whether the bias is its
-/// epilogue (false where no algorithm fuses it: C then starts as the bias
-/// rows, with beta = 1).
+/// What the heuristic chose: the algorithm, and whether the bias and the
+/// GELU are its epilogue (false where no algorithm fuses them: they are
+/// then launches of their own).
 struct HeuristicChoice {
   cublasLtMatmulAlgo_t algo = {};
-  bool biasEpilogue = false;
+  bool fusedEpilogue = false;
 };
 
 /// The heuristic's choices by key: an open-addressed table of fixed size
@@ -266,11 +276,12 @@ private:
 };
 
 /// The operation C = op(A) op(B) (+ bias as the epilogue where `bias` is
-/// not null), column-major, of the types of T.
+/// not null, then GELU's tanh form with `geluTanh`), column-major, of the
+/// types of T.
 template <typename T>
 cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
                              bool transposeA, bool transposeB,
-                             const void *bias) {
+                             const void *bias, bool geluTanh = false) {
   using Types = BlasTypes<T>;
   cublasStatus_t status =
       cublasLtMatmulDescInit(&operation, Types::compute, Types::scale);
@@ -281,18 +292,27 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
   if (status == CUBLAS_STATUS_SUCCESS && transposeB)
     status = cublasLtMatmulDescSetAttribute(
         &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
-  if (status != CUBLAS_STATUS_SUCCESS || !bias)
+  if (status != CUBLAS_STATUS_SUCCESS || (!bias && !geluTanh))
     return status;
   // The bias has D's type (the default for these types) and, with a
   // strided batch, serves every product (a batch stride of 0, the
   // default).
-  uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  uint32_t epilogue = !geluTanh ? CUBLASLT_EPILOGUE_BIAS
+                      : bias    ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                : CUBLASLT_EPILOGUE_GELU;
   status = cublasLtMatmulDescSetAttribute(
       &operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
-  if (status != CUBLAS_STATUS_SUCCESS)
+  if (status != CUBLAS_STATUS_SUCCESS || !bias)
     return status;
   return cublasLtMatmulDescSetAttribute(
       &operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+}
+
+Status launchStatus(const char *kernel, cudaError_t error) {
+  if (error == cudaSuccess)
+    return Status::ok();
+  return kernelError(StatusCode::kInternal, kernel, "cuda launch failed: %s (%s)",
+                     cudaGetErrorString(error), cudaGetErrorName(error));
 }
 
 /// Sets every one of the `rows` rows of the contiguous `result` [rows, n]
@@ -307,27 +327,70 @@ Status fillBiasRows(const char *kernel, const LaunchContext &context,
   view.shape.dims[1] = n;
   view.strides.dims[0] = 0;
   view.strides.dims[1] = 1;
-  cudaError_t error = launchStridedCopy(result, bias, view, context.stream);
-  if (error == cudaSuccess)
-    return Status::ok();
-  return kernelError(StatusCode::kInternal, kernel,
-                     "cuda launch failed: %s (%s)", cudaGetErrorString(error),
-                     cudaGetErrorName(error));
+  return launchStatus(kernel, launchStridedCopy(result, bias, view, context.stream));
 }
+
+/// result[rows, n] = the bias rows + the addend, either of which may be
+/// null (zeros for neither); the addend may be the result itself. The
+/// elements are of `type`.
+Status startWithBiasAndAddend(const char *kernel, const LaunchContext &context, ElementType type,
+                              const void *bias, const void *addend, void *result, int64_t rows,
+                              int64_t n) {
+  int bytes = elementBytes(type);
+  if (bias && addend) {
+    BroadcastOperands sum;
+    sum.outShape.rank = sum.inShapes[0].rank = 2;
+    sum.outShape.dims[0] = sum.inShapes[0].dims[0] = rows;
+    sum.outShape.dims[1] = sum.inShapes[0].dims[1] = n;
+    sum.inShapes[1].rank = 1;
+    sum.inShapes[1].dims[0] = n;
+    sum.inputs[0] = addend;
+    sum.inputs[1] = bias;
+    sum.output = result;
+    return launchStatus(kernel, launchBinary(BinaryOp::kAdd, type, sum, context.stream));
+  }
+  if (bias)
+    return fillBiasRows(kernel, context, bias, result, bytes, rows, n);
+  size_t total = static_cast<size_t>(rows * n) * static_cast<size_t>(bytes);
+  cudaError_t error = addend ? (addend == result ? cudaSuccess
+                                                 : cudaMemcpyAsync(result, addend, total,
+                                                                   cudaMemcpyDeviceToDevice,
+                                                                   context.stream))
+                             : cudaMemsetAsync(result, 0, total, context.stream);
+  if (error != cudaSuccess)
+    return kernelError(StatusCode::kInternal, kernel, "%s failed: %s (%s)",
+                       addend ? "cudaMemcpyAsync" : "cudaMemsetAsync", cudaGetErrorName(error),
+                       cudaGetErrorString(error));
+  return Status::ok();
+}
+
+/// What joins a product before it is rounded (matmul's operands): `bias`
+/// on every row, `addend` of the result's layout (which may be the result
+/// itself), then GELU's tanh form. Null pointers add nothing.
+template <typename T> struct ProductEpilogue {
+  const T *bias = nullptr;
+  const T *addend = nullptr;
+  bool geluTanh = false;
+};
 
 /// Runs `plan` once for each of the `sliceCount` slices that `nextSlice`
 /// yields (element offsets of lhs, rhs and the result); every offset, in
 /// bytes, is a multiple of `outerAlignment` (0 when there is one slice).
-/// `bias` (null for none) is added to every row of the result, which has
-/// `resultRows` rows of plan.n elements in all. With `accumulate` the
-/// products add into the result (beta = 1), whose type R may be wider than
-/// the operands' (f32 for 16-bit ones), and there is no bias.
+/// `epilogue` applies to the result, which has `resultRows` rows of plan.n
+/// elements in all. With `accumulate` the products add into the result
+/// (beta = 1), whose type R may be wider than the operands' (f32 for
+/// 16-bit ones), and the epilogue is empty.
 template <typename T, typename R, typename NextSlice>
 Status runProducts(const char *kernel, const LaunchContext &context,
                    const ProductPlan &plan, const T *lhs, const T *rhs,
-                   const T *bias, R *result, int64_t resultRows,
+                   const ProductEpilogue<T> &epilogue, R *result, int64_t resultRows,
                    int64_t sliceCount, uint64_t outerAlignment,
                    NextSlice &&nextSlice, bool accumulate = false) {
+  const T *bias = epilogue.bias;
+  // The addend is C (beta = 1); with R wider than T there is none.
+  const R *addend = nullptr;
+  if constexpr (std::is_same_v<T, R>)
+    addend = epilogue.addend;
   using Types = BlasTypes<T>;
   constexpr uint64_t kElement = sizeof(T);
   // Column-major: cuBLASLt's A is rhs as stored ([n, k] read as k x n
@@ -379,7 +442,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
       commonAlignment({address(lhs), outerAlignment,
                        static_cast<uint64_t>(plan.lhsStride) * kElement}));
   uint32_t cAlign = static_cast<uint32_t>(
-      commonAlignment({address(result), outerAlignment,
+      commonAlignment({address(result), addend ? address(addend) : 0, outerAlignment,
                        static_cast<uint64_t>(plan.resultStride) * sizeof(R)}));
   for (auto [attribute, value] :
        {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aAlign},
@@ -410,29 +473,32 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   key.transposeLhs = plan.transposeLhs;
   key.transposeRhs = plan.transposeRhs;
   key.bias = bias != nullptr;
+  key.geluTanh = epilogue.geluTanh;
 
   // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
   cublasLtMatmulDescOpaque_t operation;
   HeuristicChoice choice;
   HeuristicCache &cache = HeuristicCache::get();
+  bool fuse = bias || epilogue.geluTanh;
   bool cached = cache.find(key, choice);
   if (!cached)
-    choice.biasEpilogue = bias != nullptr;
+    choice.fusedEpilogue = fuse;
   ZCC_BLAS_RETURN_IF_ERROR(
       kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
-                               choice.biasEpilogue ? bias : nullptr));
+                               choice.fusedEpilogue ? bias : nullptr,
+                               choice.fusedEpilogue && epilogue.geluTanh));
   if (!cached) {
     cublasLtMatmulHeuristicResult_t heuristic = {};
     int found = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
         context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
         &preference, 1, &heuristic, &found);
-    if (bias && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
-      // No algorithm fuses this bias (its type or its alignment): C
-      // starts as the bias rows instead, which beta = 1 adds in the
-      // compute type all the same. A failure of another cause fails
-      // again below and is reported.
-      choice.biasEpilogue = false;
+    if (fuse && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      // No algorithm fuses this epilogue (its type or the bias's
+      // alignment): the bias and the GELU become launches of their own
+      // (below). A failure of another cause fails again below and is
+      // reported.
+      choice.fusedEpilogue = false;
       ZCC_BLAS_RETURN_IF_ERROR(kernel,
                                initOperation<T>(operation, plan.transposeRhs,
                                                 plan.transposeLhs, nullptr));
@@ -451,13 +517,17 @@ Status runProducts(const char *kernel, const LaunchContext &context,
     cache.insert(key, choice);
   }
 
-  typename Types::Scale alpha = 1, beta = accumulate ? 1 : 0;
-  if (bias && !choice.biasEpilogue) {
-    if (Status s = fillBiasRows(kernel, context, bias, result,
-                                static_cast<int>(kElement), resultRows, plan.n);
+  // C: the accumulator itself, the addend, or (an unfused bias) the
+  // result started as the bias rows (plus the addend).
+  typename Types::Scale alpha = 1, beta = accumulate || addend ? 1 : 0;
+  const R *c = addend ? addend : result;
+  if (bias && !choice.fusedEpilogue) {
+    if (Status s = startWithBiasAndAddend(kernel, context, Types::element, bias, addend, result,
+                                          resultRows, plan.n);
         !s.isOk())
       return s;
     beta = 1;
+    c = result;
   }
   for (int64_t slice = 0; slice < sliceCount; ++slice) {
     auto [lhsOffset, rhsOffset, resultOffset] = nextSlice();
@@ -465,10 +535,13 @@ Status runProducts(const char *kernel, const LaunchContext &context,
     ZCC_BLAS_RETURN_IF_ERROR(
         kernel,
         cublasLtMatmul(context.blasLt, &operation, &alpha, rhs + rhsOffset,
-                       &aLayout, lhs + lhsOffset, &bLayout, &beta, out,
+                       &aLayout, lhs + lhsOffset, &bLayout, &beta, c + resultOffset,
                        &cLayout, out, &cLayout, &choice.algo, context.workspace,
                        context.workspaceBytes, context.stream));
   }
+  if (epilogue.geluTanh && !choice.fusedEpilogue)
+    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
+                                            resultRows * plan.n, context.stream));
   return Status::ok();
 }
 
@@ -478,7 +551,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
 template <typename T>
 Status matmulBatches(const char *kernel, const LaunchContext &context,
                      const MatmulOperands &operands, const T *lhs, const T *rhs,
-                     const T *bias, T *result) {
+                     const ProductEpilogue<T> &epilogue, T *result) {
   int64_t m = operands.m, n = operands.n, k = operands.k;
   const SmallShape &batch = operands.batch;
   BatchLayout layout =
@@ -547,7 +620,7 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
   };
   if (sliceCount > 1)
     outerAlignment |= static_cast<uint64_t>(sliceSize) * sizeof(T);
-  return runProducts(kernel, context, plan, lhs, rhs, bias, result,
+  return runProducts(kernel, context, plan, lhs, rhs, epilogue, result,
                      batch.numElements() * m, sliceCount, outerAlignment,
                      nextSlice);
 }
@@ -590,7 +663,7 @@ Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
     using T = decltype(tag);
     using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
     status = runProducts(kernel, context, plan, lhs.as<const T>(), rhs.as<const T>(),
-                         static_cast<const T *>(nullptr), target.as<R>(), plan.m, 1, 0, oneSlice,
+                         ProductEpilogue<T>{}, target.as<R>(), plan.m, 1, 0, oneSlice,
                          /*accumulate=*/!operands.overwrite);
   });
   return dispatched.isOk() ? status : dispatched;
@@ -608,29 +681,29 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
   if (operands.batch.numElements() == 0 || m == 0 || n == 0)
     return Status::ok();
   if (k == 0) {
-    // An empty sum: the bias rows, or zeros (all bits zero in every float
-    // type).
-    if (operands.bias)
-      return fillBiasRows(kernel, context, operands.bias->data, out.data,
-                          static_cast<int>(dtypeBytes(out.dtype)),
-                          operands.batch.numElements() * m, n);
-    size_t bytes = static_cast<size_t>(out.numElements()) *
-                   static_cast<size_t>(dtypeBytes(out.dtype));
-    cudaError_t error = cudaMemsetAsync(out.data, 0, bytes, context.stream);
-    if (error != cudaSuccess)
-      return kernelError(StatusCode::kInternal, kernel,
-                         "cudaMemsetAsync failed: %s (%s)",
-                         cudaGetErrorName(error), cudaGetErrorString(error));
-    return Status::ok();
+    // An empty sum: the epilogue alone (zeros are all bits zero in every
+    // float type).
+    int64_t rows = operands.batch.numElements() * m;
+    if (Status s = startWithBiasAndAddend(kernel, context, elementType(out),
+                                          operands.bias ? operands.bias->data : nullptr,
+                                          operands.addend ? operands.addend->data : nullptr,
+                                          out.data, rows, n);
+        !s.isOk() || !operands.geluTanh)
+      return s;
+    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, elementType(out), out.data,
+                                            out.data, rows * n, context.stream));
   }
   if (Status s = checkBlasSizes(kernel, m, n, k); !s.isOk())
     return s;
   Status status;
   Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
-    status = matmulBatches(
-        kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
-        operands.bias ? operands.bias->as<const T>() : nullptr, out.as<T>());
+    ProductEpilogue<T> epilogue;
+    epilogue.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
+    epilogue.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
+    epilogue.geluTanh = operands.geluTanh;
+    status = matmulBatches(kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
+                           epilogue, out.as<T>());
   });
   return dispatched.isOk() ? status : dispatched;
 }

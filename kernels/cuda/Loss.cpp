@@ -20,10 +20,6 @@ using namespace cpu::detail;
 
 namespace {
 
-ElementType elementType(const TensorView &view) {
-  return static_cast<ElementType>(static_cast<int>(view.dtype));
-}
-
 LossReduction lossReduction(Reduction reduction) {
   switch (reduction) {
   case Reduction::Mean:

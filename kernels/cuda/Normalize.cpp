@@ -18,10 +18,6 @@ using namespace cpu::detail;
 
 namespace {
 
-ElementType elementType(const TensorView &view) {
-  return static_cast<ElementType>(static_cast<int>(view.dtype));
-}
-
 Status launched(const char *kernel, cudaError_t error) {
   if (error == cudaSuccess)
     return Status::ok();

@@ -24,10 +24,6 @@ using namespace cpu::detail;
 
 namespace {
 
-ElementType elementType(plan::DType dtype) {
-  return static_cast<ElementType>(static_cast<int>(dtype));
-}
-
 Status launchStatus(const char *kernel, cudaError_t error) {
   if (error == cudaSuccess)
     return Status::ok();

@@ -27,10 +27,6 @@ using namespace cpu::detail;
 
 namespace {
 
-ElementType elementType(plan::DType dtype) {
-  return static_cast<ElementType>(static_cast<int>(dtype));
-}
-
 DeviceShape deviceShape(const SmallShape &shape) {
   DeviceShape result;
   result.rank = shape.rank();

@@ -824,23 +824,36 @@ struct FusedMatmulCase {
   int64_t bias = 0;
   /// Sets the attributes even where false (absent means false too).
   bool explicitFalse = false;
+  /// An addend of the result's shape (`residual`), and GELU's tanh form.
+  bool addend = false, gelu = false;
 };
+
+/// GELU's tanh form in double, written out here.
+double geluTanhReference(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
 
 /// The fused matmul in `dtype` against the unfused composition: explicit
 /// transposed copies, a plain matmul (in f32 for the 16-bit types, whose
-/// product the fused kernel also keeps in f32), the bias added in double,
-/// rounded once to `dtype`.
+/// product the fused kernel also keeps in f32), the bias and the addend
+/// added and the GELU applied in double, rounded once to `dtype`.
 void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
   SCOPED_TRACE(std::string(dtypeName(dtype)) + " case " + std::to_string(seed));
   std::vector<double> lhs = quantize(dtype, randomValues(countOf(c.lhs), seed));
   std::vector<double> rhs =
       quantize(dtype, randomValues(countOf(c.rhs), seed + 1));
   std::vector<double> bias = quantize(dtype, randomValues(c.bias, seed + 2));
+  std::vector<double> addend =
+      quantize(dtype, randomValues(c.addend ? countOf(c.result) : 0, seed + 3));
 
   Call fused("matmul");
   fused.in(encode(dtype, c.lhs, lhs)).in(encode(dtype, c.rhs, rhs));
   if (c.bias > 0)
     fused.in(encode(dtype, {c.bias}, bias));
+  if (c.addend)
+    fused.in(encode(dtype, c.result, addend)).boolAttr("residual", true);
+  if (c.gelu)
+    fused.stringAttr("activation", "gelu_tanh");
   if (c.transposeLhs || c.explicitFalse)
     fused.boolAttr("transpose_lhs", c.transposeLhs);
   if (c.transposeRhs || c.explicitFalse)
@@ -860,9 +873,14 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
       .out(productType, c.result);
   ASSERT_OK(plain.run());
   std::vector<double> expected = plain.values();
-  if (c.bias > 0)
-    for (size_t i = 0; i < expected.size(); ++i)
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (c.bias > 0)
       expected[i] += bias[i % c.bias];
+    if (c.addend)
+      expected[i] += addend[i];
+    if (c.gelu)
+      expected[i] = geluTanhReference(expected[i]);
+  }
   Tensor rounded = encode(dtype, c.result, expected);
 
   // The fused product sums in another order than the plain one (the bias
@@ -934,6 +952,16 @@ TEST(CpuKernelsDType, MatmulTransposesAndBias) {
       {{2, 6, 4}, {6}, {2, 4}, true, false, 0},
       {{0, 3}, {2, 0}, {3, 2}, true, true, 2},
       {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0},
+      // The epilogue: an addend, GELU, both with and without the bias, on
+      // a folded batch, one product per batch and an empty contraction.
+      {{5, 7}, {7, 3}, {5, 3}, false, false, 3, false, true, false},
+      {{5, 7}, {7, 3}, {5, 3}, false, false, 0, false, true, false},
+      {{5, 7}, {3, 7}, {5, 3}, false, true, 3, false, false, true},
+      {{7, 5}, {7, 3}, {5, 3}, true, false, 0, false, false, true},
+      {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 5, false, true, false},
+      {{2, 3, 6, 4}, {6, 5}, {2, 3, 4, 5}, true, false, 5, false, true, true},
+      {{2, 1, 4, 6}, {3, 6, 5}, {2, 3, 4, 5}, false, false, 0, false, true, true},
+      {{0, 3}, {2, 0}, {3, 2}, true, true, 2, false, true, true},
   };
   uint32_t seed = 900;
   for (DType dtype : kEveryFloatType)
@@ -954,6 +982,9 @@ TEST(CpuKernelsDType, MatmulTransposesAndBiasAcrossTiles) {
       {{270, 300}, {1100, 270}, {300, 1100}, true, true, 1100},
       // Batched, lhs transposed under a shared rhs: one product per batch.
       {{2, 270, 300}, {1100, 270}, {2, 300, 1100}, true, true, 1100},
+      // The addend's and the GELU's tiles too.
+      {{300, 270}, {270, 1100}, {300, 1100}, false, false, 1100, false, true, true},
+      {{2, 270, 300}, {1100, 270}, {2, 300, 1100}, true, true, 0, false, true, false},
   };
   uint32_t seed = 1200;
   for (DType dtype : kEveryFloatType)

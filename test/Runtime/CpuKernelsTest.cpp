@@ -918,6 +918,56 @@ TEST(CpuKernels, MatmulTransposeAndBiasErrors) {
   one.in(f32({2, 3}, iota<float>(6))).out(plan::F32, {2, 3});
   expectError(one.run(), StatusCode::kInvalidArgument,
               {"matmul", "expected 2 inputs, got 1"});
+
+  // `residual` names the last input the addend, of the result's shape and
+  // type, after the bias where there is one.
+  Call addendShape = product({2, 3}, {3, 4}, {2, 4});
+  addendShape.in(f32({4}, {1, 2, 3, 4})).boolAttr("residual", true);
+  expectError(addendShape.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'addend' has shape [4], but 'result' has [2, 4]"});
+  Call addendType = product({2, 3}, {3, 4}, {2, 4});
+  addendType.in(f32({4}, {1, 2, 3, 4})).in(f64({2, 4}, std::vector<double>(8, 1.0)));
+  addendType.boolAttr("residual", true);
+  expectError(addendType.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'addend' has element type f64, but 'result' has f32"});
+  Call noAddend = product({2, 3}, {3, 4}, {2, 4});
+  noAddend.boolAttr("residual", true);
+  expectError(noAddend.run(), StatusCode::kInvalidArgument,
+              {"matmul", "expected 3 inputs, got 2"});
+  Call tooMany = product({2, 3}, {3, 4}, {2, 4});
+  tooMany.in(f32({4}, {1, 2, 3, 4})).in(f32({2, 4}, iota<float>(8))).in(f32({2, 4}, iota<float>(8)));
+  tooMany.boolAttr("residual", true);
+  expectError(tooMany.run(), StatusCode::kInvalidArgument,
+              {"matmul", "expected 4 inputs, got 5"});
+  Call activation = product({2, 3}, {3, 4}, {2, 4});
+  activation.stringAttr("activation", "relu");
+  expectError(activation.run(), StatusCode::kInvalidArgument,
+              {"matmul", "activation must be \"none\" or \"gelu_tanh\", got \"relu\""});
+}
+
+// The addend may be the result's own buffer (the plan may place them
+// together): each element is read before it is written, in f32 (BLAS's C)
+// and in bf16 (the tiles).
+TEST(CpuKernels, MatmulAddendInPlace) {
+  for (plan::DType dtype : {plan::F32, plan::BF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    auto call = [&](bool inPlace) {
+      Call c("matmul");
+      c.in(encode(dtype, {300, 20}, randomValues(6000, 1)))
+          .in(encode(dtype, {20, 1100}, randomValues(22000, 2)))
+          .in(encode(dtype, {1100}, randomValues(1100, 3)))
+          .in(encode(dtype, {300, 1100}, randomValues(330000, 4)))
+          .boolAttr("residual", true)
+          .stringAttr("activation", "gelu_tanh");
+      if (inPlace)
+        c.inPlace(3);
+      else
+        c.out(dtype, {300, 1100});
+      EXPECT_TRUE(c.run().isOk());
+      return c.values();
+    };
+    EXPECT_EQ(call(true), call(false));
+  }
 }
 
 //===----------------------------------------------------------------------===//

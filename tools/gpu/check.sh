@@ -72,16 +72,18 @@ if [ -x "$root/build-gpu/bin/zcc-bench-cpu-adam" ] && [ -z "${SKIP_ADAM:-}" ]; t
   cat "$out/cpu-adam.txt" >> "$summary"
 fi
 
-# Inference: the cuda outputs against the cpu outputs.
-for pair in "infer:input_ids.npy" "infer-wide:input_ids_wide.npy"; do
-  name=${pair%%:*}; input=${pair#*:}
+# Inference: the cuda outputs against the cpu outputs (fp32 within 1e-4,
+# bf16 within 2e-2).
+for entry in "infer:input_ids.npy:1e-4" "infer-wide:input_ids_wide.npy:1e-4" \
+             "infer-wide-bf16:input_ids_wide.npy:2e-2"; do
+  IFS=: read -r name input rtol <<< "$entry"
   [ -f "$plans/$name.plan" ] || continue
   for backend in cpu cuda; do
     "$zrun" "$plans/$name.plan" --backend $backend --input input_ids="$plans/$input" \
       --output-dir "$out/$name-$backend" > "$out/$name-$backend.log" 2>&1 || { note "$name: $backend run failed"; tail -10 "$out/$name-$backend.log" | tee -a "$summary"; }
   done
   for file in "$out/$name-cpu"/*.npy; do
-    note "$name $(basename "$file"): $($python "$inputs/compare_npy.py" "$out/$name-cuda/$(basename "$file")" "$file" --rtol 1e-4 2>&1 | tail -3)"
+    note "$name $(basename "$file"): $($python "$inputs/compare_npy.py" "$out/$name-cuda/$(basename "$file")" "$file" --rtol "$rtol" 2>&1 | tail -3)"
   done
 done
 

@@ -83,6 +83,12 @@ $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss 
 $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss --layers 4 \
   --width 256 --heads 4 --vocab 1000 --seq 256 -o "$out/gpt2-wide.onnx"
 "$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_dp_gas4.json" --mode infer -o "$out/infer-wide.plan"
+# The same in bf16 with GPT-2's tanh GELU: its products' epilogues (GELU,
+# bias, residual addend) in cuBLASLt against the cpu's.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss --layers 4 \
+  --width 256 --heads 4 --vocab 1000 --seq 256 --gelu tanh -o "$out/gpt2-wide-tanh.onnx"
+"$zcc" "$out/gpt2-wide-tanh.onnx" -c "$inputs/ds_dp_gas4.json" --mode infer --infer-precision bf16 \
+  -o "$out/infer-wide-bf16.plan"
 $python - "$out" <<'PY'
 import numpy as np, sys
 out = sys.argv[1]

@@ -601,12 +601,16 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           continue;
         // The kernel's attributes: the op's, less the compiler's marks
         // (pipeline stages, where the op runs: the buffers say that) and
-        // the sizes of optional operand groups (the operands say that).
+        // the sizes of optional operand groups (the operands say that; a
+        // product's two optional ones are told apart by `residual`, set
+        // where the last input is its addend).
         SmallVector<NamedAttribute> kernelAttrs;
         for (NamedAttribute attr : op.getAttrs())
           if (!attr.getName().getValue().starts_with("zdist.") &&
               attr.getName() != "operandSegmentSizes")
             kernelAttrs.push_back(attr);
+        if (auto product = dyn_cast<zgraph::MatMulOp>(op); product && product.getAddend())
+          kernelAttrs.push_back(builder.getNamedAttr("residual", builder.getUnitAttr()));
         DictionaryAttr params = builder.getDictionaryAttr(kernelAttrs);
         if (auto allReduce = dyn_cast<zdist::AllReduceOp>(op)) {
           // A collective over the group of the named mesh axes.

@@ -58,11 +58,12 @@ bool onHost(Value value) {
 
 /// `target += lhs @ rhs` as one product that adds into the target, where
 /// `accumulate` adds a matrix product that nothing else reads, without a
-/// bias, into a device accumulator. The fused op takes the accumulation's
-/// place (and marks); the product's operands already dominate it.
+/// bias, addend or activation, into a device accumulator. The fused op
+/// takes the accumulation's place (and marks); the product's operands
+/// already dominate it.
 void fuseProduct(zgraph::AccumulateOp accumulate) {
   auto product = accumulate.getValue().getDefiningOp<zgraph::MatMulOp>();
-  if (!product || !product->hasOneUse() || product.getBias() ||
+  if (!product || !product->hasOneUse() || product.hasEpilogue() ||
       product.getLhs().getType().getRank() != 2 || product.getRhs().getType().getRank() != 2 ||
       onHost(accumulate.getTarget()) || accumulate->hasAttr("zdist.memory"))
     return;

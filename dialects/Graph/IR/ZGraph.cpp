@@ -135,6 +135,10 @@ LogicalResult MatMulOp::verify() {
       return emitOpError() << "bias " << biasType << " must be a vector of the result's last "
                            << "dimension and element type";
   }
+  // The addend's type is the result's (the op's type constraint).
+  if (std::optional<StringRef> activation = getActivation();
+      activation && *activation != "gelu_tanh")
+    return emitOpError() << "activation must be \"gelu_tanh\", got \"" << *activation << "\"";
   return success();
 }
 

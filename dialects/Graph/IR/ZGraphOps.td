@@ -171,7 +171,9 @@ def ZGraph_GeluOp : ZGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 
-def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
+def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementType,
+    AttrSizedOperandSegments,
+    OptionalTypesMatchWith<"addend has the result's type", "result", "addend", "$_self">]> {
   let summary = "Matrix product with batch broadcasting (ONNX MatMul)";
   let description = [{
     The product of the last two dimensions, broadcasting the leading (batch)
@@ -182,30 +184,45 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
     %y = zgraph.matmul %x, %w : (tensor<4x100xf32>, tensor<100x10xf32>) -> tensor<4x10xf32>
     ```
 
-    Only `zcc-graph-fuse-kernels` sets the rest, after autodiff: with
-    `transpose_lhs` (`transpose_rhs`) the operand's last two dimensions are
-    swapped before the product (the operand then has rank at least 2), and
-    a rank-1 `bias` of the result's last dimension is added to every row
-    before the result is rounded to its element type.
+    Only `zcc-graph-fuse-kernels` sets the rest, after autodiff (they are
+    cuBLASLt's epilogue): with `transpose_lhs` (`transpose_rhs`) the
+    operand's last two dimensions are swapped before the product (the
+    operand then has rank at least 2); a rank-1 `bias` of the result's last
+    dimension is added to every row, and an `addend` of the result's type
+    (a residual) to the whole product; `activation` "gelu_tanh" applies
+    GELU's tanh form to that sum. All of it happens before the one rounding
+    to the result's element type:
+    result = activation(op(lhs) op(rhs) + bias + addend).
 
     ```mlir
     %dw = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
     %y = zgraph.matmul %x, %w, %b : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
+    %r = zgraph.matmul %x, %w, %b addend %res : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
+    %h = zgraph.matmul %x, %w, %b {activation = "gelu_tanh"} : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
     ```
   }];
   let arguments = (ins ZGraph_Tensor:$lhs, ZGraph_Tensor:$rhs,
                        Optional<ZGraph_Tensor>:$bias,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+                       Optional<ZGraph_Tensor>:$addend,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       OptionalAttr<StrAttr>:$activation);
   let results = (outs ZGraph_Tensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`,` $bias^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
+    $lhs `,` $rhs (`,` $bias^)? (`addend` $addend^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
     `->` type($result)
   }];
   let builders = [
     OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$lhs, "mlir::Value":$rhs), [{
-      build($_builder, $_state, result, lhs, rhs, mlir::Value(), false, false);
+      build($_builder, $_state, result, lhs, rhs, mlir::Value(), mlir::Value(), false, false,
+            mlir::StringAttr());
     }]>
   ];
+  let extraClassDeclaration = [{
+    /// Whether anything but the transposes joins the product (a bias, an
+    /// addend or an activation): rewrites that move or split the product
+    /// leave such a one alone.
+    bool hasEpilogue() { return getBias() || getAddend() || getActivation(); }
+  }];
   let hasVerifier = 1;
 }
 

@@ -2,8 +2,9 @@
 //
 // After autodiff most memory traffic that is not a product's or attention's
 // is copies and adds the graph spells out: transposed operands of the
-// backward products, bias adds after the forward ones, and the zero-padded
-// pieces of a Split's gradient summed back together. Each rewrite here
+// backward products, bias adds and residual adds after the forward ones, the
+// GELU after an inference product, and the zero-padded pieces of a Split's
+// gradient summed back together. Each rewrite here
 // removes a whole pass over an activation-sized tensor; the attention's
 // backward reads the softmax statistics its forward saved instead of a
 // forward-sized pass recomputing them.
@@ -70,15 +71,15 @@ struct FoldTransposeOfMatMul : OpRewritePattern<TransposeOp> {
 
   LogicalResult matchAndRewrite(TransposeOp transpose, PatternRewriter &rewriter) const override {
     auto product = transpose.getInput().getDefiningOp<MatMulOp>();
-    if (!product || product.getBias() || !transpose.getInput().hasOneUse() ||
+    if (!product || product.hasEpilogue() || !transpose.getInput().hasOneUse() ||
         !swapsLastTwo(transpose.getPerm()) ||
         cast<RankedTensorType>(product.getLhs().getType()).getRank() < 2 ||
         cast<RankedTensorType>(product.getRhs().getType()).getRank() < 2)
       return failure();
     auto swapped = rewriter.create<MatMulOp>(product.getLoc(), transpose.getType(),
                                              product.getRhs(), product.getLhs(), Value(),
-                                             !product.getTransposeRhs(),
-                                             !product.getTransposeLhs());
+                                             Value(), !product.getTransposeRhs(),
+                                             !product.getTransposeLhs(), StringAttr());
     for (NamedAttribute attr : product->getDiscardableAttrs())
       swapped->setAttr(attr.getName(), attr.getValue());
     rewriter.replaceOp(transpose, swapped.getResult());
@@ -87,8 +88,25 @@ struct FoldTransposeOfMatMul : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// Makes `product` take the place of `replaced` (an add it is the only
+/// operand of), with `bias` or `addend` (where not null) joining it. The
+/// product moves to the add, after every operand of both, and keeps its
+/// marks (pipeline stage, recompute) for later passes.
+void absorbAdd(PatternRewriter &rewriter, MatMulOp product, Operation *replaced, Value bias,
+               Value addend) {
+  rewriter.moveOpBefore(product, replaced);
+  rewriter.modifyOpInPlace(product, [&] {
+    if (bias)
+      product.getBiasMutable().assign(bias);
+    if (addend)
+      product.getAddendMutable().assign(addend);
+  });
+  rewriter.replaceOp(replaced, product.getResult());
+}
+
 /// add(matmul(a, b), bias) -> matmul(a, b, bias) for a vector bias of the
-/// product's last dimension and a product used only by the add.
+/// product's last dimension and a product used only by the add (and
+/// without an activation, which the bias would have to precede).
 struct FoldBiasIntoMatMul : OpRewritePattern<AddOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -96,7 +114,7 @@ struct FoldBiasIntoMatMul : OpRewritePattern<AddOp> {
     for (auto [productValue, bias] :
          {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
       auto product = productValue.getDefiningOp<MatMulOp>();
-      if (!product || product.getBias() || !productValue.hasOneUse() ||
+      if (!product || product.getBias() || product.getActivation() || !productValue.hasOneUse() ||
           product.getType() != add.getType())
         continue;
       auto resultType = product.getType();
@@ -105,17 +123,62 @@ struct FoldBiasIntoMatMul : OpRewritePattern<AddOp> {
           biasType.getDimSize(0) != resultType.getShape().back() ||
           biasType.getElementType() != resultType.getElementType())
         continue;
-      auto fused = rewriter.create<MatMulOp>(product.getLoc(), resultType, product.getLhs(),
-                                             product.getRhs(), bias, product.getTransposeLhs(),
-                                             product.getTransposeRhs());
-      // Marks later passes read (pipeline stage, recompute) stay with it.
-      for (NamedAttribute attr : product->getDiscardableAttrs())
-        fused->setAttr(attr.getName(), attr.getValue());
-      rewriter.replaceOp(add, fused.getResult());
-      rewriter.eraseOp(product);
+      absorbAdd(rewriter, product, add, bias, Value());
       return success();
     }
     return failure();
+  }
+};
+
+/// Whether two ops carry the same marks (pipeline stage, backward,
+/// recompute): an op fused into a product runs where the product does, so
+/// one that runs elsewhere (the sum of a tied weight's gradients from two
+/// pipeline stages) stays apart.
+bool sameMarks(Operation *a, Operation *b) {
+  return a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
+}
+
+/// add(matmul(a, b [, bias]), r) -> matmul(a, b [, bias]) addend r for a
+/// residual `r` of the product's own type and a product used only by the
+/// add: cuBLASLt reads r as its C (beta = 1) and the add's pass over the
+/// tensor is gone. A product that already has an addend or an activation,
+/// or that runs elsewhere than the add, stays.
+struct FoldResidualIntoMatMul : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (auto [productValue, residual] :
+         {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+      auto product = productValue.getDefiningOp<MatMulOp>();
+      if (!product || product.getAddend() || product.getActivation() ||
+          !productValue.hasOneUse() || residual.getType() != add.getType() ||
+          product.getType() != add.getType() || residual == productValue ||
+          !sameMarks(product, add))
+        continue;
+      absorbAdd(rewriter, product, add, Value(), residual);
+      return success();
+    }
+    return failure();
+  }
+};
+
+/// gelu(matmul(a, b [, bias])) with the tanh form -> the product with
+/// `activation = "gelu_tanh"`, where the product is used only by the GELU
+/// (inference: in training gelu_grad reads the product too) and its
+/// elements are 16-bit. f32 keeps its own gelu kernel: cuBLASLt's GELU
+/// epilogue is not held to the cpu's f32 results within 1e-5.
+struct FoldGeluIntoMatMul : OpRewritePattern<GeluOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GeluOp gelu, PatternRewriter &rewriter) const override {
+    auto product = gelu.getInput().getDefiningOp<MatMulOp>();
+    if (!product || gelu.getApproximate() != "tanh" || !gelu.getInput().hasOneUse() ||
+        product.getAddend() || product.getActivation() || !sameMarks(product, gelu) ||
+        !isa<Float16Type, BFloat16Type>(product.getType().getElementType()))
+      return failure();
+    rewriter.modifyOpInPlace(product, [&] { product.setActivation(StringRef("gelu_tanh")); });
+    rewriter.replaceOp(gelu, product.getResult());
+    return success();
   }
 };
 
@@ -395,7 +458,7 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
-                 FoldSliceGradSumIntoConcat>(
+                 FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldSliceGradSumIntoConcat>(
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -75,6 +75,13 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
     - `add(matmul(a, b), bias)`, with the product used only there and
       `bias` a vector of its last dimension, becomes the product with a
       `bias` operand (cuBLASLt's bias epilogue).
+    - `add(matmul(a, b), r)` with `r` of the product's type (a residual
+      connection) and the product used only there becomes the product with
+      an `addend` (cuBLASLt's C, beta = 1).
+    - `gelu(matmul(a, b))` of the tanh form, over f16 or bf16 and with the
+      product used only there (inference; in training gelu_grad reads the
+      product too), becomes the product with `activation = "gelu_tanh"`
+      (cuBLASLt's GELU epilogue).
     - a sum of `zgraph.slice_grad`s of one tensor whose windows cut it into
       consecutive pieces along one axis (the gradient of a Split) becomes one
       `zgraph.concat` of their gradients: no zero-filled full-size tensors
@@ -90,8 +97,8 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       log-sum-exp too, and the backward needs no pass of its own to find
       the softmax statistics (FlashAttention-2). The forward's result then
       stays live until the backward.
-    The values change at most by rounding: in f16 and bf16 a bias is added
-    before the product is rounded, not after.
+    The values change at most by rounding: in f16 and bf16 a bias, an
+    addend and the GELU apply before the product is rounded, not after.
   }];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }

@@ -74,7 +74,7 @@ func.func @main(%x: tensor<4xf32> {zgraph.name = "x"}) -> (tensor<f32> {zgraph.n
 // rather than differentiated as if it were plain.
 func.func @main(%x: tensor<2x4xf32> {zgraph.name = "x"}) -> (tensor<f32> {zgraph.name = "loss"}) {
   %w = zgraph.param "w" trainable : tensor<3x4xf32>
-  // expected-error @+1 {{autodiff: a fused product (bias or transposed operand) has no gradient rule}}
+  // expected-error @+1 {{autodiff: a fused product (bias, addend, activation or transposed operand) has no gradient rule}}
   %0 = zgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
   %l = zgraph.reduce_sum %0 axes = [0, 1] keepdims = false : tensor<2x3xf32> -> tensor<f32>
   return %l : tensor<f32>

@@ -78,6 +78,73 @@ func.func @bias(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf1
 
 // -----
 
+// A residual add after a product (either operand order, after its bias)
+// becomes the product's addend, and a bias added after the residual joins
+// it too. Not fused: a product with a second use, and an add that
+// broadcasts (the other operand is not of the product's type).
+// CHECK-LABEL: func.func @residual
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x8xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[B:.*]]: tensor<16xbf16>, %[[R:.*]]: tensor<2x4x16xbf16>, %[[C:.*]]: tensor<4x16xbf16>)
+// CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %[[X]], %[[W]], %[[B]] addend %[[R]] : (tensor<2x4x8xbf16>, tensor<8x16xbf16>, tensor<16xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[Z:.*]] = zgraph.matmul %[[X]], %[[W]] addend %[[Y]] : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[V:.*]] = zgraph.matmul %[[X]], %[[W]], %[[B]] addend %[[R]] :
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[U:.*]] = zgraph.add %[[P]], %[[R]]
+// CHECK-NEXT: %[[Q:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[S:.*]] = zgraph.add %[[Q]], %[[C]]
+// CHECK-NEXT: return %[[Y]], %[[Z]], %[[V]], %[[U]], %[[P]], %[[S]]
+func.func @residual(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>, %r: tensor<2x4x16xbf16>, %c: tensor<4x16xbf16>) -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) {
+  %0 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %1 = zgraph.add %0, %b : (tensor<2x4x16xbf16>, tensor<16xbf16>) -> tensor<2x4x16xbf16>
+  %y = zgraph.add %r, %1 : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  %2 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %z = zgraph.add %2, %y : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  %3 = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %4 = zgraph.add %3, %r : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  %v = zgraph.add %4, %b : (tensor<2x4x16xbf16>, tensor<16xbf16>) -> tensor<2x4x16xbf16>
+  %p = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %u = zgraph.add %p, %r : (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) -> tensor<2x4x16xbf16>
+  %q = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %s = zgraph.add %q, %c : (tensor<2x4x16xbf16>, tensor<4x16xbf16>) -> tensor<2x4x16xbf16>
+  return %y, %z, %v, %u, %p, %s : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>, tensor<2x4x16xbf16>
+}
+
+// -----
+
+// GELU's tanh form after a 16-bit product (and its bias) becomes the
+// product's activation. Not fused: the erf form, an f32 product, a product
+// gelu_grad reads too (training), and a product with an addend (the GELU
+// would have to come before the residual).
+// CHECK-LABEL: func.func @gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[B:.*]]: tensor<16xbf16>, %[[R:.*]]: tensor<4x16xbf16>, %[[XF:.*]]: tensor<4x8xf32>, %[[WF:.*]]: tensor<8x16xf32>)
+// CHECK-NEXT: %[[H:.*]] = zgraph.matmul %[[X]], %[[W]], %[[B]] {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[E:.*]] = zgraph.gelu %[[P]] :
+// CHECK-NEXT: %[[PF:.*]] = zgraph.matmul %[[XF]], %[[WF]] :
+// CHECK-NEXT: %[[F:.*]] = zgraph.gelu %[[PF]] {approximate = "tanh"}
+// CHECK-NEXT: %[[Q:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[T:.*]] = zgraph.gelu %[[Q]] {approximate = "tanh"}
+// CHECK-NEXT: %[[D:.*]] = zgraph.gelu_grad %[[Q]], %[[R]]
+// CHECK-NEXT: %[[S:.*]] = zgraph.matmul %[[X]], %[[W]] addend %[[R]] :
+// CHECK-NEXT: %[[G:.*]] = zgraph.gelu %[[S]] {approximate = "tanh"}
+// CHECK-NEXT: return %[[H]], %[[E]], %[[F]], %[[T]], %[[D]], %[[G]]
+func.func @gelu(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>, %r: tensor<4x16xbf16>, %xf: tensor<4x8xf32>, %wf: tensor<8x16xf32>) -> (tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>) {
+  %0 = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %1 = zgraph.add %0, %b : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+  %h = zgraph.gelu %1 {approximate = "tanh"} : tensor<4x16xbf16>
+  %p = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %e = zgraph.gelu %p : tensor<4x16xbf16>
+  %pf = zgraph.matmul %xf, %wf : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %f = zgraph.gelu %pf {approximate = "tanh"} : tensor<4x16xf32>
+  %q = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %t = zgraph.gelu %q {approximate = "tanh"} : tensor<4x16xbf16>
+  %d = zgraph.gelu_grad %q, %r {approximate = "tanh"} : tensor<4x16xbf16>
+  %s = zgraph.matmul %x, %w addend %r : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %g = zgraph.gelu %s {approximate = "tanh"} : tensor<4x16xbf16>
+  return %h, %e, %f, %t, %d, %g : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xf32>, tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>
+}
+
+// -----
+
 // The gradient of a three-way Split (q, k, v out of one product): the
 // zero-padded slice gradients and their sum become one concatenation, in
 // the order of the windows whatever the order of the adds.

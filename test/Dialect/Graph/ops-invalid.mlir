@@ -186,3 +186,12 @@ func.func @matmul_bias_shape(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>, %b: tenso
   %0 = zgraph.matmul %x, %w, %b : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// matmul's epilogue knows one activation.
+func.func @matmul_activation(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{activation must be "gelu_tanh", got "relu"}}
+  %0 = zgraph.matmul %a, %b {activation = "relu"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+  return %0 : tensor<4x2xbf16>
+}
