@@ -430,20 +430,15 @@ void geluGradLoop(const TensorView &input, const TensorView &grad,
   const T *x = input.as<const T>();
   const T *dy = grad.as<const T>();
   T *dx = result.as<T>();
-  // The forward's constants: 1/sqrt(2), sqrt(2/pi); and 1/sqrt(2 pi).
+  // The forward's constant 1/sqrt(2); and 1/sqrt(2 pi).
   const C sqrtHalf = static_cast<C>(0.7071067811865476);
-  const C sqrt2OverPi = static_cast<C>(0.7978845608028654);
   const C invSqrt2Pi = static_cast<C>(0.3989422804014327);
-  const C cubic = static_cast<C>(0.044715);
-  const C half = static_cast<C>(0.5), one = 1, three = 3;
+  const C half = static_cast<C>(0.5), one = 1;
   int64_t n = input.numElements();
   for (int64_t i = 0; i < n; ++i) {
     C v = load(x[i]), derivative;
     if (tanhForm) {
-      // d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
-      C t = std::tanh(sqrt2OverPi * (v + cubic * v * v * v));
-      derivative = half * (one + t) + half * v * (one - t * t) * sqrt2OverPi *
-                                          (one + three * cubic * v * v);
+      derivative = geluTanhDerivative(v);
     } else {
       // d/dx x Phi(x) = Phi(x) + x phi(x).
       derivative = half * (one + std::erf(v * sqrtHalf)) +

@@ -517,26 +517,34 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands) {
   // The bias and the addend are optional: `residual` names the last input
-  // the addend, and an input left between it and rhs is the bias. Any
-  // other count is held to the operands these name.
+  // the addend, and an input left between it and rhs is the bias; with
+  // "gelu_tanh_grad" the third input is the GELU's. Any other count is
+  // held to the operands these name.
   bool residual = false;
   if (Status s = optionalBool(args, kernel, "residual", false, residual); !s.isOk())
     return s;
-  bool hasBias = args.inputs.size() >= (residual ? 4u : 3u);
+  const char *activation = nullptr;
+  if (Status s = optionalString(args, kernel, "activation", "none", activation); !s.isOk())
+    return s;
+  operands.geluTanh = std::strcmp(activation, "gelu_tanh") == 0;
+  bool geluGrad = std::strcmp(activation, "gelu_tanh_grad") == 0;
+  if (!operands.geluTanh && !geluGrad && std::strcmp(activation, "none") != 0)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "activation must be \"none\", \"gelu_tanh\" or \"gelu_tanh_grad\", got "
+                       "\"%s\"",
+                       activation);
+  if (geluGrad && residual)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "activation \"gelu_tanh_grad\" takes no addend ('residual')");
+  bool hasBias = !geluGrad && args.inputs.size() >= (residual ? 4u : 3u);
   Status counted =
+      geluGrad ? checkOperands(args, kernel, {"lhs", "rhs", "gelu_input"}, {"result"}) :
       residual ? (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias", "addend"}, {"result"})
                           : checkOperands(args, kernel, {"lhs", "rhs", "addend"}, {"result"}))
                : (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, {"result"})
                           : checkOperands(args, kernel, {"lhs", "rhs"}, {"result"}));
   if (!counted.isOk())
     return counted;
-  const char *activation = nullptr;
-  if (Status s = optionalString(args, kernel, "activation", "none", activation); !s.isOk())
-    return s;
-  operands.geluTanh = std::strcmp(activation, "gelu_tanh") == 0;
-  if (!operands.geluTanh && std::strcmp(activation, "none") != 0)
-    return kernelError(StatusCode::kInvalidArgument, kernel,
-                       "activation must be \"none\" or \"gelu_tanh\", got \"%s\"", activation);
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
@@ -609,6 +617,13 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
   operands.k = k;
   operands.bias = nullptr;
   operands.addend = nullptr;
+  operands.geluInput = nullptr;
+  if (geluGrad) {
+    const TensorView &geluInput = args.inputs[2];
+    if (Status s = expectLike(kernel, "gelu_input", geluInput, "result", out); !s.isOk())
+      return s;
+    operands.geluInput = &geluInput;
+  }
   if (residual) {
     const TensorView &addend = args.inputs.back();
     if (Status s = expectLike(kernel, "addend", addend, "result", out); !s.isOk())

@@ -159,6 +159,17 @@ inline double geluTanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
 }
 
+/// The tanh form's derivative in the compute type C (float or double), as
+/// gelu_grad and matmul's `activation = "gelu_tanh_grad"` take it:
+/// d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+template <typename C> C geluTanhDerivative(C v) {
+  const C sqrt2OverPi = static_cast<C>(0.7978845608028654);
+  const C cubic = static_cast<C>(0.044715);
+  const C half = static_cast<C>(0.5), one = 1, three = 3;
+  C t = std::tanh(sqrt2OverPi * (v + cubic * v * v * v));
+  return half * (one + t) + half * v * (one - t * t) * sqrt2OverPi * (one + three * cubic * v * v);
+}
+
 inline void copyElement(void *dst, const void *src, size_t bytes) {
   switch (bytes) {
   case 1:
@@ -262,11 +273,15 @@ struct MatmulOperands {
   const TensorView *addend = nullptr;
   /// `activation = "gelu_tanh"`: GELU's tanh form applied last.
   bool geluTanh = false;
+  /// `activation = "gelu_tanh_grad"`: the product times the tanh form's
+  /// derivative at this input, of the result's shape (null otherwise).
+  const TensorView *geluInput = nullptr;
 };
 
 /// Checks matmul's operands and attributes and reads its sizes. The inputs
 /// are lhs, rhs, then the bias where there is one, then the addend where
-/// `residual` is set.
+/// `residual` is set; with `activation = "gelu_tanh_grad"`, lhs, rhs and
+/// the GELU's input.
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands);
 

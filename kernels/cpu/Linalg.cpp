@@ -10,7 +10,8 @@
 // and transposed by sgemm too), and its bias and addend are where C starts,
 // so they join the sum before the one rounding to the result's type, as
 // does the GELU of `activation = "gelu_tanh"` (applied to the f32 sum of a
-// 16-bit product, in place after BLAS for f32 and f64). accumulate_matmul
+// 16-bit product, in place after BLAS for f32 and f64) or the derivative of
+// "gelu_tanh_grad" (the sum times it at the GELU's input). accumulate_matmul
 // adds a product into an f32 (f64) accumulator the same way: BLAS's beta =
 // 1 for f32 and f64, and for the 16-bit types C's tiles start as the
 // accumulator's values and go back to it unrounded. With `overwrite` the
@@ -93,18 +94,32 @@ void fillRows(T *c, int64_t rows, int64_t n, const T *bias) {
 
 /// What joins one product C[m, n] before it is rounded: `bias` [n] on
 /// every row, `addend` [m, n] (which may be C itself), then GELU's tanh
-/// form. Null pointers add nothing.
+/// form; or, with `geluInput` [m, n], the product times the tanh form's
+/// derivative there. Null pointers add nothing.
 template <typename T> struct Epilogue {
   const T *bias = nullptr;
   const T *addend = nullptr;
-  bool geluTanh = false;
+  bool applyGelu = false;
+  const T *geluInput = nullptr;
 
   /// The same for the product whose result starts `offset` elements on.
   Epilogue at(int64_t offset) const {
     Epilogue e = *this;
     if (addend)
       e.addend += offset;
+    if (geluInput)
+      e.geluInput += offset;
     return e;
+  }
+
+  /// The activation of element `i` (of C's elements) of value `v`, in the
+  /// compute type C.
+  template <typename C> C activate(C v, int64_t i) const {
+    if (applyGelu)
+      return static_cast<C>(geluTanh(v));
+    if (geluInput)
+      return v * geluTanhDerivative(static_cast<C>(load(geluInput[i])));
+    return v;
   }
 };
 
@@ -128,9 +143,9 @@ bool startProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
 /// f32 and f64: the activation over the finished C[rows, n].
 template <typename T>
 void finishProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
-  if (e.geluTanh)
+  if (e.applyGelu || e.geluInput)
     for (int64_t i = 0; i < rows * n; ++i)
-      c[i] = static_cast<T>(geluTanh(c[i]));
+      c[i] = e.activate(c[i], i);
 }
 
 void blasGemm(const GemmShape &g, const float *a, const float *b, float beta,
@@ -260,9 +275,9 @@ gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,
         const float *in = cTile + i * columns;
         if constexpr (std::is_same_v<R, float>)
           std::copy(in, in + columns, row);
-        else if (e.geluTanh)
+        else if (e.applyGelu || e.geluInput)
           for (int64_t j = 0; j < columns; ++j)
-            row[j] = store<T>(static_cast<float>(geluTanh(in[j])));
+            row[j] = store<T>(e.activate(in[j], (i0 + i) * n + j0 + j));
         else
           for (int64_t j = 0; j < columns; ++j)
             row[j] = store<T>(in[j]);
@@ -290,9 +305,7 @@ void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e
           v += load(e.bias[j]);
         if (e.addend)
           v += load(e.addend[i * n + j]);
-        if (e.geluTanh)
-          v = static_cast<Compute<T>>(geluTanh(v));
-        c[i * n + j] = store<T>(v);
+        c[i * n + j] = store<T>(e.activate(v, i * n + j));
       }
     return;
   }
@@ -476,7 +489,8 @@ Status matmul(const KernelArgs &args) {
     Epilogue<T> e;
     e.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
     e.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
-    e.geluTanh = operands.geluTanh;
+    e.applyGelu = operands.geluTanh;
+    e.geluInput = operands.geluInput ? operands.geluInput->as<const T>() : nullptr;
     matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(), e, out.as<T>(), operands.lhsBatch,
                operands.rhsBatch, operands.batch);
   });

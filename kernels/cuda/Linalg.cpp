@@ -9,8 +9,9 @@
 // and a transposed operand is one cuBLASLt transposes (TRANSA for rhs,
 // TRANSB for lhs). The bias, one value per row of that column-major result,
 // is cuBLASLt's bias epilogue, added in the compute type before the result
-// is rounded; an addend (`residual`) is cuBLASLt's C with beta = 1, and
-// `activation = "gelu_tanh"` its GELU epilogue (GELU_BIAS with a bias).
+// is rounded; an addend (`residual`) is cuBLASLt's C with beta = 1,
+// `activation = "gelu_tanh"` its GELU epilogue (GELU_BIAS with a bias) and
+// "gelu_tanh_grad" its DGELU epilogue, the GELU's input as the aux matrix.
 // Where no algorithm fuses the epilogue, the product runs without it and
 // the bias rows, the addend and the GELU are separate launches around it.
 // The batch becomes one strided-batched product where the
@@ -180,7 +181,7 @@ struct HeuristicKey {
   int64_t m = 0, n = 0, k = 0;
   int64_t batchCount = 0, lhsStride = 0, rhsStride = 0, resultStride = 0;
   cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
-  uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0;
+  uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0, auxAlign = 0;
   bool transposeLhs = false, transposeRhs = false, bias = false, geluTanh = false;
 
   bool operator==(const HeuristicKey &o) const {
@@ -189,7 +190,7 @@ struct HeuristicKey {
            lhsStride == o.lhsStride && rhsStride == o.rhsStride &&
            resultStride == o.resultStride && type == o.type && resultType == o.resultType &&
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
-           biasAlign == o.biasAlign && transposeLhs == o.transposeLhs &&
+           biasAlign == o.biasAlign && auxAlign == o.auxAlign && transposeLhs == o.transposeLhs &&
            transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh;
   }
 
@@ -204,6 +205,7 @@ struct HeuristicKey {
           static_cast<uint64_t>(type) << 32 | static_cast<uint64_t>(resultType),
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
+          static_cast<uint64_t>(auxAlign),
           static_cast<uint64_t>(geluTanh) << 3 |
               static_cast<uint64_t>(transposeLhs) << 2 |
               static_cast<uint64_t>(transposeRhs) << 1 |
@@ -275,13 +277,23 @@ private:
   Slot slots_[kSlots];
 };
 
-/// The operation C = op(A) op(B) (+ bias as the epilogue where `bias` is
-/// not null, then GELU's tanh form with `geluTanh`), column-major, of the
+/// What cuBLASLt's epilogue does to a product: the bias (null for none),
+/// then GELU's tanh form; or, with `geluInput`, the product times GELU's
+/// derivative at that aux matrix (leading dimension `auxLd`, batch stride
+/// `auxStride` elements).
+struct EpilogueDesc {
+  const void *bias = nullptr;
+  bool gelu = false;
+  const void *geluInput = nullptr;
+  int64_t auxLd = 0, auxStride = 0;
+};
+
+/// The operation C = op(A) op(B) with `epilogue`, column-major, of the
 /// types of T.
 template <typename T>
 cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
                              bool transposeA, bool transposeB,
-                             const void *bias, bool geluTanh = false) {
+                             const EpilogueDesc &epilogue = {}) {
   using Types = BlasTypes<T>;
   cublasStatus_t status =
       cublasLtMatmulDescInit(&operation, Types::compute, Types::scale);
@@ -292,20 +304,32 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
   if (status == CUBLAS_STATUS_SUCCESS && transposeB)
     status = cublasLtMatmulDescSetAttribute(
         &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
-  if (status != CUBLAS_STATUS_SUCCESS || (!bias && !geluTanh))
+  const void *bias = epilogue.bias, *aux = epilogue.geluInput;
+  if (status != CUBLAS_STATUS_SUCCESS || (!bias && !epilogue.gelu && !aux))
     return status;
   // The bias has D's type (the default for these types) and, with a
   // strided batch, serves every product (a batch stride of 0, the
-  // default).
-  uint32_t epilogue = !geluTanh ? CUBLASLT_EPILOGUE_BIAS
-                      : bias    ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                : CUBLASLT_EPILOGUE_GELU;
-  status = cublasLtMatmulDescSetAttribute(
-      &operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
-  if (status != CUBLAS_STATUS_SUCCESS || !bias)
-    return status;
-  return cublasLtMatmulDescSetAttribute(
-      &operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  // default). The aux matrix has D's type and layout.
+  uint32_t mode = aux              ? CUBLASLT_EPILOGUE_DGELU
+                  : !epilogue.gelu ? CUBLASLT_EPILOGUE_BIAS
+                  : bias           ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                   : CUBLASLT_EPILOGUE_GELU;
+  status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &mode,
+                                          sizeof(mode));
+  if (status == CUBLAS_STATUS_SUCCESS && bias)
+    status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof(bias));
+  if (status == CUBLAS_STATUS_SUCCESS && aux)
+    status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                            &aux, sizeof(aux));
+  if (status == CUBLAS_STATUS_SUCCESS && aux)
+    status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                            &epilogue.auxLd, sizeof(epilogue.auxLd));
+  if (status == CUBLAS_STATUS_SUCCESS && aux && epilogue.auxStride)
+    status = cublasLtMatmulDescSetAttribute(
+        &operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &epilogue.auxStride,
+        sizeof(epilogue.auxStride));
+  return status;
 }
 
 Status launchStatus(const char *kernel, cudaError_t error) {
@@ -366,11 +390,13 @@ Status startWithBiasAndAddend(const char *kernel, const LaunchContext &context, 
 
 /// What joins a product before it is rounded (matmul's operands): `bias`
 /// on every row, `addend` of the result's layout (which may be the result
-/// itself), then GELU's tanh form. Null pointers add nothing.
+/// itself), then GELU's tanh form; or the product times GELU's derivative
+/// at `geluInput` (of the result's layout). Null pointers add nothing.
 template <typename T> struct ProductEpilogue {
   const T *bias = nullptr;
   const T *addend = nullptr;
   bool geluTanh = false;
+  const T *geluInput = nullptr;
 };
 
 /// Runs `plan` once for each of the `sliceCount` slices that `nextSlice`
@@ -474,19 +500,28 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   key.transposeRhs = plan.transposeRhs;
   key.bias = bias != nullptr;
   key.geluTanh = epilogue.geluTanh;
+  // DGELU reads its aux matrix by one pointer: one product (or one strided
+  // batch) only; outer slices take the gelu_grad launch instead.
+  const T *geluInput = sliceCount == 1 ? epilogue.geluInput : nullptr;
+  key.auxAlign = geluInput ? static_cast<uint32_t>(commonAlignment({address(geluInput)})) : 0;
 
   // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
   cublasLtMatmulDescOpaque_t operation;
   HeuristicChoice choice;
   HeuristicCache &cache = HeuristicCache::get();
-  bool fuse = bias || epilogue.geluTanh;
+  bool fuse = bias || epilogue.geluTanh || geluInput;
   bool cached = cache.find(key, choice);
   if (!cached)
     choice.fusedEpilogue = fuse;
+  EpilogueDesc fused;
+  fused.bias = bias;
+  fused.gelu = epilogue.geluTanh;
+  fused.geluInput = geluInput;
+  fused.auxLd = plan.n;
+  fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
   ZCC_BLAS_RETURN_IF_ERROR(
       kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
-                               choice.fusedEpilogue ? bias : nullptr,
-                               choice.fusedEpilogue && epilogue.geluTanh));
+                               choice.fusedEpilogue ? fused : EpilogueDesc{}));
   if (!cached) {
     cublasLtMatmulHeuristicResult_t heuristic = {};
     int found = 0;
@@ -501,7 +536,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
       choice.fusedEpilogue = false;
       ZCC_BLAS_RETURN_IF_ERROR(kernel,
                                initOperation<T>(operation, plan.transposeRhs,
-                                                plan.transposeLhs, nullptr));
+                                                plan.transposeLhs));
       found = 0;
       status = cublasLtMatmulAlgoGetHeuristic(
           context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
@@ -542,6 +577,10 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   if (epilogue.geluTanh && !choice.fusedEpilogue)
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
                                             resultRows * plan.n, context.stream));
+  if (epilogue.geluInput && !(geluInput && choice.fusedEpilogue))
+    return launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, Types::element,
+                                               epilogue.geluInput, result, result,
+                                               resultRows * plan.n, context.stream));
   return Status::ok();
 }
 
@@ -688,8 +727,14 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
                                           operands.bias ? operands.bias->data : nullptr,
                                           operands.addend ? operands.addend->data : nullptr,
                                           out.data, rows, n);
-        !s.isOk() || !operands.geluTanh)
+        !s.isOk())
       return s;
+    if (operands.geluInput)
+      return launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, elementType(out),
+                                                 operands.geluInput->data, out.data, out.data,
+                                                 rows * n, context.stream));
+    if (!operands.geluTanh)
+      return Status::ok();
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, elementType(out), out.data,
                                             out.data, rows * n, context.stream));
   }
@@ -702,6 +747,7 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
     epilogue.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
     epilogue.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
     epilogue.geluTanh = operands.geluTanh;
+    epilogue.geluInput = operands.geluInput ? operands.geluInput->as<const T>() : nullptr;
     status = matmulBatches(kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
                            epilogue, out.as<T>());
   });

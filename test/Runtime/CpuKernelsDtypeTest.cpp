@@ -824,13 +824,21 @@ struct FusedMatmulCase {
   int64_t bias = 0;
   /// Sets the attributes even where false (absent means false too).
   bool explicitFalse = false;
-  /// An addend of the result's shape (`residual`), and GELU's tanh form.
-  bool addend = false, gelu = false;
+  /// An addend of the result's shape (`residual`), and GELU's tanh form;
+  /// or the product times that form's derivative at a GELU input.
+  bool addend = false, gelu = false, geluGrad = false;
 };
 
 /// GELU's tanh form in double, written out here.
 double geluTanhReference(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+/// Its derivative in double, through sech^2 u = 1 / cosh^2 u.
+double geluTanhDerivativeReference(double x) {
+  double k = std::sqrt(2 / M_PI), u = k * (x + 0.044715 * x * x * x);
+  return 0.5 * (1 + std::tanh(u)) +
+         0.5 * x * k * (1 + 3 * 0.044715 * x * x) / (std::cosh(u) * std::cosh(u));
 }
 
 /// The fused matmul in `dtype` against the unfused composition: explicit
@@ -845,6 +853,8 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
   std::vector<double> bias = quantize(dtype, randomValues(c.bias, seed + 2));
   std::vector<double> addend =
       quantize(dtype, randomValues(c.addend ? countOf(c.result) : 0, seed + 3));
+  std::vector<double> geluInput =
+      quantize(dtype, randomValues(c.geluGrad ? countOf(c.result) : 0, seed + 4, -3, 3));
 
   Call fused("matmul");
   fused.in(encode(dtype, c.lhs, lhs)).in(encode(dtype, c.rhs, rhs));
@@ -854,6 +864,8 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
     fused.in(encode(dtype, c.result, addend)).boolAttr("residual", true);
   if (c.gelu)
     fused.stringAttr("activation", "gelu_tanh");
+  if (c.geluGrad)
+    fused.in(encode(dtype, c.result, geluInput)).stringAttr("activation", "gelu_tanh_grad");
   if (c.transposeLhs || c.explicitFalse)
     fused.boolAttr("transpose_lhs", c.transposeLhs);
   if (c.transposeRhs || c.explicitFalse)
@@ -880,6 +892,8 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
       expected[i] += addend[i];
     if (c.gelu)
       expected[i] = geluTanhReference(expected[i]);
+    if (c.geluGrad)
+      expected[i] *= geluTanhDerivativeReference(geluInput[i]);
   }
   Tensor rounded = encode(dtype, c.result, expected);
 
@@ -962,6 +976,10 @@ TEST(CpuKernelsDType, MatmulTransposesAndBias) {
       {{2, 3, 6, 4}, {6, 5}, {2, 3, 4, 5}, true, false, 5, false, true, true},
       {{2, 1, 4, 6}, {3, 6, 5}, {2, 3, 4, 5}, false, false, 0, false, true, true},
       {{0, 3}, {2, 0}, {3, 2}, true, true, 2, false, true, true},
+      {{5, 7}, {3, 7}, {5, 3}, false, true, 0, false, false, false, true},
+      {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 0, false, false, false, true},
+      {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 0, false, false, false, true},
+      {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, false, true},
   };
   uint32_t seed = 900;
   for (DType dtype : kEveryFloatType)
@@ -985,6 +1003,7 @@ TEST(CpuKernelsDType, MatmulTransposesAndBiasAcrossTiles) {
       // The addend's and the GELU's tiles too.
       {{300, 270}, {270, 1100}, {300, 1100}, false, false, 1100, false, true, true},
       {{2, 270, 300}, {1100, 270}, {2, 300, 1100}, true, true, 0, false, true, false},
+      {{300, 270}, {1100, 270}, {300, 1100}, false, true, 0, false, false, false, true},
   };
   uint32_t seed = 1200;
   for (DType dtype : kEveryFloatType)

@@ -942,7 +942,23 @@ TEST(CpuKernels, MatmulTransposeAndBiasErrors) {
   Call activation = product({2, 3}, {3, 4}, {2, 4});
   activation.stringAttr("activation", "relu");
   expectError(activation.run(), StatusCode::kInvalidArgument,
-              {"matmul", "activation must be \"none\" or \"gelu_tanh\", got \"relu\""});
+              {"matmul", "activation must be \"none\", \"gelu_tanh\" or \"gelu_tanh_grad\", got "
+                         "\"relu\""});
+  // The GELU's derivative reads the GELU's input, third, of the result's
+  // shape, and takes no addend.
+  Call geluInput = product({2, 3}, {3, 4}, {2, 4});
+  geluInput.in(f32({4}, {1, 2, 3, 4})).stringAttr("activation", "gelu_tanh_grad");
+  expectError(geluInput.run(), StatusCode::kInvalidArgument,
+              {"matmul", "'gelu_input' has shape [4], but 'result' has [2, 4]"});
+  Call noGeluInput = product({2, 3}, {3, 4}, {2, 4});
+  noGeluInput.stringAttr("activation", "gelu_tanh_grad");
+  expectError(noGeluInput.run(), StatusCode::kInvalidArgument,
+              {"matmul", "expected 3 inputs, got 2"});
+  Call geluGradAddend = product({2, 3}, {3, 4}, {2, 4});
+  geluGradAddend.in(f32({2, 4}, iota<float>(8))).boolAttr("residual", true);
+  geluGradAddend.stringAttr("activation", "gelu_tanh_grad");
+  expectError(geluGradAddend.run(), StatusCode::kInvalidArgument,
+              {"matmul", "activation \"gelu_tanh_grad\" takes no addend ('residual')"});
 }
 
 // The addend may be the result's own buffer (the plan may place them

@@ -189,7 +189,7 @@ struct FusedMatmul {
   std::vector<int64_t> lhs, rhs, result;
   bool transposeLhs = false, transposeRhs = false;
   int64_t bias = 0;
-  bool addend = false, gelu = false;
+  bool addend = false, gelu = false, geluGrad = false;
 };
 
 Call fusedMatmulCall(DType dtype, const FusedMatmul &c, uint32_t seed) {
@@ -202,6 +202,9 @@ Call fusedMatmulCall(DType dtype, const FusedMatmul &c, uint32_t seed) {
     call.in(randomTensor(dtype, c.result, seed + 3)).boolAttr("residual", true);
   if (c.gelu)
     call.stringAttr("activation", "gelu_tanh");
+  if (c.geluGrad)
+    call.in(randomTensor(dtype, c.result, seed + 4, -3, 3))
+        .stringAttr("activation", "gelu_tanh_grad");
   if (c.transposeLhs)
     call.boolAttr("transpose_lhs", true);
   if (c.transposeRhs)
@@ -214,7 +217,8 @@ std::string describe(DType dtype, const FusedMatmul &c) {
   return describe(dtype, c.lhs, c.rhs) + (c.transposeLhs ? " lhs^T" : "") +
          (c.transposeRhs ? " rhs^T" : "") +
          (c.bias > 0 ? " + bias " + std::to_string(c.bias) : "") +
-         (c.addend ? " + addend" : "") + (c.gelu ? " then gelu_tanh" : "");
+         (c.addend ? " + addend" : "") + (c.gelu ? " then gelu_tanh" : "") +
+         (c.geluGrad ? " times gelu_tanh'" : "");
 }
 
 // Transposes (cuBLASLt's TRANSA for rhs, TRANSB for lhs) and the bias
@@ -255,12 +259,17 @@ TEST(CudaKernelsLinalg, MatmulTransposesAndBias) {
 }
 
 // The epilogue beyond the bias: the addend as cuBLASLt's C (beta = 1, C
-// apart from D), GELU's tanh form (the GELU and GELU_BIAS epilogues), and
-// both, on one product, a folded batch, a strided batch and outer slices
-// (the addend's offsets follow the result's), sizes off the tiles and the
-// large shapes of gpt2-xl's MLP. f32's GELU is held to 1e-4: cuBLASLt's
-// GELU epilogue is not the cpu's to 1e-5 (the compiler fuses GELU only into
-// 16-bit products); the worst error is printed for the record.
+// apart from D), GELU's tanh form (the GELU and GELU_BIAS epilogues), both,
+// and GELU's derivative (DGELU, the GELU input as its aux matrix; outer
+// slices take the gelu_grad launch), on one product, a folded batch, a
+// strided batch and outer slices (the addend's offsets follow the
+// result's), sizes off the tiles and the large shapes of gpt2-xl's MLP.
+// f32's GELU is held to 1e-4: cuBLASLt's GELU epilogue is not the cpu's to
+// 1e-5 (the compiler fuses GELU only into 16-bit products); 16-bit results
+// to 2e-2, one bf16 ulp of 2 (GELU's and its derivative's values) and of
+// the long contractions' sums (up to ~30, relative) besides the rounding
+// either side of a boundary. The worst error of each is printed for the
+// record.
 TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
   ZCC_REQUIRE_GPU();
   const FusedMatmul cases[] = {
@@ -277,6 +286,11 @@ TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
       {{256, 6400}, {6400, 1600}, {256, 1600}, false, false, 1600, true, false},
       {{0, 3}, {4, 0}, {3, 4}, true, true, 4, true, false},
       {{2, 3, 0}, {0, 5}, {2, 3, 5}, false, false, 5, false, true},
+      {{37, 53}, {29, 53}, {37, 29}, false, true, 0, false, false, true},
+      {{4, 37, 53}, {4, 53, 29}, {4, 37, 29}, false, false, 0, false, false, true},
+      {{3, 1, 53, 37}, {5, 53, 29}, {3, 5, 37, 29}, true, false, 0, false, false, true},
+      {{256, 1600}, {6400, 1600}, {256, 6400}, false, true, 0, false, false, true},
+      {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, true},
   };
   uint32_t seed = 1700;
   for (DType dtype : kFloatTypes)
@@ -284,8 +298,11 @@ TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
       SCOPED_TRACE(describe(dtype, c));
       Call call = fusedMatmulCall(dtype, c, seed += 4);
       double tolerance = toleranceFor(dtype);
-      if (dtype == plan::F32 && (c.gelu || c.lhs.back() > 1000))
+      bool longSums = c.lhs.back() > 1000;
+      if (dtype == plan::F32 && (c.gelu || c.geluGrad || longSums))
         tolerance = 1e-4;
+      if (dtype == plan::F16 || dtype == plan::BF16)
+        tolerance = 2e-2;
       Call reference = call, actual = call;
       ASSERT_OK(reference.run());
       ASSERT_OK(runOnCuda(actual));

@@ -41,6 +41,13 @@ for stage in z0 z3; do
     done
   done
 done
+# GPT-2's tanh GELU in bf16: its gradient is the DGELU epilogue of the
+# product before it (and the forward's residuals are addends, as above).
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --gelu tanh -o "$out/gpt2-tanh.onnx"
+for world in 1 2; do
+  "$zcc" "$out/gpt2-tanh.onnx" -c "$out/z0r$world-bf16.json" --world-size $world \
+    -o "$out/z0r$world-tanh-bf16.plan"
+done
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
 # GPUs, stage 3 with offload_param too on 2 GPUs, in fp32 and bf16.

@@ -602,8 +602,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         // The kernel's attributes: the op's, less the compiler's marks
         // (pipeline stages, where the op runs: the buffers say that) and
         // the sizes of optional operand groups (the operands say that; a
-        // product's two optional ones are told apart by `residual`, set
-        // where the last input is its addend).
+        // product's optional ones are told apart by `residual`, set where
+        // the last input is its addend, and by `activation`
+        // "gelu_tanh_grad", where it is the GELU's input).
         SmallVector<NamedAttribute> kernelAttrs;
         for (NamedAttribute attr : op.getAttrs())
           if (!attr.getName().getValue().starts_with("zdist.") &&

@@ -136,9 +136,15 @@ LogicalResult MatMulOp::verify() {
                            << "dimension and element type";
   }
   // The addend's type is the result's (the op's type constraint).
-  if (std::optional<StringRef> activation = getActivation();
-      activation && *activation != "gelu_tanh")
-    return emitOpError() << "activation must be \"gelu_tanh\", got \"" << *activation << "\"";
+  std::optional<StringRef> activation = getActivation();
+  if (activation && *activation != "gelu_tanh" && *activation != "gelu_tanh_grad")
+    return emitOpError() << "activation must be \"gelu_tanh\" or \"gelu_tanh_grad\", got \""
+                         << *activation << "\"";
+  bool gradient = activation && *activation == "gelu_tanh_grad";
+  if (gradient != static_cast<bool>(getGeluInput()))
+    return emitOpError("gelu_input goes with activation \"gelu_tanh_grad\", and it with it");
+  if (gradient && (getBias() || getAddend()))
+    return emitOpError("activation \"gelu_tanh_grad\" takes no bias or addend");
   return success();
 }
 

@@ -173,7 +173,8 @@ def ZGraph_GeluOp : ZGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 
 def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementType,
     AttrSizedOperandSegments,
-    OptionalTypesMatchWith<"addend has the result's type", "result", "addend", "$_self">]> {
+    OptionalTypesMatchWith<"addend has the result's type", "result", "addend", "$_self">,
+    OptionalTypesMatchWith<"gelu_input has the result's type", "result", "gelu_input", "$_self">]> {
   let summary = "Matrix product with batch broadcasting (ONNX MatMul)";
   let description = [{
     The product of the last two dimensions, broadcasting the leading (batch)
@@ -193,35 +194,41 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
     GELU's tanh form to that sum. All of it happens before the one rounding
     to the result's element type:
     result = activation(op(lhs) op(rhs) + bias + addend).
+    `activation` "gelu_tanh_grad" (cuBLASLt's DGELU) instead multiplies the
+    product, without a bias or addend, by the tanh form's derivative at
+    `gelu_input` (of the result's type): the gelu_grad of a GELU whose
+    output's gradient is the product.
 
     ```mlir
     %dw = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
     %y = zgraph.matmul %x, %w, %b : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
     %r = zgraph.matmul %x, %w, %b addend %res : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
     %h = zgraph.matmul %x, %w, %b {activation = "gelu_tanh"} : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
+    %du = zgraph.matmul %dy, %w gelu_input %u {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<4x10xbf16>, tensor<100x10xbf16>) -> tensor<4x100xbf16>
     ```
   }];
   let arguments = (ins ZGraph_Tensor:$lhs, ZGraph_Tensor:$rhs,
                        Optional<ZGraph_Tensor>:$bias,
                        Optional<ZGraph_Tensor>:$addend,
+                       Optional<ZGraph_Tensor>:$gelu_input,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        OptionalAttr<StrAttr>:$activation);
   let results = (outs ZGraph_Tensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs (`,` $bias^)? (`addend` $addend^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
+    $lhs `,` $rhs (`,` $bias^)? (`addend` $addend^)? (`gelu_input` $gelu_input^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
     `->` type($result)
   }];
   let builders = [
     OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$lhs, "mlir::Value":$rhs), [{
-      build($_builder, $_state, result, lhs, rhs, mlir::Value(), mlir::Value(), false, false,
-            mlir::StringAttr());
+      build($_builder, $_state, result, lhs, rhs, mlir::Value(), mlir::Value(), mlir::Value(),
+            false, false, mlir::StringAttr());
     }]>
   ];
   let extraClassDeclaration = [{
     /// Whether anything but the transposes joins the product (a bias, an
     /// addend or an activation): rewrites that move or split the product
     /// leave such a one alone.
-    bool hasEpilogue() { return getBias() || getAddend() || getActivation(); }
+    bool hasEpilogue() { return getBias() || getAddend() || getGeluInput() || getActivation(); }
   }];
   let hasVerifier = 1;
 }

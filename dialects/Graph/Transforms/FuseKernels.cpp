@@ -78,7 +78,7 @@ struct FoldTransposeOfMatMul : OpRewritePattern<TransposeOp> {
       return failure();
     auto swapped = rewriter.create<MatMulOp>(product.getLoc(), transpose.getType(),
                                              product.getRhs(), product.getLhs(), Value(),
-                                             Value(), !product.getTransposeRhs(),
+                                             Value(), Value(), !product.getTransposeRhs(),
                                              !product.getTransposeLhs(), StringAttr());
     for (NamedAttribute attr : product->getDiscardableAttrs())
       swapped->setAttr(attr.getName(), attr.getValue());
@@ -454,11 +454,37 @@ void splitHeadsOnce(Block &block) {
   }
 }
 
+/// gelu_grad(u, matmul(a, b)) with the tanh form -> the product with
+/// `activation = "gelu_tanh_grad"` and gelu_input u, where the product
+/// (the gradient of the GELU's output: dY W^T of the next layer) is used
+/// only there and its elements are 16-bit (as FoldGeluIntoMatMul). The
+/// product moves to the gelu_grad, after u.
+struct FoldGeluGradIntoMatMul : OpRewritePattern<GeluGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GeluGradOp gradient, PatternRewriter &rewriter) const override {
+    auto product = gradient.getGrad().getDefiningOp<MatMulOp>();
+    if (!product || gradient.getApproximate() != "tanh" || !gradient.getGrad().hasOneUse() ||
+        product.hasEpilogue() || !sameMarks(product, gradient) ||
+        product.getType() != gradient.getType() ||
+        !isa<Float16Type, BFloat16Type>(product.getType().getElementType()))
+      return failure();
+    rewriter.moveOpBefore(product, gradient);
+    rewriter.modifyOpInPlace(product, [&] {
+      product.getGeluInputMutable().assign(gradient.getInput());
+      product.setActivation(StringRef("gelu_tanh_grad"));
+    });
+    rewriter.replaceOp(gradient, product.getResult());
+    return success();
+  }
+};
+
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
-                 FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldSliceGradSumIntoConcat>(
+                 FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldGeluGradIntoMatMul,
+                 FoldSliceGradSumIntoConcat>(
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -82,6 +82,10 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       product used only there (inference; in training gelu_grad reads the
       product too), becomes the product with `activation = "gelu_tanh"`
       (cuBLASLt's GELU epilogue).
+    - `gelu_grad(u, matmul(a, b))` of the tanh form, over f16 or bf16 and
+      with the product used only there (training: the gradient of the MLP's
+      activation), becomes the product with `activation =
+      "gelu_tanh_grad"` and `gelu_input` u (cuBLASLt's DGELU epilogue).
     - a sum of `zgraph.slice_grad`s of one tensor whose windows cut it into
       consecutive pieces along one axis (the gradient of a Split) becomes one
       `zgraph.concat` of their gradients: no zero-filled full-size tensors

@@ -145,6 +145,33 @@ func.func @gelu(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>
 
 // -----
 
+// The gradient of GELU's tanh form whose output gradient is a 16-bit
+// product becomes that product's DGELU epilogue, reading the GELU's input.
+// Not fused: the erf form, an f32 product, and a product with a second use.
+// CHECK-LABEL: func.func @gelu_grad
+// CHECK-SAME: (%[[DY:.*]]: tensor<4x16xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[U:.*]]: tensor<4x8xbf16>, %[[DYF:.*]]: tensor<4x16xf32>, %[[WF:.*]]: tensor<8x16xf32>, %[[UF:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[DU:.*]] = zgraph.matmul %[[DY]], %[[W]] gelu_input %[[U]] {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[DY]], %[[W]] {transpose_rhs}
+// CHECK-NEXT: %[[E:.*]] = zgraph.gelu_grad %[[U]], %[[P]] :
+// CHECK-NEXT: %[[PF:.*]] = zgraph.matmul %[[DYF]], %[[WF]] {transpose_rhs}
+// CHECK-NEXT: %[[F:.*]] = zgraph.gelu_grad %[[UF]], %[[PF]] {approximate = "tanh"}
+// CHECK-NEXT: %[[Q:.*]] = zgraph.matmul %[[DY]], %[[W]] {transpose_rhs}
+// CHECK-NEXT: %[[T:.*]] = zgraph.gelu_grad %[[U]], %[[Q]] {approximate = "tanh"}
+// CHECK-NEXT: return %[[DU]], %[[E]], %[[F]], %[[T]], %[[Q]]
+func.func @gelu_grad(%dy: tensor<4x16xbf16>, %w: tensor<8x16xbf16>, %u: tensor<4x8xbf16>, %dyf: tensor<4x16xf32>, %wf: tensor<8x16xf32>, %uf: tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xbf16>) {
+  %0 = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16>
+  %du = zgraph.gelu_grad %u, %0 {approximate = "tanh"} : tensor<4x8xbf16>
+  %p = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16>
+  %e = zgraph.gelu_grad %u, %p : tensor<4x8xbf16>
+  %pf = zgraph.matmul %dyf, %wf {transpose_rhs} : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  %f = zgraph.gelu_grad %uf, %pf {approximate = "tanh"} : tensor<4x8xf32>
+  %q = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16>
+  %t = zgraph.gelu_grad %u, %q {approximate = "tanh"} : tensor<4x8xbf16>
+  return %du, %e, %f, %t, %q : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xbf16>
+}
+
+// -----
+
 // The gradient of a three-way Split (q, k, v out of one product): the
 // zero-padded slice gradients and their sum become one concatenation, in
 // the order of the windows whatever the order of the adds.

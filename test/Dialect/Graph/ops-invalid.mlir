@@ -191,7 +191,24 @@ func.func @matmul_bias_shape(%x: tensor<2x4xf32>, %w: tensor<4x3xf32>, %b: tenso
 
 // matmul's epilogue knows one activation.
 func.func @matmul_activation(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
-  // expected-error @+1 {{activation must be "gelu_tanh", got "relu"}}
+  // expected-error @+1 {{activation must be "gelu_tanh" or "gelu_tanh_grad", got "relu"}}
   %0 = zgraph.matmul %a, %b {activation = "relu"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+  return %0 : tensor<4x2xbf16>
+}
+
+// -----
+
+// The GELU's derivative reads the GELU's input, and only it does.
+func.func @matmul_gelu_input(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %u: tensor<4x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{gelu_input goes with activation "gelu_tanh_grad", and it with it}}
+  %0 = zgraph.matmul %a, %b gelu_input %u {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
+  return %0 : tensor<4x2xbf16>
+}
+
+// -----
+
+func.func @matmul_gelu_grad_addend(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %u: tensor<4x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{activation "gelu_tanh_grad" takes no bias or addend}}
+  %0 = zgraph.matmul %a, %b addend %u gelu_input %u {activation = "gelu_tanh_grad"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
   return %0 : tensor<4x2xbf16>
 }
