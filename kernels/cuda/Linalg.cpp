@@ -499,23 +499,27 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   key.transposeLhs = plan.transposeLhs;
   key.transposeRhs = plan.transposeRhs;
   key.bias = bias != nullptr;
-  key.geluTanh = epilogue.geluTanh;
-  // DGELU reads its aux matrix by one pointer: one product (or one strided
-  // batch) only; outer slices take the gelu_grad launch instead.
-  const T *geluInput = sliceCount == 1 ? epilogue.geluInput : nullptr;
+  // cuBLASLt's GELU and DGELU serve 16-bit products only: in f32 and f64
+  // they are good to ~1e-4 and ~3e-10, not to the 1e-5 and 1e-12 the
+  // kernels are held to, so those take the element-wise launches. DGELU
+  // reads its aux matrix by one pointer: one product (or one strided
+  // batch) only; outer slices take the gelu_grad launch too.
+  constexpr bool kFusesActivations = sizeof(T) == 2;
+  key.geluTanh = kFusesActivations && epilogue.geluTanh;
+  const T *geluInput = kFusesActivations && sliceCount == 1 ? epilogue.geluInput : nullptr;
   key.auxAlign = geluInput ? static_cast<uint32_t>(commonAlignment({address(geluInput)})) : 0;
 
   // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
   cublasLtMatmulDescOpaque_t operation;
   HeuristicChoice choice;
   HeuristicCache &cache = HeuristicCache::get();
-  bool fuse = bias || epilogue.geluTanh || geluInput;
+  bool fuse = bias || key.geluTanh || geluInput;
   bool cached = cache.find(key, choice);
   if (!cached)
     choice.fusedEpilogue = fuse;
   EpilogueDesc fused;
   fused.bias = bias;
-  fused.gelu = epilogue.geluTanh;
+  fused.gelu = key.geluTanh;
   fused.geluInput = geluInput;
   fused.auxLd = plan.n;
   fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
@@ -574,7 +578,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                        &cLayout, out, &cLayout, &choice.algo, context.workspace,
                        context.workspaceBytes, context.stream));
   }
-  if (epilogue.geluTanh && !choice.fusedEpilogue)
+  if (epilogue.geluTanh && !(key.geluTanh && choice.fusedEpilogue))
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
                                             resultRows * plan.n, context.stream));
   if (epilogue.geluInput && !(geluInput && choice.fusedEpilogue))

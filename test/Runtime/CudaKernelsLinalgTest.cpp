@@ -264,12 +264,13 @@ TEST(CudaKernelsLinalg, MatmulTransposesAndBias) {
 // slices take the gelu_grad launch), on one product, a folded batch, a
 // strided batch and outer slices (the addend's offsets follow the
 // result's), sizes off the tiles and the large shapes of gpt2-xl's MLP.
-// f32's GELU is held to 1e-4: cuBLASLt's GELU epilogue is not the cpu's to
-// 1e-5 (the compiler fuses GELU only into 16-bit products); 16-bit results
-// to 2e-2, one bf16 ulp of 2 (GELU's and its derivative's values) and of
-// the long contractions' sums (up to ~30, relative) besides the rounding
-// either side of a boundary. The worst error of each is printed for the
-// record.
+// f32 and f64 take the element-wise GELU launches (cuBLASLt's epilogues
+// measured ~1e-4 and ~3e-10 off in them), so they are held to the plain
+// products' tolerances; f32's contractions over 6400 to 5e-4 (partial sums
+// ~80 in another order). 16-bit results to 2e-2: one bf16 ulp of 2 (GELU's
+// and its derivative's values) and of the long contractions' sums (up to
+// ~30, relative) besides the rounding either side of a boundary. The worst
+// error of each is printed for the record.
 TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
   ZCC_REQUIRE_GPU();
   const FusedMatmul cases[] = {
@@ -299,8 +300,8 @@ TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
       Call call = fusedMatmulCall(dtype, c, seed += 4);
       double tolerance = toleranceFor(dtype);
       bool longSums = c.lhs.back() > 1000;
-      if (dtype == plan::F32 && (c.gelu || c.geluGrad || longSums))
-        tolerance = 1e-4;
+      if (dtype == plan::F32 && longSums)
+        tolerance = 5e-4;
       if (dtype == plan::F16 || dtype == plan::BF16)
         tolerance = 2e-2;
       Call reference = call, actual = call;
