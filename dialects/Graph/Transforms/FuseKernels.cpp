@@ -3,8 +3,9 @@
 // After autodiff most memory traffic that is not a product's or attention's
 // is copies and adds the graph spells out: transposed operands of the
 // backward products, bias adds and residual adds after the forward ones, the
-// GELU after an inference product, and the zero-padded pieces of a Split's
-// gradient summed back together. Each rewrite here
+// GELU after an inference product and its gradient after a training one,
+// and the zero-padded pieces of a Split's gradient summed back together.
+// Each rewrite here
 // removes a whole pass over an activation-sized tensor; the attention's
 // backward reads the softmax statistics its forward saved instead of a
 // forward-sized pass recomputing them.
@@ -152,8 +153,7 @@ struct FoldResidualIntoMatMul : OpRewritePattern<AddOp> {
       auto product = productValue.getDefiningOp<MatMulOp>();
       if (!product || product.getAddend() || product.getActivation() ||
           !productValue.hasOneUse() || residual.getType() != add.getType() ||
-          product.getType() != add.getType() || residual == productValue ||
-          !sameMarks(product, add))
+          product.getType() != add.getType() || !sameMarks(product, add))
         continue;
       absorbAdd(rewriter, product, add, Value(), residual);
       return success();
@@ -165,8 +165,9 @@ struct FoldResidualIntoMatMul : OpRewritePattern<AddOp> {
 /// gelu(matmul(a, b [, bias])) with the tanh form -> the product with
 /// `activation = "gelu_tanh"`, where the product is used only by the GELU
 /// (inference: in training gelu_grad reads the product too) and its
-/// elements are 16-bit. f32 keeps its own gelu kernel: cuBLASLt's GELU
-/// epilogue is not held to the cpu's f32 results within 1e-5.
+/// elements are 16-bit. f32 and f64 keep their gelu kernel: the cuda
+/// matmul applies cuBLASLt's GELU to 16-bit products only (in f32 it is not
+/// held to the cpu's results within 1e-5), so fusing theirs saves nothing.
 struct FoldGeluIntoMatMul : OpRewritePattern<GeluOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -178,6 +179,31 @@ struct FoldGeluIntoMatMul : OpRewritePattern<GeluOp> {
       return failure();
     rewriter.modifyOpInPlace(product, [&] { product.setActivation(StringRef("gelu_tanh")); });
     rewriter.replaceOp(gelu, product.getResult());
+    return success();
+  }
+};
+
+/// gelu_grad(u, matmul(a, b)) with the tanh form -> the product with
+/// `activation = "gelu_tanh_grad"` and gelu_input u, where the product
+/// (the gradient of the GELU's output: dY W^T of the next layer) is used
+/// only there and its elements are 16-bit (as FoldGeluIntoMatMul). The
+/// product moves to the gelu_grad, after u.
+struct FoldGeluGradIntoMatMul : OpRewritePattern<GeluGradOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(GeluGradOp gradient, PatternRewriter &rewriter) const override {
+    auto product = gradient.getGrad().getDefiningOp<MatMulOp>();
+    if (!product || gradient.getApproximate() != "tanh" || !gradient.getGrad().hasOneUse() ||
+        product.hasEpilogue() || !sameMarks(product, gradient) ||
+        product.getType() != gradient.getType() ||
+        !isa<Float16Type, BFloat16Type>(product.getType().getElementType()))
+      return failure();
+    rewriter.moveOpBefore(product, gradient);
+    rewriter.modifyOpInPlace(product, [&] {
+      product.getGeluInputMutable().assign(gradient.getInput());
+      product.setActivation(StringRef("gelu_tanh_grad"));
+    });
+    rewriter.replaceOp(gradient, product.getResult());
     return success();
   }
 };
@@ -453,31 +479,6 @@ void splitHeadsOnce(Block &block) {
       slice.erase();
   }
 }
-
-/// gelu_grad(u, matmul(a, b)) with the tanh form -> the product with
-/// `activation = "gelu_tanh_grad"` and gelu_input u, where the product
-/// (the gradient of the GELU's output: dY W^T of the next layer) is used
-/// only there and its elements are 16-bit (as FoldGeluIntoMatMul). The
-/// product moves to the gelu_grad, after u.
-struct FoldGeluGradIntoMatMul : OpRewritePattern<GeluGradOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(GeluGradOp gradient, PatternRewriter &rewriter) const override {
-    auto product = gradient.getGrad().getDefiningOp<MatMulOp>();
-    if (!product || gradient.getApproximate() != "tanh" || !gradient.getGrad().hasOneUse() ||
-        product.hasEpilogue() || !sameMarks(product, gradient) ||
-        product.getType() != gradient.getType() ||
-        !isa<Float16Type, BFloat16Type>(product.getType().getElementType()))
-      return failure();
-    rewriter.moveOpBefore(product, gradient);
-    rewriter.modifyOpInPlace(product, [&] {
-      product.getGeluInputMutable().assign(gradient.getInput());
-      product.setActivation(StringRef("gelu_tanh_grad"));
-    });
-    rewriter.replaceOp(gradient, product.getResult());
-    return success();
-  }
-};
 
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
