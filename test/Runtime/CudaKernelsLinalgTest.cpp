@@ -264,9 +264,9 @@ TEST(CudaKernelsLinalg, MatmulTransposesAndBias) {
 // slices take the gelu_grad launch), on one product, a folded batch, a
 // strided batch and outer slices (the addend's offsets follow the
 // result's), sizes off the tiles and the large shapes of gpt2-xl's MLP.
-// f32 and f64 take the element-wise GELU launches (cuBLASLt's epilogues
-// measured ~1e-4 and ~3e-10 off in them), so they are held to the plain
-// products' tolerances; f32's contractions over 6400 to 5e-4 (partial sums
+// f32 and f64 take the element-wise GELU launches (cuBLASLt's f64 GELU
+// measured ~3e-10 off), so they are held to the plain products'
+// tolerances; f32's contractions over 6400 to 5e-4 (partial sums
 // ~80 in another order). 16-bit results to 2e-2: one bf16 ulp of 2 (GELU's
 // and its derivative's values) and of the long contractions' sums (up to
 // ~30, relative) besides the rounding either side of a boundary. The worst
