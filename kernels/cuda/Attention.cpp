@@ -60,13 +60,6 @@ AttentionShape shapeOf(const AttentionDims &dims, double scale) {
   return shape;
 }
 
-Status launchStatus(const char *kernel, cudaError_t error) {
-  if (error == cudaSuccess)
-    return Status::ok();
-  return kernelError(StatusCode::kInternal, kernel, "launch failed: %s (%s)",
-                     cudaGetErrorName(error), cudaGetErrorString(error));
-}
-
 } // namespace
 
 Status attention(const KernelArgs &args, const LaunchContext &context) {

@@ -10,6 +10,7 @@
 #ifndef ZCC_KERNELS_CUDA_KERNELS_H
 #define ZCC_KERNELS_CUDA_KERNELS_H
 
+#include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/LaunchTypes.h"
 
@@ -21,6 +22,14 @@ inline ElementType elementType(plan::DType dtype) {
   return static_cast<ElementType>(static_cast<int>(dtype));
 }
 inline ElementType elementType(const TensorView &view) { return elementType(view.dtype); }
+
+/// A launcher's error as the kernel's status (ok for cudaSuccess).
+inline Status launchStatus(const char *kernel, cudaError_t error) {
+  if (error == cudaSuccess)
+    return Status::ok();
+  return cpu::detail::kernelError(StatusCode::kInternal, kernel, "launch failed: %s (%s)",
+                                  cudaGetErrorName(error), cudaGetErrorString(error));
+}
 
 #define ZCC_CUDA_KERNEL(fn) Status fn(const KernelArgs &, const LaunchContext &)
 

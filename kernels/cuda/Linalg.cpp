@@ -332,13 +332,6 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
   return status;
 }
 
-Status launchStatus(const char *kernel, cudaError_t error) {
-  if (error == cudaSuccess)
-    return Status::ok();
-  return kernelError(StatusCode::kInternal, kernel, "cuda launch failed: %s (%s)",
-                     cudaGetErrorString(error), cudaGetErrorName(error));
-}
-
 /// Sets every one of the `rows` rows of the contiguous `result` [rows, n]
 /// to `bias` [n]: a broadcast copy.
 Status fillBiasRows(const char *kernel, const LaunchContext &context,

@@ -24,13 +24,6 @@ using namespace cpu::detail;
 
 namespace {
 
-Status launchStatus(const char *kernel, cudaError_t error) {
-  if (error == cudaSuccess)
-    return Status::ok();
-  return kernelError(StatusCode::kInternal, kernel, "launch failed: %s (%s)",
-                     cudaGetErrorName(error), cudaGetErrorString(error));
-}
-
 constexpr int64_t kScalarCount = 8;
 
 /// The cpu's readScalars without the value checks (see the file comment).
