@@ -59,6 +59,7 @@ int main(int argc, char **argv) {
   shape.headSize = shape.valueSize = std::atoll(argv[4]);
   shape.causal = std::atoi(argv[5]) != 0;
   shape.scale = 1.0 / std::sqrt(static_cast<double>(shape.headSize));
+  shape.setContiguous();
   std::string dtype = argv[6];
   int repeats = std::max(1, std::atoi(argv[7]));
   bool bf16 = dtype == "bf16";

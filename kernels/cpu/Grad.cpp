@@ -176,31 +176,36 @@ void layerNormGradLoop(const TensorView &input, const TensorView &scale,
 /// gradient are kept in stack arrays of this many doubles.
 constexpr int64_t kMaxHeadSize = 1024;
 
+/// The gradients of the attention of `q`, `k` and `v` (the buffers the
+/// layouts in `dims` index, as do `dq`, `dk` and `dv`), given `grad`; the
+/// key and value gradients accumulate, so the caller zeroes them first.
 template <typename T>
-void attentionGradLoop(const KernelArgs &args, const AttentionDims &dims,
-                       double scale) {
-  const TensorView &q = args.inputs[0], &k = args.inputs[1],
-                   &v = args.inputs[2], &grad = args.inputs[3];
-  for (const TensorView &out : args.outputs)
-    zeroFill(out);
-  int64_t tq = dims.queries, tk = dims.keys, headSize = dims.headSize,
+void attentionGradLoop(const AttentionDims &dims, double scale,
+                       const TensorView &q, const TensorView &k,
+                       const TensorView &v, const TensorView &grad,
+                       const TensorView &dq, const TensorView &dk,
+                       const TensorView &dv) {
+  int64_t tq = dims.queries, headSize = dims.headSize,
           valueSize = dims.valueSize;
+  int64_t qRow = dims.query.row, kRow = dims.key.row, vRow = dims.value.row,
+          gRow = dims.output.row;
+  int64_t groups = dims.groupHeads;
   double output[kMaxHeadSize];
   double queryGrad[kMaxHeadSize];
   for (int64_t h = 0; h < dims.heads; ++h) {
-    const T *qh = q.as<const T>() + h * tq * headSize;
-    const T *kh = k.as<const T>() + h * tk * headSize;
-    const T *vh = v.as<const T>() + h * tk * valueSize;
-    const T *gh = grad.as<const T>() + h * tq * valueSize;
-    T *dqh = args.outputs[0].as<T>() + h * tq * headSize;
-    T *dkh = args.outputs[1].as<T>() + h * tk * headSize;
-    T *dvh = args.outputs[2].as<T>() + h * tk * valueSize;
+    const T *qh = q.as<const T>() + dims.query.rowStart(h, groups);
+    const T *kh = k.as<const T>() + dims.key.rowStart(h, groups);
+    const T *vh = v.as<const T>() + dims.value.rowStart(h, groups);
+    const T *gh = grad.as<const T>() + dims.output.rowStart(h, groups);
+    T *dqh = dq.as<T>() + dims.query.rowStart(h, groups);
+    T *dkh = dk.as<T>() + dims.key.rowStart(h, groups);
+    T *dvh = dv.as<T>() + dims.value.rowStart(h, groups);
     for (int64_t i = 0; i < tq; ++i) {
       int64_t visible = dims.visibleKeys(i);
-      const T *qi = qh + i * headSize;
-      const T *gi = gh + i * valueSize;
+      const T *qi = qh + i * qRow;
+      const T *gi = gh + i * gRow;
       auto score = [&](int64_t j) {
-        return scale * dot(qi, kh + j * headSize, headSize);
+        return scale * dot(qi, kh + j * kRow, headSize);
       };
 
       // Pass 1: the row's maximum score and softmax denominator, online.
@@ -220,7 +225,7 @@ void attentionGradLoop(const KernelArgs &args, const AttentionDims &dims,
       std::fill(output, output + valueSize, 0.0);
       for (int64_t j = 0; j < visible; ++j) {
         double p = std::exp(score(j) - rowMax) / denominator;
-        const T *vj = vh + j * valueSize;
+        const T *vj = vh + j * vRow;
         for (int64_t d = 0; d < valueSize; ++d)
           output[d] += p * load(vj[d]);
       }
@@ -232,21 +237,21 @@ void attentionGradLoop(const KernelArgs &args, const AttentionDims &dims,
       std::fill(queryGrad, queryGrad + headSize, 0.0);
       for (int64_t j = 0; j < visible; ++j) {
         double p = std::exp(score(j) - rowMax) / denominator;
-        const T *kj = kh + j * headSize;
-        const T *vj = vh + j * valueSize;
+        const T *kj = kh + j * kRow;
+        const T *vj = vh + j * vRow;
         double ds = p * (dot(gi, vj, valueSize) - rowDot);
         double scaledDs = scale * ds;
-        T *dvj = dvh + j * valueSize;
+        T *dvj = dvh + j * vRow;
         for (int64_t d = 0; d < valueSize; ++d)
           dvj[d] = storeDouble<T>(load(dvj[d]) + p * load(gi[d]));
-        T *dkj = dkh + j * headSize;
+        T *dkj = dkh + j * kRow;
         for (int64_t d = 0; d < headSize; ++d) {
           queryGrad[d] += scaledDs * load(kj[d]);
           dkj[d] = storeDouble<T>(load(dkj[d]) + scaledDs * load(qi[d]));
         }
       }
       for (int64_t d = 0; d < headSize; ++d)
-        dqh[i * headSize + d] = storeDouble<T>(queryGrad[d]);
+        dqh[i * qRow + d] = storeDouble<T>(queryGrad[d]);
     }
   }
 }
@@ -507,6 +512,21 @@ Status layerNormGrad(const KernelArgs &args) {
   });
 }
 
+namespace {
+/// The head-size limit of attentionGradLoop's stack rows.
+Status checkGradHeadSizes(const char *kernel, const AttentionDims &dims) {
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"head size", dims.headSize},
+        {"value head size", dims.valueSize}})
+    if (value > kMaxHeadSize)
+      return kernelError(StatusCode::kUnimplemented, kernel,
+                         "%s %lld exceeds the %lld this kernel handles", what,
+                         static_cast<long long>(value),
+                         static_cast<long long>(kMaxHeadSize));
+  return Status::ok();
+}
+} // namespace
+
 Status attentionGrad(const KernelArgs &args) {
   const char *kernel = "attention_grad";
   // The forward's saved result and log-sum-exp, when given, are checked
@@ -518,17 +538,36 @@ Status attentionGrad(const KernelArgs &args) {
           checkAttentionBackward(args, kernel, dims, scale, output, lse);
       !s.isOk())
     return s;
-  const TensorView &q = args.inputs[0];
-  for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize}})
-    if (value > kMaxHeadSize)
-      return kernelError(StatusCode::kUnimplemented, kernel,
-                         "%s %lld exceeds the %lld this kernel handles", what,
-                         static_cast<long long>(value),
-                         static_cast<long long>(kMaxHeadSize));
-  return dispatchFloat(kernel, "query", q, [&](auto tag) {
-    attentionGradLoop<decltype(tag)>(args, dims, scale);
+  if (Status s = checkGradHeadSizes(kernel, dims); !s.isOk())
+    return s;
+  for (const TensorView &out : args.outputs)
+    zeroFill(out);
+  return dispatchFloat(kernel, "query", args.inputs[0], [&](auto tag) {
+    attentionGradLoop<decltype(tag)>(dims, scale, args.inputs[0],
+                                     args.inputs[1], args.inputs[2],
+                                     args.inputs[3], args.outputs[0],
+                                     args.outputs[1], args.outputs[2]);
+  });
+}
+
+Status qkvAttentionGrad(const KernelArgs &args) {
+  const char *kernel = "qkv_attention_grad";
+  // As attention_grad: the saved result and lse are checked, not read.
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *output = nullptr, *lse = nullptr;
+  if (Status s =
+          checkQkvAttentionBackward(args, kernel, dims, scale, output, lse);
+      !s.isOk())
+    return s;
+  if (Status s = checkGradHeadSizes(kernel, dims); !s.isOk())
+    return s;
+  const TensorView &qkv = args.inputs[0], &qkvGrad = args.outputs[0];
+  zeroFill(qkvGrad);
+  return dispatchFloat(kernel, "qkv", qkv, [&](auto tag) {
+    attentionGradLoop<decltype(tag)>(dims, scale, qkv, qkv, qkv,
+                                     args.inputs[1], qkvGrad, qkvGrad,
+                                     qkvGrad);
   });
 }
 

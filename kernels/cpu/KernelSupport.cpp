@@ -931,6 +931,11 @@ Status checkAttentionOperands(const char *kernel, const TensorView &query,
   dims.heads = 1;
   for (size_t d = 0; d + 2 < rank; ++d)
     dims.heads *= q[d];
+  dims.groupHeads = std::max<int64_t>(dims.heads, 1);
+  dims.query = AttentionRows::contiguous(dims.queries, dims.headSize);
+  dims.key = AttentionRows::contiguous(dims.keys, dims.headSize);
+  dims.value = AttentionRows::contiguous(dims.keys, dims.valueSize);
+  dims.output = AttentionRows::contiguous(dims.queries, dims.valueSize);
   SmallShape resultShape(q);
   resultShape[static_cast<int>(rank) - 1] = dims.valueSize;
   return expectShape(kernel, likeName, like, resultShape);
@@ -1027,6 +1032,107 @@ Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
       return s;
     output = &args.inputs[4];
     lse = &args.inputs[5];
+  }
+  return readAttentionAttributes(args, kernel, dims, scale);
+}
+
+namespace {
+/// Checks the packed [B, T, 3, H, d] `qkv` and `like` ([B, T, H, d], its
+/// type) and lays the attention out in them.
+Status checkQkvOperands(const char *kernel, const TensorView &qkv,
+                        const char *likeName, const TensorView &like,
+                        AttentionDims &dims) {
+  if (Status s = expectFloatDType(kernel, "qkv", qkv); !s.isOk())
+    return s;
+  if (Status s = expectSameDType(kernel, likeName, like, "qkv", qkv);
+      !s.isOk())
+    return s;
+  const std::vector<int64_t> &shape = qkv.shape;
+  if (shape.size() != 5 || shape[2] != 3)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "'qkv' must be [B, T, 3, H, d] (the query, key and "
+                       "value heads of one projection), got %s",
+                       shapeString(shape).c_str());
+  int64_t batch = shape[0], length = shape[1], heads = shape[3],
+          size = shape[4];
+  SmallShape expected;
+  for (int64_t dim : {batch, length, heads, size})
+    expected.push_back(dim);
+  if (Status s = expectShape(kernel, likeName, like, expected); !s.isOk())
+    return s;
+  dims.heads = batch * heads;
+  dims.groupHeads = std::max<int64_t>(heads, 1);
+  dims.queries = dims.keys = length;
+  dims.headSize = dims.valueSize = size;
+  int64_t width = heads * size;
+  for (auto [rows, index] : {std::pair{&dims.query, 0}, std::pair{&dims.key, 1},
+                             std::pair{&dims.value, 2}})
+    *rows = {index * width, length * 3 * width, size, 3 * width};
+  dims.output = {0, length * width, size, width};
+  return Status::ok();
+}
+
+/// The [B, H, T] log-sum-exp of a qkv_attention over `qkv`.
+Status checkQkvLse(const char *kernel, const TensorView &lse,
+                   const TensorView &qkv) {
+  if (Status s = expectDType(kernel, "lse", lse, plan::F32); !s.isOk())
+    return s;
+  SmallShape expected;
+  for (int64_t dim : {qkv.shape[0], qkv.shape[3], qkv.shape[1]})
+    expected.push_back(dim);
+  return expectShape(kernel, "lse", lse, expected);
+}
+} // namespace
+
+Status checkQkvAttentionForward(const KernelArgs &args, const char *kernel,
+                                AttentionDims &dims, double &scale,
+                                const TensorView *&lse) {
+  lse = nullptr;
+  bool withLse = args.outputs.size() >= 2;
+  Status counted =
+      withLse ? checkOperands(args, kernel, {"qkv"}, {"result", "lse"})
+              : checkOperands(args, kernel, {"qkv"}, {"result"});
+  if (!counted.isOk())
+    return counted;
+  const TensorView &qkv = args.inputs[0];
+  if (Status s =
+          checkQkvOperands(kernel, qkv, "result", args.outputs[0], dims);
+      !s.isOk())
+    return s;
+  if (withLse) {
+    if (Status s = checkQkvLse(kernel, args.outputs[1], qkv); !s.isOk())
+      return s;
+    lse = &args.outputs[1];
+  }
+  return readAttentionAttributes(args, kernel, dims, scale);
+}
+
+Status checkQkvAttentionBackward(const KernelArgs &args, const char *kernel,
+                                 AttentionDims &dims, double &scale,
+                                 const TensorView *&output,
+                                 const TensorView *&lse) {
+  output = lse = nullptr;
+  bool saved = args.inputs.size() >= 3;
+  Status counted =
+      saved ? checkOperands(args, kernel, {"qkv", "grad", "output", "lse"},
+                            {"qkv_grad"})
+            : checkOperands(args, kernel, {"qkv", "grad"}, {"qkv_grad"});
+  if (!counted.isOk())
+    return counted;
+  const TensorView &qkv = args.inputs[0], &grad = args.inputs[1];
+  if (Status s = checkQkvOperands(kernel, qkv, "grad", grad, dims); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "qkv_grad", args.outputs[0], "qkv", qkv);
+      !s.isOk())
+    return s;
+  if (saved) {
+    if (Status s = expectLike(kernel, "output", args.inputs[2], "grad", grad);
+        !s.isOk())
+      return s;
+    if (Status s = checkQkvLse(kernel, args.inputs[3], qkv); !s.isOk())
+      return s;
+    output = &args.inputs[2];
+    lse = &args.inputs[3];
   }
   return readAttentionAttributes(args, kernel, dims, scale);
 }

@@ -384,11 +384,32 @@ Status readLayerNormAttributes(const KernelArgs &args, const char *kernel,
                                const SmallShape &shape, double &epsilon,
                                SmallShape &normalized);
 
+/// Where the rows of one attention operand lie, in elements from its
+/// buffer's start: row i of head h (heads numbered batch-major, `groupHeads`
+/// to a batch) starts at `rowStart(h, groupHeads) + i * row`. Contiguous
+/// [heads, rows, width] operands have one group, head = rows * width and
+/// row = width; a qkv_attention's operands are rows of the packed
+/// [B, T, 3, H, d] projection.
+struct AttentionRows {
+  int64_t offset = 0, batch = 0, head = 0, row = 0;
+
+  static AttentionRows contiguous(int64_t rows, int64_t width) {
+    return {0, 0, rows * width, width};
+  }
+  int64_t rowStart(int64_t h, int64_t groupHeads) const {
+    return offset + h / groupHeads * batch + h % groupHeads * head;
+  }
+};
+
 /// The sizes of an attention: `heads` independent [queries, headSize] query
-/// rows against [keys, headSize] keys and [keys, valueSize] values.
+/// rows against [keys, headSize] keys and [keys, valueSize] values, laid
+/// out as `query`, `key` and `value` say (each gradient as its operand),
+/// with the result, its gradient and the saved output as `output` says.
 struct AttentionDims {
   int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
+  int64_t groupHeads = 1;
   bool causal = false;
+  AttentionRows query, key, value, output;
 
   /// Keys are aligned at the end: key j is visible to query i iff
   /// j <= i + keys - queries.
@@ -428,6 +449,22 @@ Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
                               AttentionDims &dims, double &scale,
                               const TensorView *&output,
                               const TensorView *&lse);
+
+/// qkv_attention's operands: the packed [B, T, 3, H, d] projection `qkv`
+/// (query, key and value along its third dimension), the [B, T, H, d]
+/// result and optionally `lse` ([B, H, T], f32); also reads the
+/// attributes. `dims` gets B H heads of H to a group, laid out in place.
+Status checkQkvAttentionForward(const KernelArgs &args, const char *kernel,
+                                AttentionDims &dims, double &scale,
+                                const TensorView *&lse);
+
+/// qkv_attention_grad's operands: `qkv`, the [B, T, H, d] result's `grad`,
+/// optionally the forward's saved `output` and `lse`, and `qkv_grad`,
+/// shaped as `qkv`; also reads the attributes.
+Status checkQkvAttentionBackward(const KernelArgs &args, const char *kernel,
+                                 AttentionDims &dims, double &scale,
+                                 const TensorView *&output,
+                                 const TensorView *&lse);
 
 /// How a class loss reduces over the label positions.
 enum class Reduction { Mean, Sum, None };

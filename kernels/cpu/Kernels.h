@@ -40,6 +40,7 @@ Status gelu(const KernelArgs &args);
 // Linalg.cpp
 Status matmul(const KernelArgs &args);
 Status attention(const KernelArgs &args);
+Status qkvAttention(const KernelArgs &args);
 
 // Normalize.cpp
 Status softmax(const KernelArgs &args);
@@ -71,6 +72,7 @@ Status softmaxGrad(const KernelArgs &args);
 Status logSoftmaxGrad(const KernelArgs &args);
 Status layerNormGrad(const KernelArgs &args);
 Status attentionGrad(const KernelArgs &args);
+Status qkvAttentionGrad(const KernelArgs &args);
 Status crossEntropyGrad(const KernelArgs &args);
 Status nllLossGrad(const KernelArgs &args);
 Status mseLossGrad(const KernelArgs &args);

@@ -352,21 +352,22 @@ void gemv(CBLAS_TRANSPOSE trans, int rows, int columns, double alpha,
 template <typename C>
 void attentionBlas(const AttentionDims &dims, const C *q, const C *k,
                    const C *v, C *out, double scale) {
-  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize,
-          valueDim = dims.valueSize;
-  int ldk = static_cast<int>(std::max<int64_t>(headDim, 1));
-  int ldv = static_cast<int>(valueDim);
+  int64_t tq = dims.queries, headDim = dims.headSize, valueDim = dims.valueSize;
+  int64_t qRow = dims.query.row, kRow = dims.key.row, vRow = dims.value.row,
+          oRow = dims.output.row;
+  int ldk = static_cast<int>(std::max<int64_t>(kRow, 1));
+  int ldv = static_cast<int>(std::max<int64_t>(vRow, 1));
   // Zeroed once so BLAS never sees stack garbage, even where beta = 0 would
   // let a stale NaN through.
   C scores[kKeyBlock] = {};
   for (int64_t h = 0; h < dims.heads; ++h) {
-    const C *qh = q + h * tq * headDim;
-    const C *kh = k + h * tk * headDim;
-    const C *vh = v + h * tk * valueDim;
-    C *oh = out + h * tq * valueDim;
+    const C *qh = q + dims.query.rowStart(h, dims.groupHeads);
+    const C *kh = k + dims.key.rowStart(h, dims.groupHeads);
+    const C *vh = v + dims.value.rowStart(h, dims.groupHeads);
+    C *oh = out + dims.output.rowStart(h, dims.groupHeads);
     for (int64_t i = 0; i < tq; ++i) {
       int64_t visible = dims.visibleKeys(i);
-      C *row = oh + i * valueDim;
+      C *row = oh + i * oRow;
       std::fill(row, row + valueDim, C(0));
       C runningMax = -std::numeric_limits<C>::infinity();
       double denominator = 0;
@@ -376,8 +377,8 @@ void attentionBlas(const AttentionDims &dims, const C *q, const C *k,
           std::fill(scores, scores + len, C(0));
         else
           gemv(CblasNoTrans, len, static_cast<int>(headDim),
-               static_cast<C>(scale), kh + start * headDim, ldk,
-               qh + i * headDim, C(0), scores);
+               static_cast<C>(scale), kh + start * kRow, ldk, qh + i * qRow,
+               C(0), scores);
         C blockMax = *std::max_element(scores, scores + len);
         C newMax = std::max(runningMax, blockMax);
         C correction = start == 0
@@ -390,8 +391,8 @@ void attentionBlas(const AttentionDims &dims, const C *q, const C *k,
               static_cast<C>(std::exp(static_cast<double>(scores[j]) - newMax));
           denominator += scores[j];
         }
-        gemv(CblasTrans, len, ldv, C(1), vh + start * valueDim, ldv, scores,
-             correction, row);
+        gemv(CblasTrans, len, static_cast<int>(valueDim), C(1),
+             vh + start * vRow, ldv, scores, correction, row);
         runningMax = newMax;
       }
       for (int64_t d = 0; d < valueDim; ++d)
@@ -411,18 +412,18 @@ constexpr int64_t kValueBlock = 256;
 template <typename T>
 void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
                         const T *v, T *out, double scale) {
-  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize,
-          valueDim = dims.valueSize;
+  int64_t tq = dims.queries, headDim = dims.headSize, valueDim = dims.valueSize;
+  int64_t kRow = dims.key.row, vRow = dims.value.row;
   float scores[kKeyBlock] = {};
   float accumulator[kValueBlock] = {};
   for (int64_t h = 0; h < dims.heads; ++h) {
-    const T *qh = q + h * tq * headDim;
-    const T *kh = k + h * tk * headDim;
-    const T *vh = v + h * tk * valueDim;
-    T *oh = out + h * tq * valueDim;
+    const T *qh = q + dims.query.rowStart(h, dims.groupHeads);
+    const T *kh = k + dims.key.rowStart(h, dims.groupHeads);
+    const T *vh = v + dims.value.rowStart(h, dims.groupHeads);
+    T *oh = out + dims.output.rowStart(h, dims.groupHeads);
     for (int64_t i = 0; i < tq; ++i) {
       int64_t visible = dims.visibleKeys(i);
-      const T *query = qh + i * headDim;
+      const T *query = qh + i * dims.query.row;
       for (int64_t d0 = 0; d0 < valueDim; d0 += kValueBlock) {
         int64_t width = std::min(kValueBlock, valueDim - d0);
         std::fill(accumulator, accumulator + width, 0.0f);
@@ -431,7 +432,7 @@ void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
         for (int64_t start = 0; start < visible; start += kKeyBlock) {
           int64_t len = std::min(kKeyBlock, visible - start);
           for (int64_t j = 0; j < len; ++j) {
-            const T *key = kh + (start + j) * headDim;
+            const T *key = kh + (start + j) * kRow;
             float dot = 0;
             for (int64_t c = 0; c < headDim; ++c)
               dot += load(query[c]) * load(key[c]);
@@ -452,13 +453,13 @@ void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
           for (int64_t d = 0; d < width; ++d)
             accumulator[d] *= correction;
           for (int64_t j = 0; j < len; ++j) {
-            const T *value = vh + (start + j) * valueDim + d0;
+            const T *value = vh + (start + j) * vRow + d0;
             for (int64_t d = 0; d < width; ++d)
               accumulator[d] += scores[j] * load(value[d]);
           }
           runningMax = newMax;
         }
-        T *row = oh + i * valueDim + d0;
+        T *row = oh + i * dims.output.row + d0;
         for (int64_t d = 0; d < width; ++d)
           row[d] = store<T>(static_cast<float>(accumulator[d] / denominator));
       }
@@ -535,18 +536,19 @@ Status accumulateMatmul(const KernelArgs &args) {
 template <typename T>
 void attentionLse(const AttentionDims &dims, const T *q, const T *k, float *lse,
                   double scale) {
-  int64_t tq = dims.queries, tk = dims.keys, headDim = dims.headSize;
+  int64_t tq = dims.queries, headDim = dims.headSize;
+  int64_t qRow = dims.query.row, kRow = dims.key.row;
   for (int64_t h = 0; h < dims.heads; ++h) {
-    const T *qh = q + h * tq * headDim;
-    const T *kh = k + h * tk * headDim;
+    const T *qh = q + dims.query.rowStart(h, dims.groupHeads);
+    const T *kh = k + dims.key.rowStart(h, dims.groupHeads);
     for (int64_t i = 0; i < tq; ++i) {
       int64_t visible = dims.visibleKeys(i);
       double max = -std::numeric_limits<double>::infinity(), sum = 0;
       for (int64_t j = 0; j < visible; ++j) {
         double dot = 0;
         for (int64_t c = 0; c < headDim; ++c)
-          dot += static_cast<double>(load(qh[i * headDim + c])) *
-                 static_cast<double>(load(kh[j * headDim + c]));
+          dot += static_cast<double>(load(qh[i * qRow + c])) *
+                 static_cast<double>(load(kh[j * kRow + c]));
         double score = scale * dot;
         if (score > max) {
           sum = sum * std::exp(max - score) + 1;
@@ -562,19 +564,18 @@ void attentionLse(const AttentionDims &dims, const T *q, const T *k, float *lse,
   }
 }
 
-Status attention(const KernelArgs &args) {
-  const char *kernel = "attention";
-  AttentionDims dims;
-  double scale = 0;
-  const TensorView *lse = nullptr;
-  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
-      !s.isOk())
-    return s;
-  const TensorView &q = args.inputs[0], &k = args.inputs[1],
-                   &v = args.inputs[2], &out = args.outputs[0];
+namespace {
+/// attention and qkv_attention, once their operands are checked: `q`, `k`
+/// and `v` are the buffers the layouts in `dims` index.
+Status runAttention(const char *kernel, const AttentionDims &dims,
+                    double scale, const TensorView &q, const TensorView &k,
+                    const TensorView &v, const TensorView &out,
+                    const TensorView *lse) {
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize}})
+        {"value head size", dims.valueSize},
+        {"key row stride", dims.key.row},
+        {"value row stride", dims.value.row}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
@@ -594,6 +595,32 @@ Status attention(const KernelArgs &args) {
       attentionHalfWidth(dims, q.as<const T>(), k.as<const T>(),
                          v.as<const T>(), out.as<T>(), scale);
   });
+}
+} // namespace
+
+Status attention(const KernelArgs &args) {
+  const char *kernel = "attention";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
+      !s.isOk())
+    return s;
+  return runAttention(kernel, dims, scale, args.inputs[0], args.inputs[1],
+                      args.inputs[2], args.outputs[0], lse);
+}
+
+Status qkvAttention(const KernelArgs &args) {
+  const char *kernel = "qkv_attention";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkQkvAttentionForward(args, kernel, dims, scale, lse);
+      !s.isOk())
+    return s;
+  const TensorView &qkv = args.inputs[0];
+  return runAttention(kernel, dims, scale, qkv, qkv, qkv, args.outputs[0],
+                      lse);
 }
 
 } // namespace zcc::cpu::kernels

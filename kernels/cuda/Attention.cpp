@@ -15,6 +15,7 @@
 
 #include <climits>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace zcc::cuda::kernels {
@@ -48,6 +49,10 @@ Status checkDeviceHeadSizes(const char *kernel, const AttentionDims &dims) {
   return Status::ok();
 }
 
+AttentionRows rowsOf(const cpu::detail::AttentionRows &rows) {
+  return {rows.batch, rows.head, rows.row};
+}
+
 AttentionShape shapeOf(const AttentionDims &dims, double scale) {
   AttentionShape shape;
   shape.heads = dims.heads;
@@ -57,24 +62,34 @@ AttentionShape shapeOf(const AttentionDims &dims, double scale) {
   shape.valueSize = dims.valueSize;
   shape.causal = dims.causal;
   shape.scale = scale;
+  shape.groupHeads = dims.groupHeads;
+  shape.query = rowsOf(dims.query);
+  shape.key = rowsOf(dims.key);
+  shape.value = rowsOf(dims.value);
+  shape.output = rowsOf(dims.output);
   return shape;
 }
 
-} // namespace
+/// Where `view`'s operand laid out as `rows` starts.
+template <typename Pointer>
+Pointer rowsStart(Pointer data, const TensorView &view,
+                  const cpu::detail::AttentionRows &rows) {
+  using Byte = std::conditional_t<std::is_const_v<std::remove_pointer_t<Pointer>>,
+                                  const unsigned char, unsigned char>;
+  return static_cast<Byte *>(data) + rows.offset * plan::dtypeBytes(view.dtype);
+}
 
-Status attention(const KernelArgs &args, const LaunchContext &context) {
-  const char *kernel = "attention";
-  AttentionDims dims;
-  double scale = 0;
-  const TensorView *lse = nullptr;
-  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
-      !s.isOk())
-    return s;
-  const TensorView &q = args.inputs[0], &k = args.inputs[1],
-                   &v = args.inputs[2], &out = args.outputs[0];
+/// attention and qkv_attention, once their operands are checked: `q`, `k`
+/// and `v` are the buffers the layouts in `dims` index.
+Status runAttention(const char *kernel, const AttentionDims &dims,
+                    double scale, const TensorView &q, const TensorView &k,
+                    const TensorView &v, const TensorView &out,
+                    const TensorView *lse, const LaunchContext &context) {
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize}})
+        {"value head size", dims.valueSize},
+        {"key row stride", dims.key.row},
+        {"value row stride", dims.value.row}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
 
@@ -86,25 +101,21 @@ Status attention(const KernelArgs &args, const LaunchContext &context) {
   AttentionParams params;
   params.type = elementType(q.dtype);
   params.shape = shapeOf(dims, scale);
-  params.query = q.data;
-  params.key = k.data;
-  params.value = v.data;
-  params.result = out.data;
+  params.query = rowsStart(static_cast<const void *>(q.data), q, dims.query);
+  params.key = rowsStart(static_cast<const void *>(k.data), k, dims.key);
+  params.value = rowsStart(static_cast<const void *>(v.data), v, dims.value);
+  params.result = rowsStart(out.data, out, dims.output);
   params.lse = lse ? lse->data : nullptr;
   return launchStatus(kernel, launchAttention(params, context.stream));
 }
 
-Status attentionGrad(const KernelArgs &args, const LaunchContext &context) {
-  const char *kernel = "attention_grad";
-  AttentionDims dims;
-  double scale = 0;
-  const TensorView *output = nullptr, *lse = nullptr;
-  if (Status s =
-          checkAttentionBackward(args, kernel, dims, scale, output, lse);
-      !s.isOk())
-    return s;
-  const TensorView &q = args.inputs[0], &k = args.inputs[1],
-                   &v = args.inputs[2], &grad = args.inputs[3];
+/// attention_grad and qkv_attention_grad, once their operands are checked.
+Status runAttentionGrad(const char *kernel, const AttentionDims &dims,
+                        double scale, const TensorView &q, const TensorView &k,
+                        const TensorView &v, const TensorView &grad,
+                        const TensorView *output, const TensorView *lse,
+                        const TensorView &dq, const TensorView &dk,
+                        const TensorView &dv, const LaunchContext &context) {
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
         {"value head size", dims.valueSize}})
@@ -128,17 +139,77 @@ Status attentionGrad(const KernelArgs &args, const LaunchContext &context) {
                        "bytes of workspace, more than the %zu available",
                        static_cast<long long>(dims.heads * dims.queries),
                        workspace, context.workspaceBytes);
-  params.query = q.data;
-  params.key = k.data;
-  params.value = v.data;
-  params.grad = grad.data;
-  params.output = output ? output->data : nullptr;
+  params.query = rowsStart(static_cast<const void *>(q.data), q, dims.query);
+  params.key = rowsStart(static_cast<const void *>(k.data), k, dims.key);
+  params.value = rowsStart(static_cast<const void *>(v.data), v, dims.value);
+  params.grad = rowsStart(static_cast<const void *>(grad.data), grad, dims.output);
+  params.output =
+      output ? rowsStart(static_cast<const void *>(output->data), *output, dims.output)
+             : nullptr;
   params.lse = lse ? lse->data : nullptr;
-  params.queryGrad = args.outputs[0].data;
-  params.keyGrad = args.outputs[1].data;
-  params.valueGrad = args.outputs[2].data;
+  params.queryGrad = rowsStart(dq.data, dq, dims.query);
+  params.keyGrad = rowsStart(dk.data, dk, dims.key);
+  params.valueGrad = rowsStart(dv.data, dv, dims.value);
   params.workspace = context.workspace;
   return launchStatus(kernel, launchAttentionGrad(params, context.stream));
+}
+
+} // namespace
+
+Status attention(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "attention";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkAttentionForward(args, kernel, dims, scale, lse);
+      !s.isOk())
+    return s;
+  return runAttention(kernel, dims, scale, args.inputs[0], args.inputs[1],
+                      args.inputs[2], args.outputs[0], lse, context);
+}
+
+Status qkvAttention(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "qkv_attention";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *lse = nullptr;
+  if (Status s = checkQkvAttentionForward(args, kernel, dims, scale, lse);
+      !s.isOk())
+    return s;
+  const TensorView &qkv = args.inputs[0];
+  return runAttention(kernel, dims, scale, qkv, qkv, qkv, args.outputs[0], lse,
+                      context);
+}
+
+Status attentionGrad(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "attention_grad";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *output = nullptr, *lse = nullptr;
+  if (Status s =
+          checkAttentionBackward(args, kernel, dims, scale, output, lse);
+      !s.isOk())
+    return s;
+  return runAttentionGrad(kernel, dims, scale, args.inputs[0], args.inputs[1],
+                          args.inputs[2], args.inputs[3], output, lse,
+                          args.outputs[0], args.outputs[1], args.outputs[2],
+                          context);
+}
+
+Status qkvAttentionGrad(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "qkv_attention_grad";
+  AttentionDims dims;
+  double scale = 0;
+  const TensorView *output = nullptr, *lse = nullptr;
+  if (Status s =
+          checkQkvAttentionBackward(args, kernel, dims, scale, output, lse);
+      !s.isOk())
+    return s;
+  // Every element of qkv_grad is one head's query, key or value gradient,
+  // so the kernels write it whole.
+  const TensorView &qkv = args.inputs[0], &qkvGrad = args.outputs[0];
+  return runAttentionGrad(kernel, dims, scale, qkv, qkv, qkv, args.inputs[1],
+                          output, lse, qkvGrad, qkvGrad, qkvGrad, context);
 }
 
 } // namespace zcc::cuda::kernels

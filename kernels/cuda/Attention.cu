@@ -66,13 +66,15 @@ __host__ __device__ inline int oddStride(int64_t width) {
   return static_cast<int>(width) | 1;
 }
 
-/// The sizes every kernel reads.
+/// The sizes and layouts every kernel reads.
 struct Dims {
   int64_t heads, queries, keys;
   int headSize, valueSize;
   bool causal;
   /// Key j is visible to query i iff j <= i + offset (causal only).
   int64_t offset;
+  int64_t groupHeads;
+  AttentionRows query, key, value, output;
 };
 
 Dims dimsOf(const AttentionShape &shape) {
@@ -84,21 +86,35 @@ Dims dimsOf(const AttentionShape &shape) {
   d.valueSize = static_cast<int>(shape.valueSize);
   d.causal = shape.causal;
   d.offset = shape.keys - shape.queries;
+  d.groupHeads = shape.groupHeads > 0 ? shape.groupHeads : 1;
+  d.query = shape.query;
+  d.key = shape.key;
+  d.value = shape.value;
+  d.output = shape.output;
   return d;
 }
 
+/// Row 0 of head `head` of an operand laid out as `rows`.
+template <typename T>
+__device__ __forceinline__ T *headRows(T *base, const AttentionRows &rows,
+                                       const Dims &dims, int64_t head) {
+  return base + head / dims.groupHeads * rows.batch +
+         head % dims.groupHeads * rows.head;
+}
+
 /// Copies rows [first, first + tileRows) of the [rowCount, width] matrix at
-/// `src` into `dst` (row stride `stride`), widened to A; rows past
-/// `rowCount` become zeros.
+/// `src` (rows `srcRow` elements apart) into `dst` (row stride `stride`),
+/// widened to A; rows past `rowCount` become zeros.
 template <typename T, typename A>
-__device__ void loadTile(A *dst, int stride, const T *src, int64_t first,
-                         int64_t rowCount, int width, int tileRows) {
+__device__ void loadTile(A *dst, int stride, const T *src, int64_t srcRow,
+                         int64_t first, int64_t rowCount, int width,
+                         int tileRows) {
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int r = warp; r < tileRows; r += kThreads / 32) {
     int64_t row = first + r;
     A *out = dst + r * stride;
     if (row < rowCount) {
-      const T *in = src + row * width;
+      const T *in = src + row * srcRow;
       for (int c = lane; c < width; c += 32)
         out[c] = load(in + c);
     } else {
@@ -183,12 +199,17 @@ struct KernelArgs {
   bool async;
 };
 
-/// Whether every pointer is 16-byte aligned and both head sizes are
-/// multiples of 8 elements (16 bytes of a 16-bit type).
+/// Whether every pointer is 16-byte aligned and both head sizes and every
+/// stride between rows are multiples of 8 elements (16 bytes of a 16-bit
+/// type).
 bool wholePieces(const AttentionShape &shape,
                  std::initializer_list<const void *> pointers) {
   if (shape.headSize % 8 != 0 || shape.valueSize % 8 != 0)
     return false;
+  for (const AttentionRows &rows :
+       {shape.query, shape.key, shape.value, shape.output})
+    if (rows.batch % 8 != 0 || rows.head % 8 != 0 || rows.row % 8 != 0)
+      return false;
   for (const void *p : pointers)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
       return false;
@@ -219,11 +240,10 @@ __global__ void __launch_bounds__(kThreads)
   int64_t head = blockIdx.x % dims.heads;
   int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kTile;
   const T *query =
-      static_cast<const T *>(args.query) + head * dims.queries * dims.headSize;
-  const T *key =
-      static_cast<const T *>(args.key) + head * dims.keys * dims.headSize;
+      headRows(static_cast<const T *>(args.query), dims.query, dims, head);
+  const T *key = headRows(static_cast<const T *>(args.key), dims.key, dims, head);
   const T *value =
-      static_cast<const T *>(args.value) + head * dims.keys * dims.valueSize;
+      headRows(static_cast<const T *>(args.value), dims.value, dims, head);
 
   const int rowGroup = threadIdx.x / kColumnGroups,
             columnGroup = threadIdx.x % kColumnGroups;
@@ -239,7 +259,7 @@ __global__ void __launch_bounds__(kThreads)
       acc[r][t] = 0;
   }
 
-  loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
+  loadTile(qs, qStride, query, dims.query.row, q0, dims.queries, dims.headSize, kTile);
   int64_t keyEnd = dims.keys;
   if (dims.causal) {
     int64_t lastQuery = min(q0 + kTile, dims.queries) - 1;
@@ -247,8 +267,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t k0 = 0; k0 < keyEnd; k0 += kTile) {
     __syncthreads(); // The previous tile is consumed.
-    loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
-    loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+    loadTile(ks, qStride, key, dims.key.row, k0, dims.keys, dims.headSize, kTile);
+    loadTile(vs, vStride, value, dims.value.row, k0, dims.keys, dims.valueSize, kTile);
     __syncthreads();
     A s[R][C];
 #pragma unroll
@@ -299,7 +319,8 @@ __global__ void __launch_bounds__(kThreads)
     bool valid = i < dims.queries;
     if constexpr (!kStats) {
       // Without any key the cpu divides 0 by 0: NaN here too.
-      T *out = static_cast<T *>(args.result) + (rowBase + i) * dims.valueSize;
+      T *out = headRows(static_cast<T *>(args.result), dims.output, dims, head) +
+               i * dims.output.row;
 #pragma unroll
       for (int t = 0; t < kChunks; ++t) {
         int column = columnGroup + kColumnGroups * t;
@@ -311,8 +332,9 @@ __global__ void __launch_bounds__(kThreads)
             static_cast<float>(rowMax[r] + log(rowSum[r]));
     } else {
       A inverseSum = A(1) / rowSum[r];
-      const T *grad = static_cast<const T *>(args.grad) +
-                      (rowBase + (valid ? i : 0)) * dims.valueSize;
+      const T *grad =
+          headRows(static_cast<const T *>(args.grad), dims.output, dims, head) +
+          (valid ? i : 0) * dims.output.row;
       A delta = 0;
 #pragma unroll
       for (int t = 0; t < kChunks; ++t) {
@@ -358,11 +380,14 @@ __global__ void __launch_bounds__(kThreads)
   // Tile-major order, first (for causal: heaviest) key tiles first.
   int64_t head = blockIdx.x % dims.heads;
   int64_t k0 = (blockIdx.x / dims.heads) * kTile;
-  int64_t qkBase = head * dims.queries, kBase = head * dims.keys;
-  const T *query = static_cast<const T *>(args.query) + qkBase * dims.headSize;
-  const T *grad = static_cast<const T *>(args.grad) + qkBase * dims.valueSize;
-  const T *key = static_cast<const T *>(args.key) + kBase * dims.headSize;
-  const T *value = static_cast<const T *>(args.value) + kBase * dims.valueSize;
+  int64_t qkBase = head * dims.queries;
+  const T *query =
+      headRows(static_cast<const T *>(args.query), dims.query, dims, head);
+  const T *grad =
+      headRows(static_cast<const T *>(args.grad), dims.output, dims, head);
+  const T *key = headRows(static_cast<const T *>(args.key), dims.key, dims, head);
+  const T *value =
+      headRows(static_cast<const T *>(args.value), dims.value, dims, head);
   const A *rowMax = static_cast<const A *>(args.rowMax) + qkBase;
   const A *rowInverseSum = static_cast<const A *>(args.rowInverseSum) + qkBase;
   const A *rowDelta = static_cast<const A *>(args.rowDelta) + qkBase;
@@ -377,15 +402,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int t = 0; t < kChunks; ++t)
       keyGrad[r][t] = valueGrad[r][t] = 0;
 
-  loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
-  loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+  loadTile(ks, qStride, key, dims.key.row, k0, dims.keys, dims.headSize, kTile);
+  loadTile(vs, vStride, value, dims.value.row, k0, dims.keys, dims.valueSize, kTile);
   // The first query that sees key k0.
   int64_t firstQuery = dims.causal && k0 > dims.offset ? k0 - dims.offset : 0;
   for (int64_t q0 = firstQuery / kTile * kTile; q0 < dims.queries;
        q0 += kTile) {
     __syncthreads(); // The previous tile is consumed.
-    loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
-    loadTile(gs, vStride, grad, q0, dims.queries, dims.valueSize, kTile);
+    loadTile(qs, qStride, query, dims.query.row, q0, dims.queries, dims.headSize, kTile);
+    loadTile(gs, vStride, grad, dims.output.row, q0, dims.queries, dims.valueSize, kTile);
     for (int r = threadIdx.x; r < kTile; r += kThreads) {
       bool valid = q0 + r < dims.queries;
       statMax[r] = valid ? rowMax[q0 + r] : A(0);
@@ -429,8 +454,11 @@ __global__ void __launch_bounds__(kThreads)
     int64_t j = k0 + rowGroup + kRowGroups * r;
     if (j >= dims.keys)
       continue;
-    T *kOut = static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
-    T *vOut = static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+    T *kOut = headRows(static_cast<T *>(args.keyGrad), dims.key, dims, head) +
+              j * dims.key.row;
+    T *vOut =
+        headRows(static_cast<T *>(args.valueGrad), dims.value, dims, head) +
+        j * dims.value.row;
 #pragma unroll
     for (int t = 0; t < kChunks; ++t) {
       int column = columnGroup + kColumnGroups * t;
@@ -465,11 +493,14 @@ __global__ void __launch_bounds__(kThreads)
   int64_t tiles = (dims.queries + kTile - 1) / kTile;
   int64_t head = blockIdx.x % dims.heads;
   int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kTile;
-  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
-  const T *query = static_cast<const T *>(args.query) + qBase * dims.headSize;
-  const T *grad = static_cast<const T *>(args.grad) + qBase * dims.valueSize;
-  const T *key = static_cast<const T *>(args.key) + kBase * dims.headSize;
-  const T *value = static_cast<const T *>(args.value) + kBase * dims.valueSize;
+  int64_t qBase = head * dims.queries;
+  const T *query =
+      headRows(static_cast<const T *>(args.query), dims.query, dims, head);
+  const T *grad =
+      headRows(static_cast<const T *>(args.grad), dims.output, dims, head);
+  const T *key = headRows(static_cast<const T *>(args.key), dims.key, dims, head);
+  const T *value =
+      headRows(static_cast<const T *>(args.value), dims.value, dims, head);
 
   const int rowGroup = threadIdx.x / kColumnGroups,
             columnGroup = threadIdx.x % kColumnGroups;
@@ -489,8 +520,8 @@ __global__ void __launch_bounds__(kThreads)
       queryGrad[r][t] = 0;
   }
 
-  loadTile(qs, qStride, query, q0, dims.queries, dims.headSize, kTile);
-  loadTile(gs, vStride, grad, q0, dims.queries, dims.valueSize, kTile);
+  loadTile(qs, qStride, query, dims.query.row, q0, dims.queries, dims.headSize, kTile);
+  loadTile(gs, vStride, grad, dims.output.row, q0, dims.queries, dims.valueSize, kTile);
   int64_t keyEnd = dims.keys;
   if (dims.causal) {
     int64_t lastQuery = min(q0 + kTile, dims.queries) - 1;
@@ -498,8 +529,8 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t k0 = 0; k0 < keyEnd; k0 += kTile) {
     __syncthreads(); // The previous tile is consumed.
-    loadTile(ks, qStride, key, k0, dims.keys, dims.headSize, kTile);
-    loadTile(vs, vStride, value, k0, dims.keys, dims.valueSize, kTile);
+    loadTile(ks, qStride, key, dims.key.row, k0, dims.keys, dims.headSize, kTile);
+    loadTile(vs, vStride, value, dims.value.row, k0, dims.keys, dims.valueSize, kTile);
     __syncthreads();
     A s[R][C], dp[R][C];
 #pragma unroll
@@ -533,7 +564,8 @@ __global__ void __launch_bounds__(kThreads)
     int64_t i = q0 + rowGroup + kRowGroups * r;
     if (i >= dims.queries)
       continue;
-    T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+    T *out = headRows(static_cast<T *>(args.queryGrad), dims.query, dims, head) +
+             i * dims.query.row;
 #pragma unroll
     for (int t = 0; t < kChunks; ++t) {
       int column = columnGroup + kColumnGroups * t;
@@ -644,15 +676,16 @@ template <int kPending> __device__ __forceinline__ void waitCopies() {
 }
 
 /// Stages rows [first, first + tileRows) of the [rowCount, width] matrix
-/// at `src` into `dst` (row stride `stride`), columns up to kPad; rows and
-/// columns past the matrix become zeros. With `async` (width a multiple of
-/// 8, `src` 16-byte aligned) the copies are cp.async ones the caller waits
-/// for; otherwise plain stores, visible after the next barrier.
+/// at `src` (rows `srcRow` elements apart) into `dst` (row stride
+/// `stride`), columns up to kPad; rows and columns past the matrix become
+/// zeros. With `async` (width and `srcRow` multiples of 8, `src` 16-byte
+/// aligned) the copies are cp.async ones the caller waits for; otherwise
+/// plain stores, visible after the next barrier.
 template <int kPad>
-__device__ __forceinline__ void stageTile(uint16_t *dst, int stride,
-                                          const uint16_t *src, int64_t first,
-                                          int64_t rowCount, int width,
-                                          int tileRows, bool async) {
+__device__ __forceinline__ void
+stageTile(uint16_t *dst, int stride, const uint16_t *src, int64_t srcRow,
+          int64_t first, int64_t rowCount, int width, int tileRows,
+          bool async) {
   if (async) {
     constexpr int kPieces = kPad / 8;
     for (int index = threadIdx.x; index < tileRows * kPieces;
@@ -660,7 +693,7 @@ __device__ __forceinline__ void stageTile(uint16_t *dst, int stride,
       int r = index / kPieces, c = index % kPieces * 8;
       int64_t row = first + r;
       bool valid = row < rowCount && c < width;
-      copyAsync16(dst + r * stride + c, valid ? src + row * width + c : src,
+      copyAsync16(dst + r * stride + c, valid ? src + row * srcRow + c : src,
                   valid);
     }
     return;
@@ -669,7 +702,7 @@ __device__ __forceinline__ void stageTile(uint16_t *dst, int stride,
   for (int r = warp; r < tileRows; r += kThreads / 32) {
     int64_t row = first + r;
     uint16_t *out = dst + r * stride;
-    const uint16_t *in = src + row * width;
+    const uint16_t *in = src + row * srcRow;
     bool valid = row < rowCount;
     for (int c = lane; c < kPad; c += 32)
       out[c] = valid && c < width ? in[c] : uint16_t(0);
@@ -682,9 +715,10 @@ __device__ __forceinline__ void
 stageKeysAndValues(uint16_t *ks, uint16_t *vs, int stride, const uint16_t *key,
                    const uint16_t *value, int64_t k0, const Dims &dims,
                    int rows, bool async) {
-  stageTile<kPad>(ks, stride, key, k0, dims.keys, dims.headSize, rows, async);
-  stageTile<kPad>(vs, stride, value, k0, dims.keys, dims.valueSize, rows,
-                  async);
+  stageTile<kPad>(ks, stride, key, dims.key.row, k0, dims.keys, dims.headSize,
+                  rows, async);
+  stageTile<kPad>(vs, stride, value, dims.value.row, k0, dims.keys,
+                  dims.valueSize, rows, async);
 }
 
 /// The step of a loop over double-buffered tiles of `rows` keys and values
@@ -934,13 +968,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int64_t tiles = (dims.queries + kBlock - 1) / kBlock;
   int64_t head = blockIdx.x % dims.heads;
   int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kBlock;
-  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
-  const uint16_t *query =
-      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
+  int64_t qBase = head * dims.queries;
+  const uint16_t *query = headRows(static_cast<const uint16_t *>(args.query),
+                                   dims.query, dims, head);
   const uint16_t *key =
-      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
-  const uint16_t *value =
-      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+      headRows(static_cast<const uint16_t *>(args.key), dims.key, dims, head);
+  const uint16_t *value = headRows(static_cast<const uint16_t *>(args.value),
+                                   dims.value, dims, head);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t = lane & 3, warpRow = 16 * R * warp;
@@ -956,7 +990,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   const int64_t keyTiles =
       (keyEndFor(dims, q0, kBlock) + kStream - 1) / kStream;
-  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kBlock,
+  stageTile<kPad>(qs, stride, query, dims.query.row, q0, dims.queries, dims.headSize, kBlock,
                   async);
   commitCopies();
   if (keyTiles > 0)
@@ -1038,7 +1072,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
           continue;
         // Without any key the cpu divides 0 by 0: NaN here too.
         T *result =
-            static_cast<T *>(args.result) + (qBase + i) * dims.valueSize;
+            headRows(static_cast<T *>(args.result), dims.output, dims, head) +
+            i * dims.output.row;
 #pragma unroll
         for (int n = 0; n < kOut; ++n)
           storePair(result, 8 * n + 2 * t, dims.valueSize,
@@ -1050,8 +1085,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
               (rowMax[r][h] + log2f(total)) * kLn2;
       } else {
         float inverseSum = 1.0f / total;
-        const T *grad = static_cast<const T *>(args.grad) +
-                        (qBase + (valid ? i : 0)) * dims.valueSize;
+        const T *grad = headRows(static_cast<const T *>(args.grad),
+                                 dims.output, dims, head) +
+                        (valid ? i : 0) * dims.output.row;
         float delta = 0;
 #pragma unroll
         for (int n = 0; n < kOut; ++n)
@@ -1085,8 +1121,13 @@ __global__ void __launch_bounds__(kThreads) savedStatisticsKernel(KernelArgs arg
   int warps = kThreads / 32, lane = threadIdx.x & 31;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
        row < rows; row += static_cast<int64_t>(gridDim.x) * warps) {
-    const T *grad = static_cast<const T *>(args.grad) + row * dims.valueSize;
-    const T *output = static_cast<const T *>(args.output) + row * dims.valueSize;
+    int64_t head = row / dims.queries, i = row % dims.queries;
+    const T *grad =
+        headRows(static_cast<const T *>(args.grad), dims.output, dims, head) +
+        i * dims.output.row;
+    const T *output =
+        headRows(static_cast<const T *>(args.output), dims.output, dims, head) +
+        i * dims.output.row;
     float delta = 0;
     for (int c = lane; c < dims.valueSize; c += 32)
       delta += load(grad + c) * load(output + c);
@@ -1123,15 +1164,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   int64_t head = blockIdx.x % dims.heads;
   int64_t k0 = (blockIdx.x / dims.heads) * kBlock;
-  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
-  const uint16_t *query =
-      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
-  const uint16_t *grad =
-      static_cast<const uint16_t *>(args.grad) + qBase * dims.valueSize;
+  int64_t qBase = head * dims.queries;
+  const uint16_t *query = headRows(static_cast<const uint16_t *>(args.query),
+                                   dims.query, dims, head);
+  const uint16_t *grad = headRows(static_cast<const uint16_t *>(args.grad),
+                                  dims.output, dims, head);
   const uint16_t *key =
-      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
-  const uint16_t *value =
-      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+      headRows(static_cast<const uint16_t *>(args.key), dims.key, dims, head);
+  const uint16_t *value = headRows(static_cast<const uint16_t *>(args.value),
+                                   dims.value, dims, head);
   const float *rowMax = static_cast<const float *>(args.rowMax) + qBase;
   const float *rowInverseSum =
       static_cast<const float *>(args.rowInverseSum) + qBase;
@@ -1151,9 +1192,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   // Stages query tile `q0` (queries, gradients, statistics) into `buffer`.
   auto stageQueries = [&](int64_t q0, int buffer) {
-    stageTile<kPad>(qs + buffer * kStream * stride, stride, query, q0,
+    stageTile<kPad>(qs + buffer * kStream * stride, stride, query, dims.query.row, q0,
                     dims.queries, dims.headSize, kStream, async);
-    stageTile<kPad>(gs + buffer * kStream * stride, stride, grad, q0,
+    stageTile<kPad>(gs + buffer * kStream * stride, stride, grad, dims.output.row, q0,
                     dims.queries, dims.valueSize, kStream, async);
     float *stat = stats + buffer * 3 * kStream;
     for (int r = threadIdx.x; r < kStream; r += kThreads) {
@@ -1221,10 +1262,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       int64_t j = keys[r][h];
       if (j >= dims.keys)
         continue;
-      T *keyOut =
-          static_cast<T *>(args.keyGrad) + (kBase + j) * dims.headSize;
+      T *keyOut = headRows(static_cast<T *>(args.keyGrad), dims.key, dims, head) +
+                  j * dims.key.row;
       T *valueOut =
-          static_cast<T *>(args.valueGrad) + (kBase + j) * dims.valueSize;
+          headRows(static_cast<T *>(args.valueGrad), dims.value, dims, head) +
+          j * dims.value.row;
 #pragma unroll
       for (int n = 0; n < kOut; ++n) {
         int column = 8 * n + 2 * t;
@@ -1257,15 +1299,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int64_t tiles = (dims.queries + kBlock - 1) / kBlock;
   int64_t head = blockIdx.x % dims.heads;
   int64_t q0 = (tiles - 1 - blockIdx.x / dims.heads) * kBlock;
-  int64_t qBase = head * dims.queries, kBase = head * dims.keys;
-  const uint16_t *query =
-      static_cast<const uint16_t *>(args.query) + qBase * dims.headSize;
-  const uint16_t *grad =
-      static_cast<const uint16_t *>(args.grad) + qBase * dims.valueSize;
+  int64_t qBase = head * dims.queries;
+  const uint16_t *query = headRows(static_cast<const uint16_t *>(args.query),
+                                   dims.query, dims, head);
+  const uint16_t *grad = headRows(static_cast<const uint16_t *>(args.grad),
+                                  dims.output, dims, head);
   const uint16_t *key =
-      static_cast<const uint16_t *>(args.key) + kBase * dims.headSize;
-  const uint16_t *value =
-      static_cast<const uint16_t *>(args.value) + kBase * dims.valueSize;
+      headRows(static_cast<const uint16_t *>(args.key), dims.key, dims, head);
+  const uint16_t *value = headRows(static_cast<const uint16_t *>(args.value),
+                                   dims.value, dims, head);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2,
             t = lane & 3, warpRow = 16 * R * warp;
@@ -1292,9 +1334,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
   const int64_t keyTiles =
       (keyEndFor(dims, q0, kBlock) + kStream - 1) / kStream;
-  stageTile<kPad>(qs, stride, query, q0, dims.queries, dims.headSize, kBlock,
+  stageTile<kPad>(qs, stride, query, dims.query.row, q0, dims.queries, dims.headSize, kBlock,
                   async);
-  stageTile<kPad>(gs, stride, grad, q0, dims.queries, dims.valueSize, kBlock,
+  stageTile<kPad>(gs, stride, grad, dims.output.row, q0, dims.queries, dims.valueSize, kBlock,
                   async);
   if (keyTiles > 0)
     stageKeysAndValues<kPad>(ks, vs, stride, key, value, 0, dims, kStream,
@@ -1342,7 +1384,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
       int64_t i = rows[r][h];
       if (i >= dims.queries)
         continue;
-      T *out = static_cast<T *>(args.queryGrad) + (qBase + i) * dims.headSize;
+      T *out =
+          headRows(static_cast<T *>(args.queryGrad), dims.query, dims, head) +
+          i * dims.query.row;
 #pragma unroll
       for (int n = 0; n < kOut; ++n)
         storePair(out, 8 * n + 2 * t, dims.headSize,

@@ -18,13 +18,34 @@
 
 namespace zcc::cuda {
 
+/// Where the rows of one operand lie, in elements from its pointer: row i
+/// of head h starts at (h / groupHeads) batch + (h % groupHeads) head +
+/// i row (AttentionShape::groupHeads).
+struct AttentionRows {
+  int64_t batch = 0, head = 0, row = 0;
+};
+
 /// `heads` independent attentions of [queries, headSize] query rows against
-/// [keys, headSize] keys and [keys, valueSize] values, all contiguous. With
-/// `causal`, key j is visible to query i iff j <= i + keys - queries.
+/// [keys, headSize] keys and [keys, valueSize] values. With `causal`, key j
+/// is visible to query i iff j <= i + keys - queries. The rows lie as
+/// `query`, `key`, `value` (each gradient as its operand) and `output` (the
+/// result, its gradient and the saved result) say, with the heads numbered
+/// batch-major, `groupHeads` to a batch; setContiguous() lays out
+/// [heads, rows, width] operands.
 struct AttentionShape {
   int64_t heads = 0, queries = 0, keys = 0, headSize = 0, valueSize = 0;
   bool causal = false;
   double scale = 1;
+  int64_t groupHeads = 1;
+  AttentionRows query, key, value, output;
+
+  void setContiguous() {
+    groupHeads = heads > 0 ? heads : 1;
+    query = {0, queries * headSize, headSize};
+    key = {0, keys * headSize, headSize};
+    value = {0, keys * valueSize, valueSize};
+    output = {0, queries * valueSize, valueSize};
+  }
 };
 
 /// The largest head size (of queries and keys, and of values) the kernels

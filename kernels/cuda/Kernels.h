@@ -99,6 +99,8 @@ ZCC_CUDA_KERNEL(accumulateMatmul);
 // Attention.cpp
 ZCC_CUDA_KERNEL(attention);
 ZCC_CUDA_KERNEL(attentionGrad);
+ZCC_CUDA_KERNEL(qkvAttention);
+ZCC_CUDA_KERNEL(qkvAttentionGrad);
 
 // Optimizer.cpp
 ZCC_CUDA_KERNEL(accumulate);

@@ -1059,6 +1059,54 @@ TEST(CpuKernelsDType, AttentionLongRowsAndWideValues) {
   checkEveryFloatType(attentionCase({1}, 3, 1500, 8, 300, true, 130));
 }
 
+/// qkv_attention and qkv_attention_grad read and write the heads of the
+/// packed projection in place; they must give, bit for bit, what attention
+/// and attention_grad give on the heads transposed out of it.
+void checkQkvAgainstHeads(DType dtype, const QkvShape &s, bool causal, uint32_t seed) {
+  SCOPED_TRACE(std::string(cpu::dtypeName(dtype)) + " qkv seed " + std::to_string(seed));
+  std::vector<int64_t> heads = {s.batch, s.heads, s.length, s.size};
+  double scale = 1.0 / std::sqrt(static_cast<double>(s.size));
+  Call forward = qkvAttentionCall(s, dtype, causal, false, seed);
+  ASSERT_OK(forward.run());
+  std::vector<double> packed = decode(forward.input(0));
+  Call reference("attention");
+  for (int part = 0; part < 3; ++part)
+    reference.in(encode(dtype, heads, headsOf(packed, s, part)));
+  reference.out(dtype, heads).out(plan::F32, {s.batch, s.heads, s.length});
+  reference.floatAttr("scale", scale);
+  if (causal)
+    reference.unitAttr("causal");
+  ASSERT_OK(reference.run());
+  EXPECT_EQ(headsOf(forward.values(0), s, -1), reference.values(0));
+  EXPECT_EQ(forward.values(1), reference.values(1));
+
+  Call backward = qkvAttentionCall(s, dtype, causal, true, seed);
+  ASSERT_OK(backward.run());
+  Call gradients("attention_grad");
+  for (int part = 0; part < 3; ++part)
+    gradients.in(encode(dtype, heads, headsOf(packed, s, part)));
+  gradients.in(encode(dtype, heads, headsOf(decode(backward.input(1)), s, -1)));
+  for (int part = 0; part < 3; ++part)
+    gradients.out(dtype, heads);
+  gradients.floatAttr("scale", scale);
+  if (causal)
+    gradients.unitAttr("causal");
+  ASSERT_OK(gradients.run());
+  std::vector<double> expected(packed.size());
+  for (int part = 0; part < 3; ++part)
+    packHeads(expected, gradients.values(part), s, part);
+  EXPECT_EQ(backward.values(0), expected);
+}
+
+TEST(CpuKernelsDType, QkvAttentionReadsHeadsInPlace) {
+  uint32_t seed = 1400;
+  for (DType dtype : kEveryFloatType)
+    for (auto [shape, causal] : {std::pair{QkvShape{2, 7, 3, 4}, true},
+                                 std::pair{QkvShape{1, 9, 2, 8}, false},
+                                 std::pair{QkvShape{2, 1, 1, 2}, true}})
+      checkQkvAgainstHeads(dtype, shape, causal, seed += 3);
+}
+
 //===----------------------------------------------------------------------===//
 // softmax, log_softmax, layer_norm
 //===----------------------------------------------------------------------===//

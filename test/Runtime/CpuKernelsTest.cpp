@@ -1484,6 +1484,35 @@ TEST(CpuKernels, ReductionErrors) {
               {"reduce_sum", "missing attribute 'axes'"});
 }
 
+TEST(CpuKernels, QkvAttentionErrors) {
+  Call notPacked("qkv_attention");
+  notPacked.in(f32({2, 4, 2, 1, 2}, iota<float>(32)))
+      .out(plan::F32, {2, 4, 1, 2})
+      .floatAttr("scale", 1.0);
+  expectError(notPacked.run(), StatusCode::kInvalidArgument,
+              {"qkv_attention", "'qkv' must be [B, T, 3, H, d]", "[2, 4, 2, 1, 2]"});
+  Call heads("qkv_attention");
+  heads.in(f32({2, 4, 3, 1, 2}, iota<float>(48)))
+      .out(plan::F32, {2, 1, 4, 2})
+      .floatAttr("scale", 1.0);
+  expectError(heads.run(), StatusCode::kInvalidArgument,
+              {"qkv_attention", "'result' has shape [2, 1, 4, 2], expected [2, 4, 1, 2]"});
+  Call lse("qkv_attention");
+  lse.in(f32({2, 4, 3, 1, 2}, iota<float>(48)))
+      .out(plan::F32, {2, 4, 1, 2})
+      .out(plan::F32, {2, 4, 1})
+      .floatAttr("scale", 1.0);
+  expectError(lse.run(), StatusCode::kInvalidArgument,
+              {"qkv_attention", "'lse' has shape [2, 4, 1], expected [2, 1, 4]"});
+  Call grad("qkv_attention_grad");
+  grad.in(f32({2, 4, 3, 1, 2}, iota<float>(48)))
+      .in(f32({2, 4, 1, 2}, iota<float>(16)))
+      .out(plan::F32, {2, 4, 1, 2})
+      .floatAttr("scale", 1.0);
+  expectError(grad.run(), StatusCode::kInvalidArgument,
+              {"qkv_attention_grad", "'qkv_grad'"});
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

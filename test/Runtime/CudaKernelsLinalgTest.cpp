@@ -695,6 +695,45 @@ TEST(CudaKernelsLinalg, AttentionGradFromSavedStatistics) {
     }
 }
 
+// qkv_attention and its gradient read and write the heads of the packed
+// [B, T, 3, H, d] projection in place (rows 3 H d apart, results H d
+// apart); the cpu kernels match attention on the heads transposed out
+// (CpuKernelsDType.QkvAttentionReadsHeadsInPlace). Head sizes 64 and 128
+// take the tensor cores' asynchronous copies; 20 their plain loads, and
+// the f32 and f64 cores everything.
+TEST(CudaKernelsLinalg, QkvAttention) {
+  ZCC_REQUIRE_GPU();
+  const std::pair<QkvShape, bool> cases[] = {
+      {{2, 77, 3, 64}, true}, {{1, 130, 2, 128}, true}, {{2, 45, 2, 20}, false},
+      {{3, 200, 1, 64}, true}, {{1, 1, 2, 8}, true},
+  };
+  uint32_t seed = 1500;
+  for (DType dtype : kFloatTypes)
+    for (auto [shape, causal] : cases) {
+      SCOPED_TRACE(std::string(cpu::dtypeName(dtype)) + " T " + std::to_string(shape.length) +
+                   " d " + std::to_string(shape.size));
+      Call forward = qkvAttentionCall(shape, dtype, causal, false, seed += 4);
+      expectCudaMatchesCpu(forward, toleranceFor(dtype));
+      ASSERT_OK(forward.run());
+      Call grad = qkvAttentionCall(shape, dtype, causal, true, seed);
+      bool wide = dtype == plan::F32 || dtype == plan::F64;
+      if (wide || shape.length <= 20)
+        expectCudaMatchesCpu(grad, gradToleranceFor(dtype));
+      // The backward reading the forward's saved result and lse, as
+      // training plans run it, against the f64 gradient.
+      Call saved = grad;
+      saved.in(forward.result(0)).in(forward.result(1));
+      ASSERT_OK(runOnCuda(saved));
+      Call reference = inF64(grad);
+      ASSERT_OK(reference.run());
+      double tolerance = dtype == plan::F64   ? 1e-12
+                         : dtype == plan::F32 ? 2e-5
+                         : dtype == plan::F16 ? 1e-2
+                                              : 2e-2;
+      expectNear(saved.values(0), reference.values(0), tolerance, "qkv_grad against f64");
+    }
+}
+
 // No queries: zero key and value gradients; no keys: zero query gradients.
 TEST(CudaKernelsLinalg, AttentionGradEdgeSizes) {
   ZCC_REQUIRE_GPU();

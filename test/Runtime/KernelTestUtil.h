@@ -372,6 +372,63 @@ naiveAttention(const std::vector<T> &q, const std::vector<T> &k,
   return out;
 }
 
+/// The sizes of a qkv_attention: a packed [B, T, 3, H, d] projection.
+struct QkvShape {
+  int64_t batch, length, heads, size;
+};
+
+/// Part `part` (0 query, 1 key, 2 value) of a packed [B, T, 3, H, d]
+/// projection as [B, H, T, d] heads, or (`part` < 0) a [B, T, H, d] tensor
+/// as [B, H, T, d].
+inline std::vector<double> headsOf(const std::vector<double> &packed,
+                                   const QkvShape &s, int part) {
+  int64_t parts = part < 0 ? 1 : 3, at = part < 0 ? 0 : part;
+  std::vector<double> heads;
+  heads.reserve(static_cast<size_t>(s.batch * s.heads * s.length * s.size));
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t t = 0; t < s.length; ++t)
+        for (int64_t c = 0; c < s.size; ++c)
+          heads.push_back(
+              packed[static_cast<size_t>(
+                  (((b * s.length + t) * parts + at) * s.heads + h) * s.size + c)]);
+  return heads;
+}
+
+/// The inverse of headsOf: [B, H, T, d] heads into `part` of `packed` (or
+/// into all of a [B, T, H, d] tensor).
+inline void packHeads(std::vector<double> &packed, const std::vector<double> &heads,
+                      const QkvShape &s, int part) {
+  int64_t parts = part < 0 ? 1 : 3, at = part < 0 ? 0 : part;
+  size_t next = 0;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t t = 0; t < s.length; ++t)
+        for (int64_t c = 0; c < s.size; ++c)
+          packed[static_cast<size_t>(
+              (((b * s.length + t) * parts + at) * s.heads + h) * s.size + c)] =
+              heads[next++];
+}
+
+/// qkv_attention (or, with `gradient`, qkv_attention_grad of a random
+/// result gradient) over a random packed projection; the forward also
+/// returns its lse.
+inline Call qkvAttentionCall(const QkvShape &s, plan::DType dtype, bool causal,
+                             bool gradient, uint32_t seed) {
+  std::vector<int64_t> packed = {s.batch, s.length, 3, s.heads, s.size},
+                       rows = {s.batch, s.length, s.heads, s.size};
+  Call call(gradient ? "qkv_attention_grad" : "qkv_attention");
+  call.in(encode(dtype, packed, randomValues(countOf(packed), seed)));
+  if (gradient)
+    call.in(encode(dtype, rows, randomValues(countOf(rows), seed + 1))).out(dtype, packed);
+  else
+    call.out(dtype, rows).out(plan::F32, {s.batch, s.heads, s.length});
+  call.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(s.size)));
+  if (causal)
+    call.unitAttr("causal");
+  return call;
+}
+
 } // namespace zcc::test
 
 #endif // ZCC_TEST_RUNTIME_KERNELTESTUTIL_H

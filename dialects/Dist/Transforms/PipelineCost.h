@@ -44,6 +44,12 @@ inline int64_t estimateFlops(mlir::Operation *op) {
                     key.getDimSize(key.getRank() - 2) * query.getDimSize(rank - 1);
     return isa<zgraph::AttentionGradOp>(op) ? 2 * flops : flops;
   }
+  if (isa<zgraph::QkvAttentionOp, zgraph::QkvAttentionGradOp>(op)) {
+    // The same over [B, T, 3, H, d]: B H heads of T queries and T keys.
+    ArrayRef<int64_t> qkv = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+    int64_t flops = 4 * qkv[0] * qkv[3] * qkv[1] * qkv[1] * qkv[4];
+    return isa<zgraph::QkvAttentionGradOp>(op) ? 2 * flops : flops;
+  }
   int64_t flops = 0;
   for (Value result : op->getResults())
     flops += numel(result);

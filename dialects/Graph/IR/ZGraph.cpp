@@ -355,6 +355,47 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+namespace {
+/// A packed [B, T, 3, H, d] qkv of `op`, its [B, T, H, d] per-head rows
+/// (`what`: the result or the gradient), and an optional [B, H, T] lse.
+LogicalResult verifyQkvAttention(Operation *op, RankedTensorType qkv, Type rows,
+                                 StringRef what, Value lse) {
+  ArrayRef<int64_t> shape = qkv.getShape();
+  if (shape.size() != 5 || shape[2] != 3)
+    return op->emitOpError() << "qkv must be [B, T, 3, H, d] (the query, key and value heads "
+                             << "of one projection), got " << shapeString(shape);
+  auto expected = RankedTensorType::get({shape[0], shape[1], shape[3], shape[4]},
+                                        qkv.getElementType());
+  if (rows != expected)
+    return op->emitOpError() << what << " " << rows << " must be " << expected;
+  if (lse) {
+    SmallVector<int64_t> lseShape = {shape[0], shape[3], shape[1]};
+    if (cast<RankedTensorType>(lse.getType()).getShape() != ArrayRef<int64_t>(lseShape))
+      return op->emitOpError() << "lse " << lse.getType() << " must be [B, H, T], "
+                               << shapeString(lseShape);
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult QkvAttentionOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  return verifyQkvAttention(*this, getQkv().getType(), getResult().getType(), "result",
+                            getLse());
+}
+
+LogicalResult QkvAttentionGradOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  if (getQkvGrad().getType() != getQkv().getType())
+    return emitOpError("qkv_grad must have the qkv's type");
+  if (Value output = getOutput(); output && output.getType() != getGrad().getType())
+    return emitOpError() << "saved output " << output.getType()
+                         << " must have the gradient's type " << getGrad().getType();
+  return verifyQkvAttention(*this, getQkv().getType(), getGrad().getType(), "grad", getLse());
+}
+
 LogicalResult ConcatOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");

@@ -307,6 +307,32 @@ def ZGraph_AttentionOp : ZGraph_Op<"attention", [Pure]> {
   let hasVerifier = 1;
 }
 
+def ZGraph_QkvAttentionOp : ZGraph_Op<"qkv_attention", [Pure]> {
+  let summary = "Attention over the heads of one packed query/key/value projection";
+  let description = [{
+    `zgraph.attention` of the query, key and value heads that `qkv`,
+    [B, T, 3, H, d], holds along its third dimension (a fused projection's
+    [B, T, 3 H d] output viewed with its heads split), read in place; the
+    result is [B, T, H, d], each position's heads side by side, which is the
+    [B, T, H d] input of the output projection. The optional `lse` is
+    [B, H, T], as `zgraph.attention`'s. Only `zcc-graph-fuse-kernels`
+    creates it, after autodiff (which does not differentiate it): it takes
+    the place of the head transposes in and out of an attention.
+
+    ```mlir
+    %o, %lse = zgraph.qkv_attention %qkv scale = 0.125 causal
+        : tensor<2x8x3x4x16xbf16> -> tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$qkv, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs ZGraph_FloatTensor:$result, Optional<RankedTensorOf<[F32]>>:$lse);
+  let assemblyFormat = [{
+    $qkv `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
+    type($qkv) `->` type($result) (`,` type($lse)^)?
+  }];
+  let hasVerifier = 1;
+}
+
 def ZGraph_LayerNormOp : ZGraph_Op<"layer_norm", [Pure]> {
   let summary = "Layer normalisation over the trailing dimensions";
   let description = [{
@@ -546,6 +572,35 @@ def ZGraph_AttentionGradOp : ZGraph_Op<"attention_grad", [Pure, AttrSizedOperand
             mlir::Value(), mlir::Value(), scale, causal);
     }]>
   ];
+  let hasVerifier = 1;
+}
+
+def ZGraph_QkvAttentionGradOp : ZGraph_Op<"qkv_attention_grad",
+                                          [Pure, AttrSizedOperandSegments]> {
+  let summary = "Gradient of qkv_attention for its packed projection";
+  let description = [{
+    dL/d(qkv), [B, T, 3, H, d] like `qkv`, given `grad` = dL/d(result)
+    ([B, T, H, d]): the query, key and value gradients of every head, written
+    where `zgraph.qkv_attention` read the heads, so the projection's
+    backward reads them as one [B, T, 3 H d] gradient. `saved(%output,
+    %lse)` are as `zgraph.attention_grad`'s, in qkv_attention's layouts.
+
+    ```mlir
+    %dqkv = zgraph.qkv_attention_grad %qkv, %dy saved(%o, %lse : tensor<2x8x4x16xbf16>, tensor<2x4x8xf32>)
+        scale = 0.25 causal : (tensor<2x8x3x4x16xbf16>, tensor<2x8x4x16xbf16>) -> tensor<2x8x3x4x16xbf16>
+    ```
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$qkv, ZGraph_FloatTensor:$grad,
+                       Optional<ZGraph_FloatTensor>:$output,
+                       Optional<RankedTensorOf<[F32]>>:$lse,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs ZGraph_FloatTensor:$qkv_grad);
+  let assemblyFormat = [{
+    $qkv `,` $grad
+    (`saved` `(` $output^ `,` $lse `:` type($output) `,` type($lse) `)`)?
+    `scale` `=` $scale (`causal` $causal^)? attr-dict `:`
+    `(` type($qkv) `,` type($grad) `)` `->` type($qkv_grad)
+  }];
   let hasVerifier = 1;
 }
 

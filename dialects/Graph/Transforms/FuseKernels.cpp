@@ -480,6 +480,218 @@ void splitHeadsOnce(Block &block) {
   }
 }
 
+/// The head transposes of one fused projection's three slices, in query,
+/// key, value order; false where the slices are not those three.
+bool headsOfProjection(ArrayRef<SliceOp> slices, TransposeOp (&heads)[3]) {
+  if (slices.size() != 3)
+    return false;
+  for (TransposeOp &head : heads)
+    head = {};
+  for (SliceOp slice : slices) {
+    int64_t index = -1;
+    TransposeOp transpose = headsOfThird(slice, index);
+    if (!transpose || heads[index])
+      return false;
+    heads[index] = transpose;
+  }
+  return true;
+}
+
+/// Whether `op` is an attention or an attention gradient with `heads` as
+/// its query, key and value.
+bool attendsTo(Operation *op, TransposeOp (&heads)[3]) {
+  if (!isa<AttentionOp, AttentionGradOp>(op))
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (op->getOperand(i) != heads[i].getResult())
+      return false;
+  return true;
+}
+
+/// `value`, [B, H, T, d] or [B, T, H, d], with its middle dimensions
+/// swapped: the input of the transpose that made it where there is one.
+Value swapMiddle(OpBuilder &builder, Operation *owner, Value value) {
+  if (auto transpose = value.getDefiningOp<TransposeOp>())
+    if (transpose.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3})
+      return transpose.getInput();
+  auto type = cast<RankedTensorType>(value.getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  auto swapped = builder.create<TransposeOp>(
+      owner->getLoc(),
+      RankedTensorType::get({shape[0], shape[2], shape[1], shape[3]}, type.getElementType()),
+      value, builder.getDenseI64ArrayAttr({0, 2, 1, 3}));
+  swapped->setDiscardableAttrs(owner->getDiscardableAttrDictionary());
+  return swapped.getResult();
+}
+
+/// The concatenation that joins an attention gradient's three results,
+/// each transposed to [B, T, H, d] and viewed [B, T, H d], in query, key,
+/// value order, into the projection's [B, T, 3 H d] gradient (the
+/// backward of the exported Split); null where there is none. `chain`
+/// gets the transposes and views between.
+ConcatOp concatOfHeadGrads(AttentionGradOp grad, SmallVectorImpl<Operation *> &chain) {
+  ConcatOp concat;
+  for (auto [index, result] : llvm::enumerate(grad->getResults())) {
+    if (!result.hasOneUse())
+      return {};
+    auto transpose = dyn_cast<TransposeOp>(*result.user_begin());
+    if (!transpose || transpose.getPerm() != ArrayRef<int64_t>{0, 2, 1, 3} ||
+        !transpose->hasOneUse())
+      return {};
+    ArrayRef<int64_t> rows = transpose.getType().getShape();
+    auto reshape = dyn_cast<ReshapeOp>(*transpose->user_begin());
+    if (!reshape || !reshape->hasOneUse() ||
+        reshape.getType().getShape() != ArrayRef<int64_t>{rows[0], rows[1], rows[2] * rows[3]})
+      return {};
+    auto user = dyn_cast<ConcatOp>(*reshape->user_begin());
+    if (!user || (concat && user != concat) || user.getInputs().size() != 3 ||
+        user.getInputs()[index] != reshape.getResult() || user.getAxis() != 2)
+      return {};
+    concat = user;
+    chain.push_back(reshape);
+    chain.push_back(transpose);
+  }
+  return concat;
+}
+
+/// The attentions and attention gradients over the three heads of one
+/// fused query/key/value projection become qkv_attention and
+/// qkv_attention_grad over the projection viewed [B, T, 3, H, d]. Their
+/// kernels read each head's rows in place and write the result as [B, T,
+/// H, d] and the gradient as [B, T, 3, H, d], so neither the heads'
+/// transposes in and out nor the gradients' transposes back and their
+/// concatenation are left: four activation-sized copies of the forward and
+/// seven of the backward. A projection whose heads have other readers keeps
+/// its slices (splitHeadsOnce then takes them).
+void packAttentionHeads(Block &block) {
+  llvm::MapVector<Value, SmallVector<SliceOp>> byInput;
+  for (Operation &op : block)
+    if (auto slice = dyn_cast<SliceOp>(op))
+      byInput[slice.getInput()].push_back(slice);
+  for (auto &[input, slices] : byInput) {
+    TransposeOp heads[3];
+    if (!headsOfProjection(slices, heads))
+      continue;
+    SmallVector<Operation *> users;
+    bool packable = true;
+    for (TransposeOp head : heads)
+      for (Operation *user : head->getUsers()) {
+        packable &= attendsTo(user, heads);
+        if (!llvm::is_contained(users, user))
+          users.push_back(user);
+      }
+    if (!packable || users.empty())
+      continue;
+
+    ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
+    ArrayRef<int64_t> split = cast<RankedTensorType>(heads[0].getType()).getShape();
+    Type element = cast<RankedTensorType>(input.getType()).getElementType();
+    int64_t batch = shape[0], length = shape[1], count = split[1], size = split[3];
+    Operation *first = slices.front();
+    for (SliceOp slice : slices)
+      if (slice->isBeforeInBlock(first))
+        first = slice;
+    OpBuilder builder(first);
+    auto packed = builder.create<ReshapeOp>(
+        heads[0].getLoc(), RankedTensorType::get({batch, length, 3, count, size}, element),
+        input);
+    packed->setDiscardableAttrs(first->getDiscardableAttrDictionary());
+    auto rowsType = RankedTensorType::get({batch, length, count, size}, element);
+
+    // The forwards first: a gradient's saved output is a forward's result.
+    llvm::stable_sort(users, [](Operation *a, Operation *b) {
+      return isa<AttentionOp>(a) && !isa<AttentionOp>(b);
+    });
+    DenseMap<Value, Value> packedResults;
+    SmallVector<Operation *> dead;
+    for (Operation *user : users) {
+      builder.setInsertionPoint(user);
+      if (auto forward = dyn_cast<AttentionOp>(user)) {
+        Value lse = forward.getLse();
+        auto attention = builder.create<QkvAttentionOp>(
+            forward.getLoc(), rowsType, lse ? lse.getType() : Type(), packed,
+            forward.getScaleAttr(), forward.getCausalAttr());
+        attention->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+        if (lse)
+          lse.replaceAllUsesWith(attention.getLse());
+        packedResults[forward.getResult()] = attention.getResult();
+        // The transpose back to [B, T, H, d] is the new result; a gradient
+        // saving it is rebuilt below; any other reader gets [B, H, T, d]
+        // through one transpose.
+        Value headsFirst;
+        for (OpOperand &use : llvm::make_early_inc_range(forward.getResult().getUses())) {
+          Operation *reader = use.getOwner();
+          auto transpose = dyn_cast<TransposeOp>(reader);
+          if (transpose && transpose.getPerm() == ArrayRef<int64_t>{0, 2, 1, 3}) {
+            transpose.getResult().replaceAllUsesWith(attention.getResult());
+            transpose.erase();
+            continue;
+          }
+          if (llvm::is_contained(users, reader))
+            continue;
+          if (!headsFirst) {
+            builder.setInsertionPointAfter(attention);
+            headsFirst = swapMiddle(builder, forward, attention.getResult());
+          }
+          use.set(headsFirst);
+        }
+        dead.push_back(forward);
+        continue;
+      }
+      auto gradient = cast<AttentionGradOp>(user);
+      Value grad = swapMiddle(builder, gradient, gradient.getGrad());
+      Value output = gradient.getOutput();
+      if (output)
+        output = packedResults.count(output) ? packedResults[output]
+                                             : swapMiddle(builder, gradient, output);
+      auto packedGrad = builder.create<QkvAttentionGradOp>(
+          gradient.getLoc(), packed.getType(), packed, grad, output, gradient.getLse(),
+          gradient.getScaleAttr(), gradient.getCausalAttr());
+      packedGrad->setDiscardableAttrs(gradient->getDiscardableAttrDictionary());
+      Operation *gradSource = gradient.getGrad().getDefiningOp();
+      SmallVector<Operation *> chain;
+      if (ConcatOp concat = concatOfHeadGrads(gradient, chain)) {
+        builder.setInsertionPoint(concat);
+        auto joined = builder.create<ReshapeOp>(concat.getLoc(), concat.getType(),
+                                                packedGrad.getResult());
+        joined->setDiscardableAttrs(concat->getDiscardableAttrDictionary());
+        concat.getResult().replaceAllUsesWith(joined.getResult());
+        concat.erase();
+        for (Operation *op : chain)
+          op->erase();
+      } else {
+        // Each head's gradient as [B, H, T, d]: a slice of the packed one,
+        // viewed and transposed.
+        builder.setInsertionPointAfter(packedGrad);
+        for (auto [index, result] : llvm::enumerate(gradient->getResults())) {
+          int64_t i = static_cast<int64_t>(index);
+          auto third = builder.create<SliceOp>(
+              gradient.getLoc(), RankedTensorType::get({batch, length, 1, count, size}, element),
+              packedGrad.getResult(), builder.getDenseI64ArrayAttr({0, 0, i, 0, 0}),
+              builder.getDenseI64ArrayAttr({batch, length, i + 1, count, size}),
+              builder.getDenseI64ArrayAttr({1, 1, 1, 1, 1}));
+          auto rows = builder.create<ReshapeOp>(gradient.getLoc(), rowsType, third);
+          for (Operation *op : {third.getOperation(), rows.getOperation()})
+            op->setDiscardableAttrs(gradient->getDiscardableAttrDictionary());
+          result.replaceAllUsesWith(swapMiddle(builder, gradient, rows));
+        }
+      }
+      gradient.erase();
+      if (gradSource && isa<TransposeOp>(gradSource) && gradSource->use_empty())
+        gradSource->erase();
+    }
+    for (Operation *op : dead)
+      op->erase();
+    for (int i = 0; i < 3; ++i) {
+      Operation *reshape = heads[i].getInput().getDefiningOp();
+      heads[i].erase();
+      reshape->erase();
+    }
+    for (SliceOp slice : slices)
+      slice.erase();
+  }
+}
+
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -492,9 +704,11 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     getOperation().walk([](func::FuncOp func) {
       if (func.getBody().empty())
         return;
-      splitHeadsOnce(func.getBody().front());
-      recomputeForBackward(func.getBody().front());
-      saveAttentionStatistics(func.getBody().front());
+      Block &body = func.getBody().front();
+      recomputeForBackward(body);
+      saveAttentionStatistics(body);
+      packAttentionHeads(body);
+      splitHeadsOnce(body);
     });
   }
 };

@@ -287,3 +287,100 @@ func.func @attention_saves_statistics(%q: tensor<2x8x16xbf16>, %k: tensor<2x8x16
   %h:3 = zgraph.attention_grad %k, %q, %v, %dy scale = 0.25 causal : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
   return %o, %g#0, %g#1, %h#2 : tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
 }
+
+// -----
+
+// The heads of one fused projection, their attention and its backward: the
+// attention reads the projection viewed [B, T, 3, H, d] in place and writes
+// [B, T, H, d]; its gradient is the projection's, [B, T, 3, H, d], viewed
+// back as the concatenation it replaces. No head is transposed or sliced.
+// CHECK-LABEL: func.func @qkv_attention
+// CHECK-SAME: (%[[P:.*]]: tensor<2x8x24xbf16>, %[[DY:.*]]: tensor<2x8x8xbf16>)
+// CHECK-NOT: zgraph.transpose
+// CHECK-NOT: zgraph.slice
+// CHECK: %[[QKV:.*]] = zgraph.reshape %[[P]] : tensor<2x8x24xbf16> -> tensor<2x8x3x2x4xbf16>
+// CHECK-NEXT: %[[O:.*]], %[[LSE:.*]] = zgraph.qkv_attention %[[QKV]] scale = 5.000000e-01 causal : tensor<2x8x3x2x4xbf16> -> tensor<2x8x2x4xbf16>, tensor<2x2x8xf32>
+// CHECK-NEXT: %[[OUT:.*]] = zgraph.reshape %[[O]] : tensor<2x8x2x4xbf16> -> tensor<2x8x8xbf16>
+// CHECK-NEXT: %[[G:.*]] = zgraph.reshape %[[DY]] : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+// CHECK-NEXT: %[[DQKV:.*]] = zgraph.qkv_attention_grad %[[QKV]], %[[G]] saved(%[[O]], %[[LSE]] : tensor<2x8x2x4xbf16>, tensor<2x2x8xf32>) scale = 5.000000e-01 causal
+// CHECK-NEXT: %[[DP:.*]] = zgraph.reshape %[[DQKV]] : tensor<2x8x3x2x4xbf16> -> tensor<2x8x24xbf16>
+// CHECK-NEXT: return %[[OUT]], %[[DP]]
+func.func @qkv_attention(%p: tensor<2x8x24xbf16>, %dy: tensor<2x8x8xbf16>) -> (tensor<2x8x8xbf16>, tensor<2x8x24xbf16>) {
+  %s0 = zgraph.slice %p starts = [0, 0, 0] limits = [2, 8, 8] strides = [1, 1, 1] : tensor<2x8x24xbf16> -> tensor<2x8x8xbf16>
+  %s1 = zgraph.slice %p starts = [0, 0, 8] limits = [2, 8, 16] strides = [1, 1, 1] : tensor<2x8x24xbf16> -> tensor<2x8x8xbf16>
+  %s2 = zgraph.slice %p starts = [0, 0, 16] limits = [2, 8, 24] strides = [1, 1, 1] : tensor<2x8x24xbf16> -> tensor<2x8x8xbf16>
+  %r0 = zgraph.reshape %s0 : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+  %r1 = zgraph.reshape %s1 : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+  %r2 = zgraph.reshape %s2 : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+  %q = zgraph.transpose %r0 perm = [0, 2, 1, 3] : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %k = zgraph.transpose %r1 perm = [0, 2, 1, 3] : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %v = zgraph.transpose %r2 perm = [0, 2, 1, 3] : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %o = zgraph.attention %q, %k, %v scale = 0.5 causal : (tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>) -> tensor<2x2x8x4xbf16>
+  %ot = zgraph.transpose %o perm = [0, 2, 1, 3] : tensor<2x2x8x4xbf16> -> tensor<2x8x2x4xbf16>
+  %out = zgraph.reshape %ot : tensor<2x8x2x4xbf16> -> tensor<2x8x8xbf16>
+  %gr = zgraph.reshape %dy : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+  %g = zgraph.transpose %gr perm = [0, 2, 1, 3] : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %d:3 = zgraph.attention_grad %q, %k, %v, %g scale = 0.5 causal : (tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>) -> (tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>, tensor<2x2x8x4xbf16>)
+  %t0 = zgraph.transpose %d#0 perm = [0, 2, 1, 3] : tensor<2x2x8x4xbf16> -> tensor<2x8x2x4xbf16>
+  %t1 = zgraph.transpose %d#1 perm = [0, 2, 1, 3] : tensor<2x2x8x4xbf16> -> tensor<2x8x2x4xbf16>
+  %t2 = zgraph.transpose %d#2 perm = [0, 2, 1, 3] : tensor<2x2x8x4xbf16> -> tensor<2x8x2x4xbf16>
+  %m0 = zgraph.reshape %t0 : tensor<2x8x2x4xbf16> -> tensor<2x8x8xbf16>
+  %m1 = zgraph.reshape %t1 : tensor<2x8x2x4xbf16> -> tensor<2x8x8xbf16>
+  %m2 = zgraph.reshape %t2 : tensor<2x8x2x4xbf16> -> tensor<2x8x8xbf16>
+  %dp = zgraph.concat %m0, %m1, %m2 axis = 2 : (tensor<2x8x8xbf16>, tensor<2x8x8xbf16>, tensor<2x8x8xbf16>) -> tensor<2x8x24xbf16>
+  return %out, %dp : tensor<2x8x8xbf16>, tensor<2x8x24xbf16>
+}
+
+// -----
+
+// Gradients of the heads that are not concatenated back, and a forward
+// result read as [B, H, T, d]: each becomes a slice of the packed
+// gradient or a transpose of the packed result, so every reader still
+// gets its own layout.
+// CHECK-LABEL: func.func @qkv_attention_pieces
+// CHECK: %[[QKV:.*]] = zgraph.reshape %{{.*}} : tensor<2x8x24xf32> -> tensor<2x8x3x2x4xf32>
+// CHECK: %[[O:.*]], %{{.*}} = zgraph.qkv_attention %[[QKV]] scale = 5.000000e-01 :
+// CHECK-NEXT: %[[OH:.*]] = zgraph.transpose %[[O]] perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+// CHECK: %[[G:.*]] = zgraph.transpose %{{.*}} perm = [0, 2, 1, 3] : tensor<2x2x8x4xf32> -> tensor<2x8x2x4xf32>
+// CHECK-NEXT: %[[D:.*]] = zgraph.qkv_attention_grad %[[QKV]], %[[G]] saved(%[[O]]
+// CHECK-NEXT: %[[S0:.*]] = zgraph.slice %[[D]] starts = [0, 0, 0, 0, 0] limits = [2, 8, 1, 2, 4]
+// CHECK-NEXT: %[[R0:.*]] = zgraph.reshape %[[S0]] : tensor<2x8x1x2x4xf32> -> tensor<2x8x2x4xf32>
+// CHECK-NEXT: %[[DQ:.*]] = zgraph.transpose %[[R0]] perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+// CHECK: zgraph.slice %[[D]] starts = [0, 0, 2, 0, 0] limits = [2, 8, 3, 2, 4]
+// CHECK: return %[[OH]], %[[DQ]],
+func.func @qkv_attention_pieces(%p: tensor<2x8x24xf32>, %g: tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) {
+  %s0 = zgraph.slice %p starts = [0, 0, 0] limits = [2, 8, 8] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s1 = zgraph.slice %p starts = [0, 0, 8] limits = [2, 8, 16] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s2 = zgraph.slice %p starts = [0, 0, 16] limits = [2, 8, 24] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %r0 = zgraph.reshape %s0 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r1 = zgraph.reshape %s1 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r2 = zgraph.reshape %s2 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %q = zgraph.transpose %r0 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %k = zgraph.transpose %r1 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %v = zgraph.transpose %r2 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %o = zgraph.attention %q, %k, %v scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  %d:3 = zgraph.attention_grad %q, %k, %v, %g scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+  return %o, %d#0, %d#1, %d#2 : tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>
+}
+
+// -----
+
+// A head read by something other than the attention keeps the slices (the
+// one transpose of splitHeadsOnce): the attention is not packed.
+// CHECK-LABEL: func.func @qkv_head_read_elsewhere
+// CHECK-NOT: zgraph.qkv_attention
+// CHECK: zgraph.transpose %{{.*}} perm = [2, 0, 3, 1, 4]
+// CHECK: zgraph.attention
+func.func @qkv_head_read_elsewhere(%p: tensor<2x8x24xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) {
+  %s0 = zgraph.slice %p starts = [0, 0, 0] limits = [2, 8, 8] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s1 = zgraph.slice %p starts = [0, 0, 8] limits = [2, 8, 16] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s2 = zgraph.slice %p starts = [0, 0, 16] limits = [2, 8, 24] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %r0 = zgraph.reshape %s0 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r1 = zgraph.reshape %s1 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r2 = zgraph.reshape %s2 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %q = zgraph.transpose %r0 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %k = zgraph.transpose %r1 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %v = zgraph.transpose %r2 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %o = zgraph.attention %q, %k, %v scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  return %o, %k : tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>
+}

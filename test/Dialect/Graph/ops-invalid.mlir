@@ -212,3 +212,44 @@ func.func @matmul_gelu_grad_addend(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %
   %0 = zgraph.matmul %a, %b addend %u gelu_input %u {activation = "gelu_tanh_grad"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>
   return %0 : tensor<4x2xbf16>
 }
+
+// -----
+
+// qkv_attention reads the heads of one packed projection.
+func.func @qkv_attention_not_packed(%qkv: tensor<2x8x2x2x4xf32>) -> tensor<2x8x2x4xf32> {
+  // expected-error @+1 {{'zgraph.qkv_attention' op qkv must be [B, T, 3, H, d] (the query, key and value heads of one projection), got [2, 8, 2, 2, 4]}}
+  %o = zgraph.qkv_attention %qkv scale = 0.5 : tensor<2x8x2x2x4xf32> -> tensor<2x8x2x4xf32>
+  return %o : tensor<2x8x2x4xf32>
+}
+
+// -----
+
+func.func @qkv_attention_result(%qkv: tensor<2x8x3x2x4xf32>) -> tensor<2x2x8x4xf32> {
+  // expected-error @+1 {{'zgraph.qkv_attention' op result 'tensor<2x2x8x4xf32>' must be 'tensor<2x8x2x4xf32>'}}
+  %o = zgraph.qkv_attention %qkv scale = 0.5 : tensor<2x8x3x2x4xf32> -> tensor<2x2x8x4xf32>
+  return %o : tensor<2x2x8x4xf32>
+}
+
+// -----
+
+func.func @qkv_attention_lse(%qkv: tensor<2x8x3x2x4xf32>) -> tensor<2x8x2xf32> {
+  // expected-error @+1 {{'zgraph.qkv_attention' op lse 'tensor<2x8x2xf32>' must be [B, H, T], [2, 2, 8]}}
+  %o, %lse = zgraph.qkv_attention %qkv scale = 0.5 : tensor<2x8x3x2x4xf32> -> tensor<2x8x2x4xf32>, tensor<2x8x2xf32>
+  return %lse : tensor<2x8x2xf32>
+}
+
+// -----
+
+func.func @qkv_attention_grad_type(%qkv: tensor<2x8x3x2x4xf32>, %dy: tensor<2x8x2x4xf32>) -> tensor<2x8x3x2x4xbf16> {
+  // expected-error @+1 {{'zgraph.qkv_attention_grad' op qkv_grad must have the qkv's type}}
+  %d = zgraph.qkv_attention_grad %qkv, %dy scale = 0.5 : (tensor<2x8x3x2x4xf32>, tensor<2x8x2x4xf32>) -> tensor<2x8x3x2x4xbf16>
+  return %d : tensor<2x8x3x2x4xbf16>
+}
+
+// -----
+
+func.func @qkv_attention_grad_rows(%qkv: tensor<2x8x3x2x4xf32>, %dy: tensor<2x2x8x4xf32>) -> tensor<2x8x3x2x4xf32> {
+  // expected-error @+1 {{'zgraph.qkv_attention_grad' op grad 'tensor<2x2x8x4xf32>' must be 'tensor<2x8x2x4xf32>'}}
+  %d = zgraph.qkv_attention_grad %qkv, %dy scale = 0.5 : (tensor<2x8x3x2x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x8x3x2x4xf32>
+  return %d : tensor<2x8x3x2x4xf32>
+}
