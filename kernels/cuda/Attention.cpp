@@ -49,6 +49,21 @@ Status checkDeviceHeadSizes(const char *kernel, const AttentionDims &dims) {
   return Status::ok();
 }
 
+/// The kernels keep row strides in 32 bits (as the cpu's BLAS does the
+/// keys' and values').
+Status checkRowStrides(const char *kernel, const AttentionDims &dims) {
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"query row stride", dims.query.row},
+        {"key row stride", dims.key.row},
+        {"value row stride", dims.value.row},
+        {"result row stride", dims.output.row}})
+    if (value > INT_MAX)
+      return kernelError(StatusCode::kUnimplemented, kernel,
+                         "%s %lld exceeds the %d the cuda kernels address", what,
+                         static_cast<long long>(value), INT_MAX);
+  return Status::ok();
+}
+
 AttentionRows rowsOf(const cpu::detail::AttentionRows &rows) {
   return {rows.batch, rows.head, rows.row};
 }
@@ -87,11 +102,11 @@ Status runAttention(const char *kernel, const AttentionDims &dims,
                     const TensorView *lse, const LaunchContext &context) {
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize},
-        {"key row stride", dims.key.row},
-        {"value row stride", dims.value.row}})
+        {"value head size", dims.valueSize}})
     if (Status s = checkBlasSize(kernel, what, value); !s.isOk())
       return s;
+  if (Status s = checkRowStrides(kernel, dims); !s.isOk())
+    return s;
 
   if (dims.queries == 0 || dims.heads == 0 ||
       (dims.valueSize == 0 && !lse))
@@ -125,6 +140,8 @@ Status runAttentionGrad(const char *kernel, const AttentionDims &dims,
                          static_cast<long long>(value),
                          static_cast<long long>(kCpuGradMaxHeadSize));
 
+  if (Status s = checkRowStrides(kernel, dims); !s.isOk())
+    return s;
   if (dims.heads == 0)
     return Status::ok();
   if (Status s = checkDeviceHeadSizes(kernel, dims); !s.isOk())

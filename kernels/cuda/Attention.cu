@@ -66,6 +66,14 @@ __host__ __device__ inline int oddStride(int64_t width) {
   return static_cast<int>(width) | 1;
 }
 
+/// An operand's layout (AttentionRows) as the kernels keep it: the row
+/// stride in 32 bits (Attention.cpp refuses larger ones), to spare the
+/// registers the tiles' address arithmetic takes.
+struct Rows {
+  int64_t batch, head;
+  int row;
+};
+
 /// The sizes and layouts every kernel reads.
 struct Dims {
   int64_t heads, queries, keys;
@@ -73,8 +81,8 @@ struct Dims {
   bool causal;
   /// Key j is visible to query i iff j <= i + offset (causal only).
   int64_t offset;
-  int64_t groupHeads;
-  AttentionRows query, key, value, output;
+  int groupHeads;
+  Rows query, key, value, output;
 };
 
 Dims dimsOf(const AttentionShape &shape) {
@@ -86,27 +94,33 @@ Dims dimsOf(const AttentionShape &shape) {
   d.valueSize = static_cast<int>(shape.valueSize);
   d.causal = shape.causal;
   d.offset = shape.keys - shape.queries;
-  d.groupHeads = shape.groupHeads > 0 ? shape.groupHeads : 1;
-  d.query = shape.query;
-  d.key = shape.key;
-  d.value = shape.value;
-  d.output = shape.output;
+  d.groupHeads = static_cast<int>(shape.groupHeads > 0 ? shape.groupHeads : 1);
+  auto rows = [](const AttentionRows &r) {
+    return Rows{r.batch, r.head, static_cast<int>(r.row)};
+  };
+  d.query = rows(shape.query);
+  d.key = rows(shape.key);
+  d.value = rows(shape.value);
+  d.output = rows(shape.output);
   return d;
 }
 
 /// Row 0 of head `head` of an operand laid out as `rows`.
 template <typename T>
-__device__ __forceinline__ T *headRows(T *base, const AttentionRows &rows,
+__device__ __forceinline__ T *headRows(T *base, const Rows &rows,
                                        const Dims &dims, int64_t head) {
-  return base + head / dims.groupHeads * rows.batch +
-         head % dims.groupHeads * rows.head;
+  // 32-bit division: the 64-bit one is a call, whose saved registers
+  // spill in the register-bound kernels.
+  int group = static_cast<int>(head) / dims.groupHeads;
+  int within = static_cast<int>(head) - group * dims.groupHeads;
+  return base + group * rows.batch + within * rows.head;
 }
 
 /// Copies rows [first, first + tileRows) of the [rowCount, width] matrix at
 /// `src` (rows `srcRow` elements apart) into `dst` (row stride `stride`),
 /// widened to A; rows past `rowCount` become zeros.
 template <typename T, typename A>
-__device__ void loadTile(A *dst, int stride, const T *src, int64_t srcRow,
+__device__ void loadTile(A *dst, int stride, const T *src, int srcRow,
                          int64_t first, int64_t rowCount, int width,
                          int tileRows) {
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -683,7 +697,7 @@ template <int kPending> __device__ __forceinline__ void waitCopies() {
 /// plain stores, visible after the next barrier.
 template <int kPad>
 __device__ __forceinline__ void
-stageTile(uint16_t *dst, int stride, const uint16_t *src, int64_t srcRow,
+stageTile(uint16_t *dst, int stride, const uint16_t *src, int srcRow,
           int64_t first, int64_t rowCount, int width, int tileRows,
           bool async) {
   if (async) {

@@ -78,11 +78,12 @@ TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
       "greater", "where", "cast", "is_nan", "neg", "exp", "sqrt", "tanh",
       "relu", "sigmoid", "log", "erf", "reciprocal", "gelu", "matmul",
       "softmax", "log_softmax", "layer_norm", "reduce_sum", "reduce_mean",
-      "reduce_max", "attention", "reshape", "transpose", "concat", "slice",
+      "reduce_max", "attention", "qkv_attention", "reshape", "transpose", "concat", "slice",
       "gather", "broadcast", "trilu", "mse_loss", "cross_entropy", "nll_loss",
       "copy",
       // The training kernels (GradKernelsTest.cpp).
       "softmax_grad", "log_softmax_grad", "layer_norm_grad", "attention_grad",
+      "qkv_attention_grad",
       "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
       "slice_grad", "gelu_grad", "accumulate", "accumulate_matmul", "fill", "sum_squares", "adamw",
       "sgd"};

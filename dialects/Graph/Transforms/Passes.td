@@ -101,6 +101,16 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       log-sum-exp too, and the backward needs no pass of its own to find
       the softmax statistics (FlashAttention-2). The forward's result then
       stays live until the backward.
+    - the attentions and attention gradients over the three heads of one
+      fused query/key/value projection (each a slice of its [B, T, 3 C]
+      output, viewed [B, T, H, d] and transposed to [B, H, T, d]) become
+      `zgraph.qkv_attention` and `zgraph.qkv_attention_grad` of the
+      projection viewed [B, T, 3, H, d]: the kernels read the heads in
+      place and write [B, T, H, d] results and the projection's whole
+      gradient, so the transposes of the heads, of the result and of the
+      gradients, and the gradients' concatenation, are gone. Where a head
+      has another reader, the three heads instead come out of one
+      transpose into [3, B, H, T, d], whose thirds are views.
     The values change at most by rounding: in f16 and bf16 a bias, an
     addend and the GELU apply before the product is rounded, not after.
   }];
