@@ -409,6 +409,23 @@ TransposeOp headsOfThird(SliceOp slice, int64_t &index) {
   return transpose;
 }
 
+/// The head transposes of one fused projection's three slices, in query,
+/// key, value order; false where the slices are not those three.
+bool headsOfProjection(ArrayRef<SliceOp> slices, TransposeOp (&heads)[3]) {
+  if (slices.size() != 3)
+    return false;
+  for (TransposeOp &head : heads)
+    head = {};
+  for (SliceOp slice : slices) {
+    int64_t index = -1;
+    TransposeOp transpose = headsOfThird(slice, index);
+    if (!transpose || heads[index])
+      return false;
+    heads[index] = transpose;
+  }
+  return true;
+}
+
 /// The three head splits of one fused query/key/value projection become
 /// one transpose of the projection viewed [B, T, 3, H, d] into
 /// [3, B, H, T, d], whose leading slices are the query, key and value:
@@ -420,20 +437,8 @@ void splitHeadsOnce(Block &block) {
     if (auto slice = dyn_cast<SliceOp>(op))
       byInput[slice.getInput()].push_back(slice);
   for (auto &[input, slices] : byInput) {
-    if (slices.size() != 3)
-      continue;
-    TransposeOp heads[3] = {};
-    bool matched = true;
-    for (SliceOp slice : slices) {
-      int64_t index = -1;
-      TransposeOp transpose = headsOfThird(slice, index);
-      if (!transpose || heads[index]) {
-        matched = false;
-        break;
-      }
-      heads[index] = transpose;
-    }
-    if (!matched)
+    TransposeOp heads[3];
+    if (!headsOfProjection(slices, heads))
       continue;
     ArrayRef<int64_t> shape = cast<RankedTensorType>(input.getType()).getShape();
     ArrayRef<int64_t> split = cast<RankedTensorType>(heads[0].getType()).getShape();
@@ -478,23 +483,6 @@ void splitHeadsOnce(Block &block) {
     for (SliceOp slice : slices)
       slice.erase();
   }
-}
-
-/// The head transposes of one fused projection's three slices, in query,
-/// key, value order; false where the slices are not those three.
-bool headsOfProjection(ArrayRef<SliceOp> slices, TransposeOp (&heads)[3]) {
-  if (slices.size() != 3)
-    return false;
-  for (TransposeOp &head : heads)
-    head = {};
-  for (SliceOp slice : slices) {
-    int64_t index = -1;
-    TransposeOp transpose = headsOfThird(slice, index);
-    if (!transpose || heads[index])
-      return false;
-    heads[index] = transpose;
-  }
-  return true;
 }
 
 /// Whether `op` is an attention or an attention gradient with `heads` as
