@@ -550,8 +550,15 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
     return s;
-  if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
-    return s;
+  operands.widened = out.dtype == plan::F32 &&
+                     (lhs.dtype == plan::F16 || lhs.dtype == plan::BF16);
+  if (operands.widened && (hasBias || residual || operands.geluTanh || geluGrad))
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "an f32 result of %s operands takes no bias, addend or activation",
+                       dtypeName(lhs.dtype));
+  if (!operands.widened)
+    if (Status s = expectSameDType(kernel, "result", out, "lhs", lhs); !s.isOk())
+      return s;
   if (hasBias)
     if (Status s =
             expectSameDType(kernel, "bias", args.inputs[2], "result", out);

@@ -276,6 +276,10 @@ struct MatmulOperands {
   /// `activation = "gelu_tanh_grad"`: the product times the tanh form's
   /// derivative at this input, of the result's shape (null otherwise).
   const TensorView *geluInput = nullptr;
+  /// An f32 result of f16 or bf16 operands: the f32 sum itself, never
+  /// rounded to the operands' type (a product whose only reader was a cast
+  /// to f32); such a product has no epilogue.
+  bool widened = false;
 };
 
 /// Checks matmul's operands and attributes and reads its sizes. The inputs

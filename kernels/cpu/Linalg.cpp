@@ -288,9 +288,10 @@ gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,
 
 /// Every batch of C[batch..., m, n] = op(A)[batch..., m, k]
 /// op(B)[batch..., k, n] (+ bias + addend, then the activation), the batch
-/// dimensions of A and B broadcast to `batch`.
-template <typename T>
-void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, T *c,
+/// dimensions of A and B broadcast to `batch`. R is f32 for the widened
+/// product of 16-bit operands (no epilogue), else T.
+template <typename T, typename R = T>
+void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,
                 const SmallShape &lhsBatch, const SmallShape &rhsBatch,
                 const SmallShape &batch) {
   int64_t batchCount = batch.numElements();
@@ -305,7 +306,10 @@ void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e
           v += load(e.bias[j]);
         if (e.addend)
           v += load(e.addend[i * n + j]);
-        c[i * n + j] = store<T>(e.activate(v, i * n + j));
+        if constexpr (std::is_same_v<R, T>)
+          c[i * n + j] = store<T>(e.activate(v, i * n + j));
+        else
+          c[i * n + j] = static_cast<R>(v);
       }
     return;
   }
@@ -487,6 +491,12 @@ Status matmul(const KernelArgs &args) {
       return s;
   return dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (!std::is_floating_point_v<T>)
+      if (operands.widened) {
+        matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(), Epilogue<T>{}, out.as<float>(),
+                   operands.lhsBatch, operands.rhsBatch, operands.batch);
+        return;
+      }
     Epilogue<T> e;
     e.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
     e.addend = operands.addend ? operands.addend->as<const T>() : nullptr;

@@ -585,10 +585,10 @@ Status runProducts(const char *kernel, const LaunchContext &context,
 /// Plans the batch as an outer walk (on the host) over strided-batched
 /// products: the innermost batch dimensions that merge into one stride for
 /// both operands form the strided batch.
-template <typename T>
+template <typename T, typename R>
 Status matmulBatches(const char *kernel, const LaunchContext &context,
                      const MatmulOperands &operands, const T *lhs, const T *rhs,
-                     const ProductEpilogue<T> &epilogue, T *result) {
+                     const ProductEpilogue<T> &epilogue, R *result) {
   int64_t m = operands.m, n = operands.n, k = operands.k;
   const SmallShape &batch = operands.batch;
   BatchLayout layout =
@@ -656,7 +656,7 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
     return offsets;
   };
   if (sliceCount > 1)
-    outerAlignment |= static_cast<uint64_t>(sliceSize) * sizeof(T);
+    outerAlignment |= static_cast<uint64_t>(sliceSize) * sizeof(R);
   return runProducts(kernel, context, plan, lhs, rhs, epilogue, result,
                      batch.numElements() * m, sliceCount, outerAlignment,
                      nextSlice);
@@ -741,6 +741,13 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
   Status status;
   Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
     using T = decltype(tag);
+    // The widened product: f32 D of 16-bit A and B, without an epilogue.
+    if constexpr (!std::is_floating_point_v<T>)
+      if (operands.widened) {
+        status = matmulBatches(kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
+                               ProductEpilogue<T>{}, out.as<float>());
+        return;
+      }
     ProductEpilogue<T> epilogue;
     epilogue.bias = operands.bias ? operands.bias->as<const T>() : nullptr;
     epilogue.addend = operands.addend ? operands.addend->as<const T>() : nullptr;

@@ -1485,6 +1485,44 @@ TEST(CpuKernels, ReductionErrors) {
               {"reduce_sum", "missing attribute 'axes'"});
 }
 
+// 16-bit operands with an f32 result: the f32 sum the 16-bit product
+// rounds once, so rounding it gives that product bit for bit; on the
+// folded (shared rhs), per-batch and empty-contraction paths.
+TEST(CpuKernels, MatmulWidensSixteenBitProducts) {
+  const std::vector<std::vector<int64_t>> shapes[] = {
+      {{2, 3, 40}, {40, 24}}, {{2, 3, 40}, {2, 40, 24}}, {{3, 0}, {0, 5}}};
+  uint32_t seed = 40;
+  for (plan::DType dtype : {plan::F16, plan::BF16})
+    for (const auto &pair : shapes) {
+      std::vector<int64_t> result = pair[0];
+      result.back() = pair[1].back();
+      Tensor lhs = encode(dtype, pair[0], randomValues(countOf(pair[0]), seed++));
+      Tensor rhs = encode(dtype, pair[1], randomValues(countOf(pair[1]), seed++));
+      Call widened("matmul"), narrow("matmul");
+      widened.in(lhs).in(rhs).out(plan::F32, result);
+      narrow.in(lhs).in(rhs).out(dtype, result);
+      ASSERT_OK(widened.run());
+      ASSERT_OK(narrow.run());
+      EXPECT_EQ(quantize(dtype, widened.values()), narrow.values());
+      Call wide("matmul");
+      wide.in(encode(plan::F64, pair[0], decode(lhs)))
+          .in(encode(plan::F64, pair[1], decode(rhs)))
+          .out(plan::F64, result);
+      ASSERT_OK(wide.run());
+      expectNear(widened.values(), wide.values(), 1e-6, "widened against f64");
+    }
+  Call bias("matmul");
+  bias.in(encode(plan::BF16, {2, 3}, randomValues(6, 1)))
+      .in(encode(plan::BF16, {3, 4}, randomValues(12, 2)))
+      .in(encode(plan::BF16, {4}, randomValues(4, 3)))
+      .out(plan::F32, {2, 4});
+  expectError(bias.run(), StatusCode::kInvalidArgument,
+              {"matmul", "an f32 result of bf16 operands takes no bias"});
+  Call f64("matmul");
+  f64.in(f32({2, 3}, iota<float>(6))).in(f32({3, 4}, iota<float>(12))).out(plan::F64, {2, 4});
+  expectError(f64.run(), StatusCode::kInvalidArgument, {"matmul", "'result'"});
+}
+
 TEST(CpuKernels, QkvAttentionErrors) {
   Call notPacked("qkv_attention");
   notPacked.in(f32({2, 4, 2, 1, 2}, iota<float>(32)))

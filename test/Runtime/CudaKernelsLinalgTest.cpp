@@ -122,6 +122,26 @@ TEST(CudaKernelsLinalg, MatmulShapes) {
                           seed += 2);
 }
 
+// 16-bit operands with an f32 result (the widened product: cuBLASLt's f32
+// D), on every batch path, and an empty contraction (zeros).
+TEST(CudaKernelsLinalg, MatmulWidened) {
+  ZCC_REQUIRE_GPU();
+  const std::vector<std::vector<int64_t>> shapes[] = {
+      {{37, 53}, {53, 29}},        {{2, 3, 37, 53}, {53, 29}}, {{4, 37, 53}, {4, 53, 29}},
+      {{3, 1, 37, 53}, {5, 53, 29}}, {{2, 64, 768}, {768, 96}}, {{4, 5, 0}, {0, 7}},
+  };
+  uint32_t seed = 1600;
+  for (DType dtype : {plan::F16, plan::BF16})
+    for (const auto &pair : shapes) {
+      SCOPED_TRACE(describe(dtype, pair[0], pair[1]) + " -> f32");
+      Call call("matmul");
+      call.in(randomTensor(dtype, pair[0], seed += 2))
+          .in(randomTensor(dtype, pair[1], seed + 1))
+          .out(plan::F32, matmulShape(pair[0], pair[1]));
+      expectCudaMatchesCpu(call, 1e-4);
+    }
+}
+
 // Products large enough for cuBLASLt's tiled (and split) algorithms; the
 // longer contraction gets the long-sum tolerance.
 TEST(CudaKernelsLinalg, MatmulLarge) {

@@ -92,6 +92,16 @@ LogicalResult GeluOp::verify() {
 LogicalResult MatMulOp::verify() {
   if (failed(verifyStaticShapes(*this)))
     return failure();
+  Type element = getLhs().getType().getElementType();
+  if (getRhs().getType().getElementType() != element)
+    return emitOpError("lhs and rhs must have one element type");
+  if (isWidened() &&
+      !(isa<Float16Type, BFloat16Type>(element) && getResult().getType().getElementType().isF32()))
+    return emitOpError() << "result element type " << getResult().getType().getElementType()
+                         << " must be the operands' (" << element
+                         << "), or f32 of f16 or bf16 operands";
+  if (isWidened() && hasEpilogue())
+    return emitOpError("an f32 product of 16-bit operands takes no bias, addend or activation");
   ArrayRef<int64_t> lhs = getLhs().getType().getShape();
   ArrayRef<int64_t> rhs = getRhs().getType().getShape();
   if (lhs.empty() || rhs.empty())

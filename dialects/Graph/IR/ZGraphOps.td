@@ -171,8 +171,7 @@ def ZGraph_GeluOp : ZGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//
 
-def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementType,
-    AttrSizedOperandSegments,
+def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
     OptionalTypesMatchWith<"addend has the result's type", "result", "addend", "$_self">,
     OptionalTypesMatchWith<"gelu_input has the result's type", "result", "gelu_input", "$_self">]> {
   let summary = "Matrix product with batch broadcasting (ONNX MatMul)";
@@ -198,6 +197,10 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
     product, without a bias or addend, by the tanh form's derivative at
     `gelu_input` (of the result's type): the gelu_grad of a GELU whose
     output's gradient is the product.
+
+    The result has the operands' element type, except that 16-bit operands
+    may give an f32 result without any of the above (a product whose only
+    reader was a cast to f32): the f32 sum, never rounded to 16 bits.
 
     ```mlir
     %dw = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) -> tensor<100x10xbf16>
@@ -229,6 +232,11 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
     /// addend or an activation): rewrites that move or split the product
     /// leave such a one alone.
     bool hasEpilogue() { return getBias() || getAddend() || getGeluInput() || getActivation(); }
+    /// Whether the result is f32 of 16-bit operands (no epilogue joins such
+    /// a product).
+    bool isWidened() {
+      return getResult().getType().getElementType() != getLhs().getType().getElementType();
+    }
   }];
   let hasVerifier = 1;
 }

@@ -115,7 +115,8 @@ struct FoldBiasIntoMatMul : OpRewritePattern<AddOp> {
     for (auto [productValue, bias] :
          {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
       auto product = productValue.getDefiningOp<MatMulOp>();
-      if (!product || product.getBias() || product.getActivation() || !productValue.hasOneUse() ||
+      if (!product || product.getBias() || product.getActivation() || product.isWidened() ||
+          !productValue.hasOneUse() ||
           product.getType() != add.getType())
         continue;
       auto resultType = product.getType();
@@ -139,6 +140,32 @@ bool sameMarks(Operation *a, Operation *b) {
   return a->getDiscardableAttrDictionary() == b->getDiscardableAttrDictionary();
 }
 
+/// cast(matmul(a, b)) to f32 of a 16-bit product without an epilogue,
+/// used only by the cast -> the product with an f32 result: cuBLASLt
+/// writes its f32 sum as D, so the 16-bit result, its rounding and the
+/// cast's pass are gone (the f32 logits of a language model's head). Not
+/// for a gradient the step accumulates (FuseAccumulate, and the
+/// collectives of ZeRO, read its 16-bit product). A cast without marks
+/// (mixed precision's, made after the pipeline partition) runs where its
+/// product does.
+struct FoldWideningIntoMatMul : OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    auto product = cast.getInput().getDefiningOp<MatMulOp>();
+    if (!product || product.hasEpilogue() || product.isWidened() ||
+        !cast.getInput().hasOneUse() ||
+        !(sameMarks(product, cast) || cast->getDiscardableAttrDictionary().empty()) ||
+        !isa<Float16Type, BFloat16Type>(product.getType().getElementType()) ||
+        !cast.getType().getElementType().isF32() ||
+        llvm::any_of(cast->getUsers(), [](Operation *user) { return isa<AccumulateOp>(user); }))
+      return failure();
+    rewriter.modifyOpInPlace(product, [&] { product.getResult().setType(cast.getType()); });
+    rewriter.replaceOp(cast, product.getResult());
+    return success();
+  }
+};
+
 /// add(matmul(a, b [, bias]), r) -> matmul(a, b [, bias]) addend r for a
 /// residual `r` of the product's own type and a product used only by the
 /// add: cuBLASLt reads r as its C (beta = 1) and the add's pass over the
@@ -151,7 +178,7 @@ struct FoldResidualIntoMatMul : OpRewritePattern<AddOp> {
     for (auto [productValue, residual] :
          {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
       auto product = productValue.getDefiningOp<MatMulOp>();
-      if (!product || product.getAddend() || product.getActivation() ||
+      if (!product || product.getAddend() || product.getActivation() || product.isWidened() ||
           !productValue.hasOneUse() || residual.getType() != add.getType() ||
           product.getType() != add.getType() || !sameMarks(product, add))
         continue;
@@ -685,7 +712,7 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
                  FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldGeluGradIntoMatMul,
-                 FoldSliceGradSumIntoConcat>(
+                 FoldSliceGradSumIntoConcat, FoldWideningIntoMatMul>(
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -384,3 +384,34 @@ func.func @qkv_head_read_elsewhere(%p: tensor<2x8x24xf32>) -> (tensor<2x2x8x4xf3
   %o = zgraph.attention %q, %k, %v scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
   return %o, %k : tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>
 }
+
+// -----
+
+// A 16-bit product whose only reader is a cast to f32 writes the f32 sum
+// itself; a gradient the step accumulates, a product with a bias and an f32
+// product cast to f64 keep their casts.
+// CHECK-LABEL: func.func @widened
+// CHECK: zgraph.state
+// CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %{{.*}}, %{{.*}} : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xf32>
+// CHECK-NEXT: %[[G:.*]] = zgraph.matmul %{{.*}}, %{{.*}} : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[GW:.*]] = zgraph.cast %[[G]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: zgraph.accumulate %[[GW]] into
+// CHECK: zgraph.cast %{{.*}} : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK: zgraph.cast %{{.*}} : tensor<4x16xf32> -> tensor<4x16xf64>
+// CHECK: return %[[Y]],
+func.func @widened(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf16>,
+                   %xf: tensor<4x8xf32>, %wf: tensor<8x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf64>) {
+  %acc = zgraph.state "w.grad" kind = "grad" : tensor<4x16xf32>
+  %y = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %yf = zgraph.cast %y : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %g = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %gf = zgraph.cast %g : tensor<4x16xbf16> -> tensor<4x16xf32>
+  zgraph.accumulate %gf into %acc : tensor<4x16xf32> into tensor<4x16xf32>
+  %p = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %pb = zgraph.add %p, %b : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+  %pf = zgraph.cast %pb : tensor<4x16xbf16> -> tensor<4x16xf32>
+  %q = zgraph.matmul %xf, %wf : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  %qd = zgraph.cast %q : tensor<4x16xf32> -> tensor<4x16xf64>
+  return %yf, %pf, %qd : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf64>
+}

@@ -253,3 +253,28 @@ func.func @qkv_attention_grad_rows(%qkv: tensor<2x8x3x2x4xf32>, %dy: tensor<2x2x
   %d = zgraph.qkv_attention_grad %qkv, %dy scale = 0.5 : (tensor<2x8x3x2x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x8x3x2x4xf32>
   return %d : tensor<2x8x3x2x4xf32>
 }
+
+// -----
+
+// Only 16-bit operands widen, and only to f32.
+func.func @matmul_wider_result(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>) -> tensor<4x16xf64> {
+  // expected-error @+1 {{'zgraph.matmul' op result element type 'f64' must be the operands' ('f32'), or f32 of f16 or bf16 operands}}
+  %y = zgraph.matmul %x, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf64>
+  return %y : tensor<4x16xf64>
+}
+
+// -----
+
+func.func @matmul_widened_bias(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'zgraph.matmul' op an f32 product of 16-bit operands takes no bias, addend or activation}}
+  %y = zgraph.matmul %x, %w, %b : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
+
+// -----
+
+func.func @matmul_mixed_operands(%x: tensor<4x8xbf16>, %w: tensor<8x16xf32>) -> tensor<4x16xf32> {
+  // expected-error @+1 {{'zgraph.matmul' op lhs and rhs must have one element type}}
+  %y = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  return %y : tensor<4x16xf32>
+}
