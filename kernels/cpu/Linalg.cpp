@@ -213,9 +213,10 @@ void widenTile(const T *source, int64_t stride, int64_t rows, int64_t columns, f
 /// of a transposed operand is widened as it is stored (rows of A^T, of
 /// B^T), reading its rows contiguously, and sgemm transposes it.
 ///
-/// With `R` = float and `accumulate`, C is an f32 accumulator instead: each
-/// tile starts from C's values (no bias) and is stored back unrounded
-/// (accumulate_matmul).
+/// With `R` = float, C is f32 and each tile is stored unrounded: with
+/// `accumulate` an accumulator whose tiles start from C's values (no bias;
+/// accumulate_matmul), without it the widened product of a matmul (no
+/// epilogue).
 template <typename T, typename R = T>
 std::enable_if_t<!std::is_floating_point_v<T>>
 gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,

@@ -400,6 +400,8 @@ LogicalResult QkvAttentionGradOp::verify() {
     return failure();
   if (getQkvGrad().getType() != getQkv().getType())
     return emitOpError("qkv_grad must have the qkv's type");
+  if (static_cast<bool>(getOutput()) != static_cast<bool>(getLse()))
+    return emitOpError("saved output and lse go together");
   if (Value output = getOutput(); output && output.getType() != getGrad().getType())
     return emitOpError() << "saved output " << output.getType()
                          << " must have the gradient's type " << getGrad().getType();
@@ -560,6 +562,8 @@ LogicalResult LayerNormGradOp::verify() {
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (static_cast<bool>(getOutput()) != static_cast<bool>(getLse()))
+    return emitOpError("saved output and lse go together");
   if (getQueryGrad().getType() != getQuery().getType() ||
       getKeyGrad().getType() != getKey().getType() ||
       getValueGrad().getType() != getValue().getType())

@@ -232,8 +232,8 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
     /// addend or an activation): rewrites that move or split the product
     /// leave such a one alone.
     bool hasEpilogue() { return getBias() || getAddend() || getGeluInput() || getActivation(); }
-    /// Whether the result is f32 of 16-bit operands (no epilogue joins such
-    /// a product).
+    /// Whether the result's element type is not the operands' (in a
+    /// verified op: f32 of 16-bit operands, which no epilogue joins).
     bool isWidened() {
       return getResult().getType().getElementType() != getLhs().getType().getElementType();
     }

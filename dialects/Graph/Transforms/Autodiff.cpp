@@ -184,10 +184,10 @@ private:
 LogicalResult GradientBuilder::matmulRule(MatMulOp op, Value dy,
                                           const llvm::DenseSet<Value> &needed) {
   // Fused products appear only after autodiff (zcc-graph-fuse-kernels).
-  if (op.hasEpilogue() || op.getTransposeLhs() || op.getTransposeRhs())
-    return op.emitOpError("autodiff: a fused product (bias, addend, activation or transposed "
-                          "operand) has no gradient rule; run zcc-graph-fuse-kernels after "
-                          "autodiff");
+  if (op.hasEpilogue() || op.isWidened() || op.getTransposeLhs() || op.getTransposeRhs())
+    return op.emitOpError("autodiff: a fused product (bias, addend, activation, f32 result of "
+                          "16-bit operands or transposed operand) has no gradient rule; run "
+                          "zcc-graph-fuse-kernels after autodiff");
   Value a = op.getLhs(), b = op.getRhs();
   RankedTensorType aType = tensorType(a), bType = tensorType(b);
   // Promote vectors to matrices as numpy.matmul does.

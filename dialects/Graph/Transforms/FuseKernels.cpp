@@ -4,7 +4,9 @@
 // is copies and adds the graph spells out: transposed operands of the
 // backward products, bias adds and residual adds after the forward ones, the
 // GELU after an inference product and its gradient after a training one,
-// and the zero-padded pieces of a Split's gradient summed back together.
+// the cast of a 16-bit product to f32, the zero-padded pieces of a Split's
+// gradient summed back together, and the attention heads' transposes in
+// and out of a fused query/key/value projection.
 // Each rewrite here
 // removes a whole pass over an activation-sized tensor; the attention's
 // backward reads the softmax statistics its forward saved instead of a
@@ -513,13 +515,16 @@ void splitHeadsOnce(Block &block) {
 }
 
 /// Whether `op` is an attention or an attention gradient with `heads` as
-/// its query, key and value.
+/// its query, key and value, and nowhere else.
 bool attendsTo(Operation *op, TransposeOp (&heads)[3]) {
   if (!isa<AttentionOp, AttentionGradOp>(op))
     return false;
-  for (int i = 0; i < 3; ++i)
-    if (op->getOperand(i) != heads[i].getResult())
+  for (OpOperand &operand : op->getOpOperands()) {
+    unsigned index = operand.getOperandNumber();
+    bool head = llvm::any_of(heads, [&](TransposeOp h) { return operand.get() == h.getResult(); });
+    if (index < 3 ? operand.get() != heads[index].getResult() : head)
       return false;
+  }
   return true;
 }
 
@@ -642,7 +647,10 @@ void packAttentionHeads(Block &block) {
             transpose.erase();
             continue;
           }
-          if (llvm::is_contained(users, reader))
+          // A gradient rebuilt below that saves this result as its output.
+          if (auto gradient = dyn_cast<AttentionGradOp>(reader);
+              gradient && llvm::is_contained(users, reader) &&
+              gradient.getOutput() && &use == &gradient.getOutputMutable()[0])
             continue;
           if (!headsFirst) {
             builder.setInsertionPointAfter(attention);

@@ -74,8 +74,20 @@ func.func @main(%x: tensor<4xf32> {zgraph.name = "x"}) -> (tensor<f32> {zgraph.n
 // rather than differentiated as if it were plain.
 func.func @main(%x: tensor<2x4xf32> {zgraph.name = "x"}) -> (tensor<f32> {zgraph.name = "loss"}) {
   %w = zgraph.param "w" trainable : tensor<3x4xf32>
-  // expected-error @+1 {{autodiff: a fused product (bias, addend, activation or transposed operand) has no gradient rule}}
+  // expected-error @+1 {{autodiff: a fused product (bias, addend, activation, f32 result of 16-bit operands or transposed operand) has no gradient rule}}
   %0 = zgraph.matmul %x, %w {transpose_rhs} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
+  %l = zgraph.reduce_sum %0 axes = [0, 1] keepdims = false : tensor<2x3xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// So is a widened product (f32 of bf16 operands), which
+// zcc-graph-fuse-kernels makes of a cast after autodiff.
+func.func @main(%x: tensor<2x4xbf16> {zgraph.name = "x"}) -> (tensor<f32> {zgraph.name = "loss"}) {
+  %w = zgraph.param "w" trainable : tensor<4x3xbf16>
+  // expected-error @+1 {{autodiff: a fused product (bias, addend, activation, f32 result of 16-bit operands or transposed operand) has no gradient rule}}
+  %0 = zgraph.matmul %x, %w : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xf32>
   %l = zgraph.reduce_sum %0 axes = [0, 1] keepdims = false : tensor<2x3xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

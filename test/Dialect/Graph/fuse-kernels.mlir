@@ -415,3 +415,24 @@ func.func @widened(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf
   %qd = zgraph.cast %q : tensor<4x16xf32> -> tensor<4x16xf64>
   return %yf, %pf, %qd : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf64>
 }
+
+// -----
+
+// A head that a gradient also reads as its result gradient is read beyond
+// the attention's query, key and value: nothing is packed.
+// CHECK-LABEL: func.func @qkv_head_as_gradient
+// CHECK-NOT: zgraph.qkv_attention
+// CHECK: zgraph.attention_grad
+func.func @qkv_head_as_gradient(%p: tensor<2x8x24xf32>) -> tensor<2x2x8x4xf32> {
+  %s0 = zgraph.slice %p starts = [0, 0, 0] limits = [2, 8, 8] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s1 = zgraph.slice %p starts = [0, 0, 8] limits = [2, 8, 16] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %s2 = zgraph.slice %p starts = [0, 0, 16] limits = [2, 8, 24] strides = [1, 1, 1] : tensor<2x8x24xf32> -> tensor<2x8x8xf32>
+  %r0 = zgraph.reshape %s0 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r1 = zgraph.reshape %s1 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %r2 = zgraph.reshape %s2 : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %q = zgraph.transpose %r0 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %k = zgraph.transpose %r1 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %v = zgraph.transpose %r2 perm = [0, 2, 1, 3] : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %d:3 = zgraph.attention_grad %q, %k, %v, %q scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+  return %d#0 : tensor<2x2x8x4xf32>
+}

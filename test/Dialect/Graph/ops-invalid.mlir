@@ -278,3 +278,11 @@ func.func @matmul_mixed_operands(%x: tensor<4x8xbf16>, %w: tensor<8x16xf32>) -> 
   %y = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xf32>) -> tensor<4x16xf32>
   return %y : tensor<4x16xf32>
 }
+
+// -----
+
+func.func @qkv_attention_grad_output_alone(%qkv: tensor<2x8x3x2x4xf32>, %dy: tensor<2x8x2x4xf32>) -> tensor<2x8x3x2x4xf32> {
+  // expected-error @+1 {{'zgraph.qkv_attention_grad' op saved output and lse go together}}
+  %d = "zgraph.qkv_attention_grad"(%qkv, %dy, %dy) {operandSegmentSizes = array<i32: 1, 1, 1, 0>, scale = 5.000000e-01 : f64} : (tensor<2x8x3x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>) -> tensor<2x8x3x2x4xf32>
+  return %d : tensor<2x8x3x2x4xf32>
+}
