@@ -172,10 +172,6 @@ void layerNormGradLoop(const TensorView &input, const TensorView &scale,
 // attention_grad
 //===----------------------------------------------------------------------===//
 
-/// The largest head size attention_grad takes: a query row's output and
-/// gradient are kept in stack arrays of this many doubles.
-constexpr int64_t kMaxHeadSize = 1024;
-
 /// The gradients of the attention of `q`, `k` and `v` (the buffers the
 /// layouts in `dims` index, as do `dq`, `dk` and `dv`), given `grad`; the
 /// key and value gradients accumulate, so the caller zeroes them first.
@@ -190,8 +186,8 @@ void attentionGradLoop(const AttentionDims &dims, double scale,
   int64_t qRow = dims.query.row, kRow = dims.key.row, vRow = dims.value.row,
           gRow = dims.output.row;
   int64_t groups = dims.groupHeads;
-  double output[kMaxHeadSize];
-  double queryGrad[kMaxHeadSize];
+  double output[kAttentionGradMaxHeadSize];
+  double queryGrad[kAttentionGradMaxHeadSize];
   for (int64_t h = 0; h < dims.heads; ++h) {
     const T *qh = q.as<const T>() + dims.query.rowStart(h, groups);
     const T *kh = k.as<const T>() + dims.key.rowStart(h, groups);
@@ -512,20 +508,6 @@ Status layerNormGrad(const KernelArgs &args) {
   });
 }
 
-namespace {
-/// The head-size limit of attentionGradLoop's stack rows.
-Status checkGradHeadSizes(const char *kernel, const AttentionDims &dims) {
-  for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize}})
-    if (value > kMaxHeadSize)
-      return kernelError(StatusCode::kUnimplemented, kernel,
-                         "%s %lld exceeds the %lld this kernel handles", what,
-                         static_cast<long long>(value),
-                         static_cast<long long>(kMaxHeadSize));
-  return Status::ok();
-}
-} // namespace
 
 Status attentionGrad(const KernelArgs &args) {
   const char *kernel = "attention_grad";
@@ -538,7 +520,7 @@ Status attentionGrad(const KernelArgs &args) {
           checkAttentionBackward(args, kernel, dims, scale, output, lse);
       !s.isOk())
     return s;
-  if (Status s = checkGradHeadSizes(kernel, dims); !s.isOk())
+  if (Status s = checkAttentionGradHeadSizes(kernel, dims); !s.isOk())
     return s;
   for (const TensorView &out : args.outputs)
     zeroFill(out);
@@ -560,7 +542,7 @@ Status qkvAttentionGrad(const KernelArgs &args) {
           checkQkvAttentionBackward(args, kernel, dims, scale, output, lse);
       !s.isOk())
     return s;
-  if (Status s = checkGradHeadSizes(kernel, dims); !s.isOk())
+  if (Status s = checkAttentionGradHeadSizes(kernel, dims); !s.isOk())
     return s;
   const TensorView &qkv = args.inputs[0], &qkvGrad = args.outputs[0];
   zeroFill(qkvGrad);

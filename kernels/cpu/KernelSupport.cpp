@@ -1043,6 +1043,18 @@ Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
   return readAttentionAttributes(args, kernel, dims, scale);
 }
 
+Status checkAttentionGradHeadSizes(const char *kernel, const AttentionDims &dims) {
+  for (auto [what, value] :
+       {std::pair<const char *, int64_t>{"head size", dims.headSize},
+        {"value head size", dims.valueSize}})
+    if (value > kAttentionGradMaxHeadSize)
+      return kernelError(StatusCode::kUnimplemented, kernel,
+                         "%s %lld exceeds the %lld this kernel handles", what,
+                         static_cast<long long>(value),
+                         static_cast<long long>(kAttentionGradMaxHeadSize));
+  return Status::ok();
+}
+
 namespace {
 /// Checks the packed [B, T, 3, H, d] `qkv` and `like` ([B, T, H, d], its
 /// type) and lays the attention out in them.

@@ -454,6 +454,14 @@ Status checkAttentionBackward(const KernelArgs &args, const char *kernel,
                               const TensorView *&output,
                               const TensorView *&lse);
 
+/// The largest head size attention_grad takes (the cpu kernel keeps a
+/// query row's output and gradient in stack arrays of this many doubles;
+/// the cuda one refuses what the cpu would).
+constexpr int64_t kAttentionGradMaxHeadSize = 1024;
+
+/// Refuses head sizes above kAttentionGradMaxHeadSize.
+Status checkAttentionGradHeadSizes(const char *kernel, const AttentionDims &dims);
+
 /// qkv_attention's operands: the packed [B, T, 3, H, d] projection `qkv`
 /// (query, key and value along its third dimension), the [B, T, H, d]
 /// result and optionally `lse` ([B, H, T], f32); also reads the

@@ -33,9 +33,6 @@ Status checkBlasSize(const char *kernel, const char *what, int64_t value) {
                      static_cast<long long>(value), INT_MAX);
 }
 
-/// The cpu attention_grad's limit on head sizes, with its message.
-constexpr int64_t kCpuGradMaxHeadSize = 1024;
-
 Status checkDeviceHeadSizes(const char *kernel, const AttentionDims &dims) {
   for (auto [what, value] :
        {std::pair<const char *, int64_t>{"head size", dims.headSize},
@@ -131,15 +128,9 @@ Status runAttentionGrad(const char *kernel, const AttentionDims &dims,
                         const TensorView *output, const TensorView *lse,
                         const TensorView &dq, const TensorView &dk,
                         const TensorView &dv, const LaunchContext &context) {
-  for (auto [what, value] :
-       {std::pair<const char *, int64_t>{"head size", dims.headSize},
-        {"value head size", dims.valueSize}})
-    if (value > kCpuGradMaxHeadSize)
-      return kernelError(StatusCode::kUnimplemented, kernel,
-                         "%s %lld exceeds the %lld this kernel handles", what,
-                         static_cast<long long>(value),
-                         static_cast<long long>(kCpuGradMaxHeadSize));
-
+  // The cpu's limit first, with its message.
+  if (Status s = checkAttentionGradHeadSizes(kernel, dims); !s.isOk())
+    return s;
   if (Status s = checkRowStrides(kernel, dims); !s.isOk())
     return s;
   if (dims.heads == 0)

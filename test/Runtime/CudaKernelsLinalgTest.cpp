@@ -681,6 +681,12 @@ TEST(CudaKernelsLinalg, AttentionLogSumExp) {
     }
 }
 
+/// The tolerance of a backward that reads the saved statistics, against
+/// the f64 gradients.
+double savedGradToleranceFor(DType dtype) {
+  return dtype == plan::F64 ? 1e-12 : dtype == plan::F32 ? 2e-5 : dtype == plan::F16 ? 1e-2 : 2e-2;
+}
+
 // The backward reading the forward's saved result and log-sum-exp (the
 // cpu's, which the cuda forward matches above) against the f64 gradients.
 TEST(CudaKernelsLinalg, AttentionGradFromSavedStatistics) {
@@ -705,10 +711,7 @@ TEST(CudaKernelsLinalg, AttentionGradFromSavedStatistics) {
       ASSERT_OK(runOnCuda(saved));
       Call reference = inF64(grad);
       ASSERT_OK(reference.run());
-      double tolerance = dtype == plan::F64   ? 1e-12
-                         : dtype == plan::F32 ? 2e-5
-                         : dtype == plan::F16 ? 1e-2
-                                              : 2e-2;
+      double tolerance = savedGradToleranceFor(dtype);
       for (size_t i = 0; i < 3; ++i)
         expectNear(saved.values(i), reference.values(i), tolerance,
                    "gradient " + std::to_string(i) + " against f64");
@@ -746,10 +749,7 @@ TEST(CudaKernelsLinalg, QkvAttention) {
       ASSERT_OK(runOnCuda(saved));
       Call reference = inF64(grad);
       ASSERT_OK(reference.run());
-      double tolerance = dtype == plan::F64   ? 1e-12
-                         : dtype == plan::F32 ? 2e-5
-                         : dtype == plan::F16 ? 1e-2
-                                              : 2e-2;
+      double tolerance = savedGradToleranceFor(dtype);
       expectNear(saved.values(0), reference.values(0), tolerance, "qkv_grad against f64");
     }
 }
