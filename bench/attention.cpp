@@ -9,12 +9,17 @@
 // that the L2 cache does not hold them, and prints one JSON object: the
 // median milliseconds of the forward, of the backward reading the
 // forward's saved result and log-sum-exp (what a training plan runs), and
-// of the backward that recomputes the softmax statistics itself. bench/attention.py runs it beside torch's
-// scaled_dot_product_attention on the same shapes.
+// of the backward that recomputes the softmax statistics itself; then the
+// forward and the saved-statistics backward through cuDNN's fused graphs
+// (CudnnAttention.h, what zrun's cuda backend runs where cuDNN takes the
+// shape), or why cuDNN declined them. bench/attention.py runs it beside
+// torch's scaled_dot_product_attention on the same shapes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "kernels/cuda/AttentionLaunch.h"
+#include "kernels/cuda/CudaKernels.h"
+#include "kernels/cuda/CudnnAttention.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -110,12 +116,13 @@ int main(int argc, char **argv) {
                "cudaMalloc"))
       return 1;
   void *workspace = nullptr;
-  if (!check(cudaMalloc(&workspace,
-                        zcc::cuda::attentionGradWorkspaceBytes(type, shape)),
-             "cudaMalloc"))
+  size_t workspaceBytes =
+      std::max(zcc::cuda::attentionGradWorkspaceBytes(type, shape),
+               zcc::cuda::kWorkspaceBytes);
+  if (!check(cudaMalloc(&workspace, workspaceBytes), "cudaMalloc"))
     return 1;
 
-  auto forward = [&](int set) {
+  auto forwardParams = [&](int set) {
     zcc::cuda::AttentionParams p;
     p.type = type;
     p.shape = shape;
@@ -124,9 +131,9 @@ int main(int argc, char **argv) {
     p.value = v[set];
     p.result = out[set];
     p.lse = lse[set];
-    return zcc::cuda::launchAttention(p, nullptr);
+    return p;
   };
-  auto backward = [&](int set, bool saved) {
+  auto backwardParams = [&](int set, bool saved) {
     zcc::cuda::AttentionGradParams p;
     p.type = type;
     p.shape = shape;
@@ -142,7 +149,13 @@ int main(int argc, char **argv) {
     p.keyGrad = dk[set];
     p.valueGrad = dv[set];
     p.workspace = workspace;
-    return zcc::cuda::launchAttentionGrad(p, nullptr);
+    return p;
+  };
+  auto forward = [&](int set) {
+    return zcc::cuda::launchAttention(forwardParams(set), nullptr);
+  };
+  auto backward = [&](int set, bool saved) {
+    return zcc::cuda::launchAttentionGrad(backwardParams(set, saved), nullptr);
   };
   cudaEvent_t start, stop;
   if (!check(cudaEventCreate(&start), "cudaEventCreate") ||
@@ -177,12 +190,51 @@ int main(int argc, char **argv) {
   std::printf("{\"heads\": %lld, \"queries\": %lld, \"keys\": %lld, "
               "\"head_size\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
               "\"forward_ms\": %.4f, \"backward_ms\": %.4f, "
-              "\"backward_recompute_ms\": %.4f}\n",
+              "\"backward_recompute_ms\": %.4f",
               static_cast<long long>(shape.heads),
               static_cast<long long>(shape.queries),
               static_cast<long long>(shape.keys),
               static_cast<long long>(shape.headSize),
               shape.causal ? "true" : "false", dtype.c_str(),
               median(forwardMs), median(backwardMs), median(recomputeMs));
+
+  // The same through cuDNN; a run it declines ends the timing with why.
+  std::unique_ptr<zcc::cuda::CudnnAttention> cudnn;
+  zcc::Status created = zcc::cuda::CudnnAttention::create(cudnn);
+  std::string declined = created.isOk() ? "" : created.message();
+  auto onCudnn = [&](zcc::Status status, bool ran) {
+    if (!status.isOk())
+      declined = status.message();
+    else if (!ran)
+      declined = cudnn->lastDeclined();
+    return declined.empty() ? cudaSuccess : cudaErrorNotSupported;
+  };
+  auto cudnnForward = [&](int set) {
+    bool ran = false;
+    zcc::Status status = cudnn->forward(forwardParams(set), nullptr, workspace,
+                                        workspaceBytes, ran);
+    return onCudnn(status, ran);
+  };
+  auto cudnnBackward = [&](int set) {
+    bool ran = false;
+    zcc::Status status = cudnn->backward(backwardParams(set, true), nullptr,
+                                         workspace, workspaceBytes, ran);
+    return onCudnn(status, ran);
+  };
+  std::vector<float> cudnnForwardMs, cudnnBackwardMs;
+  if (declined.empty() && time(cudnnForward, cudnnForwardMs) && declined.empty())
+    time(cudnnBackward, cudnnBackwardMs);
+  auto field = [](const std::vector<float> &times) {
+    return times.empty() ? std::string("null") : std::to_string(median(times));
+  };
+  std::printf(", \"cudnn_forward_ms\": %s, \"cudnn_backward_ms\": %s",
+              field(cudnnForwardMs).c_str(), field(cudnnBackwardMs).c_str());
+  if (!declined.empty()) {
+    std::string escaped;
+    for (char c : declined)
+      escaped += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+    std::printf(", \"cudnn_declined\": \"%s\"", escaped.c_str());
+  }
+  std::printf("}\n");
   return 0;
 }

@@ -11,7 +11,9 @@ zcc-bench-attention (the kernels zrun launches for `attention` and
 each fused backend torch has on the device (flash, cuDNN), and prints the
 median milliseconds of the forward and the backward (zcc's reading the
 forward's saved log-sum-exp, as training plans run it; the one that
-recomputes the statistics in its own pass is in the JSON lines), TFLOP/s
+recomputes the statistics in its own pass is in the JSON lines), the same
+two through zcc's cuDNN graphs (what zrun's cuda backend runs where cuDNN
+takes the shape; "zcc-dnn"), TFLOP/s
 (forward 4 B H T^2 d, halved for causal; backward 2.5 times the forward)
 and the ratio of torch's time to zcc's (above 1: zcc is faster).
 """
@@ -90,7 +92,10 @@ def main():
              str(args.repeats)], text=True))
         flops = forward_flops(batch, heads, seq, head, True)
         row = {"shape": name, "zcc_forward_ms": zcc["forward_ms"], "zcc_backward_ms": zcc["backward_ms"],
-               "zcc_backward_recompute_ms": zcc["backward_recompute_ms"], "forward_gflop": flops / 1e9}
+               "zcc_backward_recompute_ms": zcc["backward_recompute_ms"], "forward_gflop": flops / 1e9,
+               "zccdnn_forward_ms": zcc["cudnn_forward_ms"], "zccdnn_backward_ms": zcc["cudnn_backward_ms"]}
+        if "cudnn_declined" in zcc:
+            row["zccdnn_declined"] = zcc["cudnn_declined"]
         for label, backend in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
                 fwd, bwd = torch_times(batch, heads, seq, head, dtype, backend, args.repeats)
@@ -105,16 +110,16 @@ def main():
         return gflop / ms if ms else float("nan")
 
     print(f"\nattention, causal, {args.dtype}, torch {torch.__version__}; TFLOP/s: forward 4BHT^2d/2, backward 2.5x")
-    print(f"{'shape':16} {'pass':8} {'zcc ms':>8} {'TFLOP/s':>8} {'flash ms':>9} {'cudnn ms':>9} "
-          f"{'flash/zcc':>10} {'cudnn/zcc':>10}")
+    print(f"{'shape':16} {'pass':8} {'zcc ms':>8} {'TFLOP/s':>8} {'zcc-dnn':>9} {'flash ms':>9} {'cudnn ms':>9} "
+          f"{'flash/zcc':>10} {'cudnn/zcc':>10} {'cudnn/dnn':>10}")
     for row in rows:
         for kind, factor in (("forward", 1.0), ("backward", 2.5)):
-            z = row[f"zcc_{kind}_ms"]
+            z, dnn = row[f"zcc_{kind}_ms"], row[f"zccdnn_{kind}_ms"]
             fl, cu = row[f"flash_{kind}_ms"], row[f"cudnn_{kind}_ms"]
             fmt = lambda x: f"{x:9.3f}" if x else f"{'-':>9}"
-            ratio = lambda x: f"{x / z:10.2f}" if x else f"{'-':>10}"
+            ratio = lambda x, y: f"{x / y:10.2f}" if x and y else f"{'-':>10}"
             print(f"{row['shape']:16} {kind:8} {z:8.3f} {tflops(row['forward_gflop'] * factor, z):8.1f} "
-                  f"{fmt(fl)} {fmt(cu)} {ratio(fl)} {ratio(cu)}")
+                  f"{fmt(dnn)} {fmt(fl)} {fmt(cu)} {ratio(fl, z)} {ratio(cu, z)} {ratio(cu, dnn)}")
 
 
 if __name__ == "__main__":

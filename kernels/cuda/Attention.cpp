@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/AttentionLaunch.h"
+#include "kernels/cuda/CudnnAttention.h"
 
 #include <climits>
 #include <tuple>
@@ -118,6 +119,14 @@ Status runAttention(const char *kernel, const AttentionDims &dims,
   params.value = rowsStart(static_cast<const void *>(v.data), v, dims.value);
   params.result = rowsStart(out.data, out, dims.output);
   params.lse = lse ? lse->data : nullptr;
+  if (context.cudnnAttention) {
+    bool ran = false;
+    if (Status s = context.cudnnAttention->forward(
+            params, context.stream, context.workspace, context.workspaceBytes,
+            ran);
+        !s.isOk() || ran)
+      return s;
+  }
   return launchStatus(kernel, launchAttention(params, context.stream));
 }
 
@@ -159,6 +168,14 @@ Status runAttentionGrad(const char *kernel, const AttentionDims &dims,
   params.keyGrad = rowsStart(dk.data, dk, dims.key);
   params.valueGrad = rowsStart(dv.data, dv, dims.value);
   params.workspace = context.workspace;
+  if (context.cudnnAttention) {
+    bool ran = false;
+    if (Status s = context.cudnnAttention->backward(
+            params, context.stream, context.workspace, context.workspaceBytes,
+            ran);
+        !s.isOk() || ran)
+      return s;
+  }
   return launchStatus(kernel, launchAttentionGrad(params, context.stream));
 }
 

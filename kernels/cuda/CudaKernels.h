@@ -10,7 +10,10 @@
 // arguments with the same messages, then enqueues device work on the
 // context's stream and returns without waiting. It must not allocate device
 // or host memory on its success path: scratch space comes from the context's
-// workspace. Tensor views point into device memory.
+// workspace. (cuDNN's attention builds its execution plan on a shape's first
+// call, before any CUDA graph is captured, and inside cuDNN each call
+// makes a small variant-pack descriptor on the host.)
+// Tensor views point into device memory.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,6 +34,8 @@ namespace zcc::cuda {
 using cpu::KernelArgs;
 using cpu::TensorView;
 
+class CudnnAttention;
+
 /// What a kernel launch may use besides its arguments; owned by the backend
 /// and valid for the backend's lifetime.
 struct LaunchContext {
@@ -41,11 +46,15 @@ struct LaunchContext {
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
   int multiprocessorCount = 0;
+  /// cuDNN's fused attention (CudnnAttention.h), which the 16-bit attention
+  /// kernels use where it takes the shape; null runs the own kernels only.
+  CudnnAttention *cudnnAttention = nullptr;
 };
 
-/// Bytes of workspace the backend allocates (cuBLASLt's recommendation for
-/// Hopper plus room for reductions).
-constexpr size_t kWorkspaceBytes = size_t{64} << 20;
+/// Bytes of workspace the backend allocates: cuBLASLt's recommendation for
+/// Hopper, room for reductions, and cuDNN's attention gradient's f32 query
+/// gradient (64 MiB for 4 x 32 heads of 1024 x 128).
+constexpr size_t kWorkspaceBytes = size_t{128} << 20;
 
 using KernelFn = Status (*)(const KernelArgs &args,
                             const LaunchContext &context);

@@ -2,10 +2,12 @@
 
 #include "runtime/Cuda/CudaBackend.h"
 
+#include "kernels/cuda/CudnnAttention.h"
 #include "runtime/Cuda/CudaStatus.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -41,6 +43,17 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   ZCC_CUDA_RETURN_IF_ERROR(
       cudaMalloc(&backend->context_.workspace, cuda::kWorkspaceBytes));
   backend->context_.workspaceBytes = cuda::kWorkspaceBytes;
+  // ZCC_CUDNN_ATTENTION=0 keeps the attention on the own kernels (to
+  // compare them, or where cuDNN misbehaves).
+  const char *cudnn = std::getenv("ZCC_CUDNN_ATTENTION");
+  if (!cudnn || std::strcmp(cudnn, "0") != 0) {
+    Status created = cuda::CudnnAttention::create(backend->cudnnAttention_);
+    if (!created.isOk())
+      return Status(created.code(),
+                    created.message() +
+                        " (ZCC_CUDNN_ATTENTION=0 runs without cuDNN)");
+    backend->context_.cudnnAttention = backend->cudnnAttention_.get();
+  }
   return backend;
 }
 
@@ -57,6 +70,7 @@ CudaBackend::~CudaBackend() {
     cudaFree(context_.workspace);
   if (context_.blasLt)
     cublasLtDestroy(context_.blasLt);
+  cudnnAttention_.reset();
   for (cudaGraphExec_t graph : graphs_)
     cudaGraphExecDestroy(graph);
   for (cudaEvent_t event : events_)

@@ -63,6 +63,7 @@ private:
 
   int ordinal_ = 0;
   cuda::LaunchContext context_;
+  std::unique_ptr<cuda::CudnnAttention> cudnnAttention_;
   std::vector<cuda::KernelFn> kernels_;
   std::vector<std::pair<void *, uint64_t>> allocations_;
   /// The plan's streams: [0] is context_.stream; more for plans that

@@ -56,8 +56,11 @@ public:
   } while (false)
 
 /// Runs `call` on the cuda kernel of its name: inputs and initial outputs
-/// copied to the device, results copied back into `call`'s tensors.
-inline Status runOnCuda(Call &call) {
+/// copied to the device, results copied back into `call`'s tensors. With
+/// `launch`, the kernel runs with that context (the shared one's stream and
+/// workspace with something added) instead of the shared one.
+inline Status runOnCuda(Call &call,
+                        const cuda::LaunchContext *launch = nullptr) {
   CudaTestContext *context = CudaTestContext::get();
   if (!context)
     return Status(StatusCode::kUnavailable, "no CUDA device");
@@ -90,7 +93,7 @@ inline Status runOnCuda(Call &call) {
       status = toDevice(device.outputs[i]);
   }
   if (status.isOk())
-    status = fn(device, context->launch);
+    status = fn(device, launch ? *launch : context->launch);
   cudaError_t synced = cudaStreamSynchronize(context->launch.stream);
   if (status.isOk() && synced != cudaSuccess)
     status = Status(StatusCode::kInternal,

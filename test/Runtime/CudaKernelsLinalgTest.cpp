@@ -9,10 +9,14 @@
 
 #include "test/Runtime/CudaConformance.h"
 
+#include "kernels/cuda/CudnnAttention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,8 +138,9 @@ TEST(CudaKernelsLinalg, MatmulWidened) {
   for (DType dtype : {plan::F16, plan::BF16})
     for (const auto &pair : shapes) {
       SCOPED_TRACE(describe(dtype, pair[0], pair[1]) + " -> f32");
+      seed += 2;
       Call call("matmul");
-      call.in(randomTensor(dtype, pair[0], seed += 2))
+      call.in(randomTensor(dtype, pair[0], seed))
           .in(randomTensor(dtype, pair[1], seed + 1))
           .out(plan::F32, matmulShape(pair[0], pair[1]));
       expectCudaMatchesCpu(call, 1e-4);
@@ -752,6 +757,143 @@ TEST(CudaKernelsLinalg, QkvAttention) {
       double tolerance = savedGradToleranceFor(dtype);
       expectNear(saved.values(0), reference.values(0), tolerance, "qkv_grad against f64");
     }
+}
+
+/// The shared launch context with cuDNN's attention.
+struct CudnnLaunch {
+  std::unique_ptr<cuda::CudnnAttention> cudnn;
+  cuda::LaunchContext launch;
+};
+
+Status makeCudnnLaunch(CudnnLaunch &result) {
+  Status created = cuda::CudnnAttention::create(result.cudnn);
+  if (!created.isOk())
+    return created;
+  result.launch = CudaTestContext::get()->launch;
+  result.launch.cudnnAttention = result.cudnn.get();
+  return Status::ok();
+}
+
+/// Runs `call` with cuDNN's attention and expects it to have run there
+/// (`onCudnn`) or to have been declined, leaving it to the own kernels.
+void runExpectingCudnn(Call &call, CudnnLaunch &c, bool onCudnn) {
+  int64_t before = c.cudnn->runs();
+  ASSERT_OK(runOnCuda(call, &c.launch));
+  if (onCudnn)
+    EXPECT_EQ(c.cudnn->runs(), before + 1)
+        << "declined: " << c.cudnn->lastDeclined();
+  else
+    EXPECT_EQ(c.cudnn->runs(), before);
+}
+
+/// `actual`'s outputs against `call`'s in f64 on the cpu (an f32 lse stays
+/// f32, as the kernels take it).
+void expectNearF64(Call &actual, Call call,
+                   std::initializer_list<double> tolerances) {
+  Call reference = inF64(call);
+  for (size_t i = 0; i < call.outputCount(); ++i)
+    if (call.result(i).dtype == plan::F32 && call.input(0).dtype != plan::F32)
+      reference.result(i) = call.result(i);
+  ASSERT_OK(reference.run());
+  size_t i = 0;
+  for (double tolerance : tolerances) {
+    expectNear(actual.values(i), reference.values(i), tolerance,
+               call.kernel() + " output " + std::to_string(i) + " against f64");
+    ++i;
+  }
+}
+
+// cuDNN's fused attention as the cuda backend runs it (CudnnAttention.h):
+// qkv_attention with its lse over the packed projection and without it (in
+// inference), the gradient from
+// the saved result and lse, and attention over contiguous heads; each call
+// runs on cuDNN (its run count grows) and is held to the f64 results as
+// the own kernels are. Sequence lengths are multiples of 128 (the
+// backward's padding-free case before cuDNN 9.16).
+TEST(CudaKernelsLinalg, CudnnAttention) {
+  ZCC_REQUIRE_GPU();
+  CudnnLaunch c;
+  ASSERT_OK(makeCudnnLaunch(c));
+  const std::pair<QkvShape, bool> cases[] = {
+      {{2, 256, 3, 64}, true}, {{1, 128, 2, 128}, true},
+      {{2, 128, 2, 64}, false}, {{1, 384, 1, 64}, true}};
+  uint32_t seed = 1700;
+  for (DType dtype : {plan::F16, plan::BF16}) {
+    double tolerance = dtype == plan::F16 ? 5e-3 : 1e-2;
+    for (auto [shape, causal] : cases) {
+      SCOPED_TRACE(std::string(cpu::dtypeName(dtype)) + " T " +
+                   std::to_string(shape.length) + " d " +
+                   std::to_string(shape.size) + (causal ? " causal" : ""));
+      Call forward = qkvAttentionCall(shape, dtype, causal, false, seed += 4);
+      Call actual = forward;
+      runExpectingCudnn(actual, c, true);
+      expectNearF64(actual, forward, {tolerance, 1e-3});
+      // Inference's forward, without the lse.
+      Call inference(forward.kernel());
+      inference.in(forward.input(0))
+          .out(forward.result(0))
+          .floatAttr("scale",
+                     1.0 / std::sqrt(static_cast<double>(shape.size)));
+      if (causal)
+        inference.unitAttr("causal");
+      Call inferred = inference;
+      runExpectingCudnn(inferred, c, true);
+      expectNearF64(inferred, inference, {tolerance});
+      ASSERT_OK(forward.run());
+      Call grad = qkvAttentionCall(shape, dtype, causal, true, seed);
+      Call saved = grad;
+      saved.in(forward.result(0)).in(forward.result(1));
+      runExpectingCudnn(saved, c, true);
+      expectNearF64(saved, grad, {savedGradToleranceFor(dtype)});
+    }
+    AttentionCase heads{{2, 3}, 256, 256, 64, 64, true};
+    SCOPED_TRACE(describe(heads, dtype));
+    Call forward = attentionCall(heads, dtype, false, seed += 4);
+    forward.out(plan::F32, lseShape(heads));
+    Call actual = forward;
+    runExpectingCudnn(actual, c, true);
+    expectNearF64(actual, forward, {tolerance, 1e-3});
+    ASSERT_OK(forward.run());
+    Call grad = attentionCall(heads, dtype, true, seed);
+    for (size_t i = 0; i < 3; ++i)
+      grad.input(i) = forward.input(i);
+    Call saved = grad;
+    saved.in(forward.result(0)).in(forward.result(1));
+    runExpectingCudnn(saved, c, true);
+    double gradTolerance = savedGradToleranceFor(dtype);
+    expectNearF64(saved, grad, {gradTolerance, gradTolerance, gradTolerance});
+  }
+}
+
+// What cuDNN's engines do not take runs on the own kernels, with the same
+// results: f32, a head size not a multiple of 8, causal attention with
+// fewer queries than keys, and a gradient without the saved statistics.
+TEST(CudaKernelsLinalg, CudnnAttentionDeclines) {
+  ZCC_REQUIRE_GPU();
+  CudnnLaunch c;
+  ASSERT_OK(makeCudnnLaunch(c));
+  const std::pair<AttentionCase, DType> cases[] = {
+      {{{2}, 128, 128, 64, 64, true}, plan::F32},
+      {{{2}, 128, 128, 20, 20, false}, plan::BF16},
+      {{{2}, 64, 128, 64, 64, true}, plan::BF16},
+  };
+  uint32_t seed = 1800;
+  for (auto [shape, dtype] : cases) {
+    SCOPED_TRACE(describe(shape, dtype));
+    Call forward = attentionCall(shape, dtype, false, seed += 4);
+    Call actual = forward;
+    runExpectingCudnn(actual, c, false);
+    EXPECT_FALSE(c.cudnn->lastDeclined().empty());
+    expectNearF64(actual, forward,
+                  {dtype == plan::F32 ? 2e-5 : 1e-2});
+  }
+  Call grad = attentionCall({{2}, 128, 128, 64, 64, true}, plan::BF16, true,
+                            seed += 4);
+  Call actual = grad;
+  runExpectingCudnn(actual, c, false);
+  EXPECT_NE(c.cudnn->lastDeclined().find("recomputes"), std::string::npos)
+      << c.cudnn->lastDeclined();
+  expectNearF64(actual, grad, {2e-2, 2e-2, 2e-2});
 }
 
 // No queries: zero key and value gradients; no keys: zero query gradients.
