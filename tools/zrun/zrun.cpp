@@ -743,6 +743,9 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     pipeGroups = std::move(*pipes);
   }
   std::vector<Status> results(world, Status::ok());
+  // With --profile: each rank's seconds computing (every instruction but the
+  // sends and receives) and in all, over the timed runs.
+  std::vector<double> computing(world, -1), elapsed(world, 0);
   double seconds = 0;
   std::string profile;
   std::set<std::string> computed; // the outputs this process's ranks wrote
@@ -806,6 +809,16 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     }
     if (rank == 0)
       seconds = timed / static_cast<double>(std::max<int64_t>(1, options.repeat - 1));
+    if (options.profileRows > 0) {
+      computing[rank] = 0;
+      elapsed[rank] = timed;
+      for (const ProgramProfile &program : (*executor)->profile())
+        for (size_t i = 0; i < program.instructions.size(); ++i) {
+          const std::string &kernel = program.program->instructions(static_cast<int>(i)).kernel();
+          if (kernel != "send" && kernel != "recv")
+            computing[rank] += program.instructions[i].seconds;
+        }
+    }
     if (rank == 0 && options.profileRows > 0)
       profile = formatProfile(**executor, profileScope, options.profileRows);
     return Status::ok();
@@ -839,6 +852,25 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     if (computed.count(name) && !options.noOutputs)
       ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
                           "cannot write output '%s'", name.c_str());
+  // Each stage's idle share of the batch (waiting on the stages before and
+  // after it); their mean is the pipeline's measured bubble, next to the
+  // compiler's prediction. A cuda rank knows only its own.
+  const int64_t runs = std::max<int64_t>(1, options.repeat - 1);
+  double idleSum = 0;
+  int measured = 0;
+  for (int rank = 0; rank < world; ++rank) {
+    if (computing[rank] < 0 || elapsed[rank] <= 0)
+      continue;
+    double idle = std::max(0.0, 1 - computing[rank] / elapsed[rank]);
+    std::printf("stage %d (rank %d): computing %.3f ms of each batch's %.3f ms, idle %.1f%%\n",
+                rank / dataParallel, rank, computing[rank] / runs * 1e3, elapsed[rank] / runs * 1e3,
+                idle * 100);
+    idleSum += idle;
+    ++measured;
+  }
+  if (measured == world)
+    std::printf("measured bubble fraction %.3f (the stages' mean idle share; predicted %.3f)\n",
+                idleSum / world, plan.pipeline().bubble_fraction());
   if (ownRank > 0)
     return Status::ok();
   int64_t samples = 0;
