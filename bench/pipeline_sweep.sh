@@ -30,26 +30,38 @@ if [ "$mode" = compile ]; then
   zcc=${ZCC:-$root/build/bin/zcc}
   models=${MODELS:-$out.models}  # beside OUT, which stays small enough to carry
   mkdir -p "$models"
-  model() { # SEQ ROWS -> the model file
+  model() { # SEQ ROWS -> the model file (made once; its weights are sizes only)
     local onnx=$models/$preset-s$1-b$2.onnx
-    [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset "$preset" \
-      --gelu tanh --vocab ${VOCAB:-50304} --seq "$1" --batch "$2" --no-loss --external-data --sizes-only \
-      -o "$onnx" > /dev/null
+    if [ ! -f "$onnx" ] || [ ! -f "$onnx.data" ]; then
+      ${COMPILE_PYTHON:-/usr/bin/python3} "$root/examples/models/make_models.py" --model gpt2 \
+        --preset "$preset" --gelu tanh --vocab ${VOCAB:-50304} --seq "$1" --batch "$2" --no-loss \
+        --external-data --sizes-only -o "$onnx" > /dev/null
+    fi
     echo "$onnx"
+  }
+  compile() { # REPORT ZCC-ARGS...: a plan, its report; zcc's messages on failure
+    local report=$1
+    shift
+    "$zcc" "$@" --infer-precision bf16 --report > "$report" 2> "$report.err" ||
+      { cat "$report.err" >&2; exit 1; }
   }
   for seq in $seqs; do
     echo "{\"train_micro_batch_size_per_gpu\": $batch}" > "$out/one.json"
-    "$zcc" "$(model "$seq" "$batch")" -c "$out/one.json" --infer-precision bf16 --report \
-      -o "$out/one-s$seq.plan" > "$out/one-s$seq.report" 2>/dev/null
+    onnx=$(model "$seq" "$batch")
+    compile "$out/one-s$seq.report" "$onnx" -c "$out/one.json" -o "$out/one-s$seq.plan"
     for micro in $micros; do
+      if [ $((batch % micro)) -ne 0 ]; then
+        echo "pipeline_sweep.sh: $micro micro-batches do not divide the batch of $batch" >&2
+        exit 2
+      fi
       rows=$((batch / micro))
       cat > "$out/pp-m$micro.json" <<EOF
 {"train_micro_batch_size_per_gpu": $rows, "gradient_accumulation_steps": $micro,
  "pipeline": {"enabled": true, "num_stages": $stages, "schedule": "gpipe"}}
 EOF
-      "$zcc" "$(model "$seq" "$rows")" -c "$out/pp-m$micro.json" --world-size "$stages" \
-        --infer-precision bf16 --report -o "$out/pp-s$seq-m$micro.plan" \
-        > "$out/pp-s$seq-m$micro.report" 2>/dev/null
+      onnx=$(model "$seq" "$rows")
+      compile "$out/pp-s$seq-m$micro.report" "$onnx" -c "$out/pp-m$micro.json" \
+        --world-size "$stages" -o "$out/pp-s$seq-m$micro.plan"
       echo "seq $seq, $micro micro-batches: $(grep -m1 'bubble' "$out/pp-s$seq-m$micro.report" || true)"
     done
   done
@@ -68,7 +80,9 @@ latency() { # LOG -> milliseconds per batch, or null
 }
 for seq in $seqs; do
   ids=$out/ids-s$seq.npy
-  $python -c "import numpy as np; np.save('$ids', np.random.default_rng(0).integers(0, ${VOCAB:-50304}, ($batch, $seq)))"
+  $python -c "import sys, numpy as np
+np.save(sys.argv[1], np.random.default_rng(0).integers(0, int(sys.argv[2]), (int(sys.argv[3]), int(sys.argv[4]))))" \
+    "$ids" "${VOCAB:-50304}" "$batch" "$seq"
   log=$out/one-s$seq.log
   "$zrun" "$out/one-s$seq.plan" --backend "$backend" --weights random --input input_ids="$ids" \
     --repeat 5 --no-outputs > "$log" 2>&1 || tail -3 "$log"
@@ -83,8 +97,10 @@ for seq in $seqs; do
     "$zrun" "$plan" --backend "$backend" --nproc "$stages" --weights random --input input_ids="$ids" \
       --repeat 3 --no-outputs --profile 1 --comm-timeout 120 > "$log.profile" 2>&1 || tail -3 "$log.profile"
     measured=$(sed -nE 's/^stage [0-9]+ \(rank [0-9]+\):.* idle ([0-9.]+)%$/\1/p' "$log.profile" |
-      awk '{ s += $1; n++ } END { if (n) printf "%.3f", s / n / 100; else print "null" }')
-    predicted=$(sed -nE 's/.*bubble fraction ([0-9.]+).*/\1/p' "$out/pp-s$seq-m$micro.report" | head -1)
+      awk -v stages="$stages" '{ s += $1; n++ } END { if (n == stages) printf "%.3f", s / n / 100; else print "null" }')
+    predicted=null
+    [ -f "$out/pp-s$seq-m$micro.report" ] &&
+      predicted=$(sed -nE 's/.*bubble fraction ([0-9.]+).*/\1/p' "$out/pp-s$seq-m$micro.report" | head -1)
     echo "{\"system\": \"zcc-pipeline\", \"seq\": $seq, \"micro\": $micro, \"latency_ms\": $(latency "$log"), \"bubble_measured\": $measured, \"bubble_predicted\": ${predicted:-null}}" >> "$results"
     if [ -z "${SKIP_PEERS:-}" ]; then
       torchrun --nproc-per-node "$stages" "$root/bench/peers.py" --system pipeline --preset "$preset" \
@@ -105,8 +121,9 @@ rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 batch, stages = int(sys.argv[2]), int(sys.argv[3])
 one = {r["seq"]: r["latency_ms"] for r in rows if r["system"] == "zcc-1gpu"}
 torch = {(r["seq"], r["micro"]): r["latency_ms"] for r in rows if r["system"] == "torch-pipeline"}
-fmt = lambda x, f="{:.1f}": f.format(x) if x else "–"
+fmt = lambda x, f="{:.1f}": f.format(x) if x is not None else "–"
 tps = lambda seq, ms: batch * seq / (ms / 1e3) if ms else None
+ratio = lambda a, b: a / b if a and b else None
 print(f"| seq | micro-batches | zcc 1 GPU ms | zcc {stages} stages ms | tokens/s | torch {stages} stages ms | tokens/s "
       f"| latency 1 GPU / {stages} stages | tokens/s zcc / torch | bubble predicted | bubble measured |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -116,7 +133,7 @@ for r in rows:
     seq, micro, ms = r["seq"], r["micro"], r["latency_ms"]
     single, peer = one.get(seq), torch.get((seq, micro))
     print(f"| {seq} | {micro} | {fmt(single)} | {fmt(ms)} | {fmt(tps(seq, ms), '{:,.0f}')} | {fmt(peer)} "
-          f"| {fmt(tps(seq, peer), '{:,.0f}')} | {fmt(single / ms if single and ms else None, '{:.2f}')} "
-          f"| {fmt(peer / ms if peer and ms else None, '{:.2f}')} | {fmt(r['bubble_predicted'], '{:.3f}')} "
+          f"| {fmt(tps(seq, peer), '{:,.0f}')} | {fmt(ratio(single, ms), '{:.2f}')} "
+          f"| {fmt(ratio(peer, ms), '{:.2f}')} | {fmt(r['bubble_predicted'], '{:.3f}')} "
           f"| {fmt(r['bubble_measured'], '{:.3f}')} |")
 PY

@@ -125,7 +125,7 @@ Status runAttention(const char *kernel, const AttentionDims &dims,
             params, context.stream, context.workspace, context.workspaceBytes,
             ran);
         !s.isOk() || ran)
-      return s;
+      return std::move(s.addContext(kernel));
   }
   return launchStatus(kernel, launchAttention(params, context.stream));
 }
@@ -174,7 +174,7 @@ Status runAttentionGrad(const char *kernel, const AttentionDims &dims,
             params, context.stream, context.workspace, context.workspaceBytes,
             ran);
         !s.isOk() || ran)
-      return s;
+      return std::move(s.addContext(kernel));
   }
   return launchStatus(kernel, launchAttentionGrad(params, context.stream));
 }

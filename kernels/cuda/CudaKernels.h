@@ -11,8 +11,8 @@
 // context's stream and returns without waiting. It must not allocate device
 // or host memory on its success path: scratch space comes from the context's
 // workspace. (cuDNN's attention builds its execution plan on a shape's first
-// call, before any CUDA graph is captured, and inside cuDNN each call
-// makes a small variant-pack descriptor on the host.)
+// call, before any CUDA graph is captured, and each of its eager calls makes
+// a small cuDNN variant pack on the host; graph replays make none.)
 // Tensor views point into device memory.
 //
 //===----------------------------------------------------------------------===//

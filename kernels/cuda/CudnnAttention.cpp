@@ -188,34 +188,35 @@ public:
     for (int64_t i = 0; ok() && i < returned; ++i) {
       Descriptor candidate(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       cudnnBackendDescriptor_t p = candidate.get();
-      if (!p)
-        continue;
       cudnnHandle_t handle = handle_;
       cudnnBackendDescriptor_t config = handles[i];
-      if (cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                   CUDNN_TYPE_HANDLE, 1,
-                                   &handle) != CUDNN_STATUS_SUCCESS ||
-          cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                   &config) != CUDNN_STATUS_SUCCESS)
-        continue;
-      cudnnStatus_t finalized = cudnnBackendFinalize(p);
-      if (finalized != CUDNN_STATUS_SUCCESS) {
+      cudnnStatus_t status = candidate.status();
+      if (status == CUDNN_STATUS_SUCCESS)
+        status = cudnnBackendSetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                          CUDNN_TYPE_HANDLE, 1, &handle);
+      if (status == CUDNN_STATUS_SUCCESS)
+        status = cudnnBackendSetAttribute(
+            p, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+            CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config);
+      if (status == CUDNN_STATUS_SUCCESS)
+        status = cudnnBackendFinalize(p);
+      if (status != CUDNN_STATUS_SUCCESS) {
         if (firstRefusal.empty())
-          firstRefusal = cudnnGetErrorString(finalized);
+          firstRefusal = cudnnGetErrorString(status);
         continue;
       }
-      check(cudnnBackendGetAttribute(p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, &count,
-                                     &workspaceBytes),
+      int64_t sizes = 0;
+      check(cudnnBackendGetAttribute(
+                p, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                1, &sizes, &workspaceBytes),
             "execution plan's workspace size");
       plan = std::move(candidate);
       return;
     }
     if (ok())
-      failure = "none of cuDNN's " + std::to_string(returned) +
-                " engine configurations builds a plan (first: " +
-                firstRefusal + ")";
+      failure = "none of the " + std::to_string(returned) +
+                " engine configurations cuDNN's heuristics give builds a "
+                "plan (the first: " + firstRefusal + ")";
   }
 
   /// Every descriptor made, which the plan built from them keeps alive.
@@ -314,21 +315,22 @@ Dims packedStrides(Dims dims) {
   return {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
 }
 
+constexpr const char *kOnlySixteenBit = "only 16-bit attention runs on cuDNN";
+
 constexpr int64_t kAlign = 256;
 int64_t alignUp(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 /// What cuDNN's flash engines take, before any graph is built; "" when
 /// nothing rules the call out.
-std::string precheck(const AttentionShape &shape, ElementType type,
-                     bool backward, size_t version) {
-  if (type != ElementType::kBF16 && type != ElementType::kF16)
-    return "only 16-bit attention runs on cuDNN";
+std::string precheck(const AttentionShape &shape, bool backward,
+                     size_t version) {
   if (shape.headSize % 8 || shape.valueSize % 8 || shape.headSize == 0 ||
       shape.valueSize == 0 || shape.headSize > 256 || shape.valueSize > 256)
     return "cuDNN's flash engines take head sizes that are multiples of 8 "
            "up to 256";
   if (shape.causal && shape.queries != shape.keys)
-    return "cuDNN's causal mask is aligned at the top left";
+    return "the graph's causal mask compares query and key indices, which "
+           "takes as many queries as keys";
   if (shape.queries == 0 || shape.keys == 0 || shape.heads == 0)
     return "an empty attention";
   for (const AttentionRows *rows :
@@ -362,6 +364,8 @@ struct CudnnAttention::Plan {
   /// sum; an inference forward's log-sum-exp (softmaxSumBytes).
   int64_t queryGradSumBytes = 0, softmaxSumBytes = 0;
   std::string declined;
+  /// Whether a workspace too small for it was noted.
+  bool workspaceNoted = false;
   // The by-value scalars; cuDNN reads them through these addresses.
   float scale = 1, negativeInfinity = -INFINITY, one = 1;
 };
@@ -416,7 +420,7 @@ CudnnAttention::Plan *CudnnAttention::planFor(bool backward,
   slot = std::make_unique<Plan>();
   Plan &plan = *slot;
   plan.scale = scale;
-  plan.declined = precheck(shape, type, backward, version_);
+  plan.declined = precheck(shape, backward, version_);
   if (!plan.declined.empty())
     return &plan;
 
@@ -541,7 +545,9 @@ CudnnAttention::Plan *CudnnAttention::planFor(bool backward,
     plan.softmaxSumBytes = alignUp(b * h * sq * 4);
   }
   g.build(plan.plan, plan.workspaceBytes);
-  if (!g.ok()) {
+  if (g.ok())
+    plan.graph = g.release();
+  else {
     // A shape the prechecks let through: say so once, as it costs speed.
     plan.declined = g.failure;
     std::fprintf(stderr,
@@ -553,28 +559,39 @@ CudnnAttention::Plan *CudnnAttention::planFor(bool backward,
                  static_cast<long long>(sq), static_cast<long long>(skv),
                  static_cast<long long>(d), g.failure.c_str());
   }
-  plan.graph = g.release();
   return &plan;
 }
 
 namespace {
 
-/// Runs `plan` on `stream` with these tensors' addresses.
+/// The addresses of a graph's non-virtual tensors, by unique id.
+struct Bindings {
+  static constexpr int kMax = 16;
+  int64_t uids[kMax];
+  void *pointers[kMax];
+  int count = 0;
+
+  void add(int64_t uid, const void *pointer) {
+    uids[count] = uid;
+    pointers[count++] = const_cast<void *>(pointer);
+  }
+};
+
+/// Runs `plan` on `stream` with `bindings`.
 Status execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
-               const std::vector<int64_t> &uids,
-               const std::vector<void *> &pointers, void *workspace,
+               const Bindings &bindings, void *workspace,
                cudaStream_t stream) {
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   cudnnBackendDescriptor_t p = pack.get();
   cudnnStatus_t status = pack.status();
   if (status == CUDNN_STATUS_SUCCESS)
     status = cudnnBackendSetAttribute(p, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                      CUDNN_TYPE_INT64, uids.size(),
-                                      uids.data());
+                                      CUDNN_TYPE_INT64, bindings.count,
+                                      bindings.uids);
   if (status == CUDNN_STATUS_SUCCESS)
     status = cudnnBackendSetAttribute(p, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                      CUDNN_TYPE_VOID_PTR, pointers.size(),
-                                      pointers.data());
+                                      CUDNN_TYPE_VOID_PTR, bindings.count,
+                                      bindings.pointers);
   if (status == CUDNN_STATUS_SUCCESS)
     status = cudnnBackendSetAttribute(p, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
                                       CUDNN_TYPE_VOID_PTR, 1, &workspace);
@@ -591,22 +608,31 @@ Status execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
   return Status::ok();
 }
 
+bool sixteenBit(ElementType type) {
+  return type == ElementType::kBF16 || type == ElementType::kF16;
+}
+
 } // namespace
 
-bool CudnnAttention::usable(const Plan &plan, size_t workspaceBytes,
+bool CudnnAttention::usable(Plan &plan, size_t workspaceBytes,
                             std::initializer_list<const void *> operands) {
   int64_t needed =
       plan.queryGradSumBytes + plan.softmaxSumBytes + plan.workspaceBytes;
-  if (!plan.declined.empty())
+  if (!plan.declined.empty()) {
     lastDeclined_ = plan.declined;
-  else if (needed > static_cast<int64_t>(workspaceBytes))
+  } else if (needed > static_cast<int64_t>(workspaceBytes)) {
     lastDeclined_ = "cuDNN's plan needs " + std::to_string(needed) +
                     " bytes of workspace, more than the backend's " +
                     std::to_string(workspaceBytes);
-  else if (!std::all_of(operands.begin(), operands.end(), aligned))
+    if (!plan.workspaceNoted)
+      std::fprintf(stderr, "zcc: note: %s; zcc's own kernels run it\n",
+                   lastDeclined_.c_str());
+    plan.workspaceNoted = true;
+  } else if (!std::all_of(operands.begin(), operands.end(), aligned)) {
     lastDeclined_ = "an operand is not 16-byte aligned";
-  else
+  } else {
     return true;
+  }
   return false;
 }
 
@@ -614,23 +640,29 @@ Status CudnnAttention::forward(const AttentionParams &params,
                                cudaStream_t stream, void *workspace,
                                size_t workspaceBytes, bool &ran) {
   ran = false;
+  lastDeclined_.clear();
+  if (!sixteenBit(params.type)) {
+    lastDeclined_ = kOnlySixteenBit;
+    return Status::ok();
+  }
   Plan *plan = planFor(false, params.shape, params.type, params.lse);
   if (!usable(*plan, workspaceBytes,
-              {params.query, params.key, params.value, params.result}))
+              {params.query, params.key, params.value, params.result,
+               params.lse}))
     return Status::ok();
-  std::vector<int64_t> uids = {kQuery, kKey, kValue, kOutput, kScale};
-  std::vector<void *> pointers = {
-      const_cast<void *>(params.query), const_cast<void *>(params.key),
-      const_cast<void *>(params.value), params.result, &plan->scale};
-  if (params.shape.causal) {
-    uids.push_back(kNegativeInfinity);
-    pointers.push_back(&plan->negativeInfinity);
-  }
+  // Inference writes the log-sum-exp at the workspace's start.
   auto *base = static_cast<unsigned char *>(workspace);
-  uids.push_back(kStats);
-  pointers.push_back(params.lse ? params.lse : base);
+  Bindings bindings;
+  bindings.add(kQuery, params.query);
+  bindings.add(kKey, params.key);
+  bindings.add(kValue, params.value);
+  bindings.add(kOutput, params.result);
+  bindings.add(kStats, params.lse ? params.lse : base);
+  bindings.add(kScale, &plan->scale);
+  if (params.shape.causal)
+    bindings.add(kNegativeInfinity, &plan->negativeInfinity);
   if (Status s = execute(static_cast<cudnnHandle_t>(handle_), plan->plan.get(),
-                         uids, pointers, base + plan->softmaxSumBytes, stream);
+                         bindings, base + plan->softmaxSumBytes, stream);
       !s.isOk())
     return s;
   ++runs_;
@@ -642,6 +674,11 @@ Status CudnnAttention::backward(const AttentionGradParams &params,
                                 cudaStream_t stream, void *workspace,
                                 size_t workspaceBytes, bool &ran) {
   ran = false;
+  lastDeclined_.clear();
+  if (!sixteenBit(params.type)) {
+    lastDeclined_ = kOnlySixteenBit;
+    return Status::ok();
+  }
   if (!params.output || !params.lse) {
     lastDeclined_ = "the gradient recomputes its statistics";
     return Status::ok();
@@ -649,10 +686,11 @@ Status CudnnAttention::backward(const AttentionGradParams &params,
   Plan *plan = planFor(true, params.shape, params.type, true);
   if (!usable(*plan, workspaceBytes,
               {params.query, params.key, params.value, params.grad,
-               params.output, params.queryGrad, params.keyGrad,
+               params.output, params.lse, params.queryGrad, params.keyGrad,
                params.valueGrad}))
     return Status::ok();
-  // The f32 query gradient is summed from zero.
+  // The f32 query gradient, summed from zero, then the softmax sums, then
+  // the plan's own workspace.
   auto *base = static_cast<unsigned char *>(workspace);
   void *queryGradSum = base, *softmaxSum = base + plan->queryGradSumBytes;
   void *planWorkspace = base + plan->queryGradSumBytes + plan->softmaxSumBytes;
@@ -662,30 +700,24 @@ Status CudnnAttention::backward(const AttentionGradParams &params,
     return makeStatus(StatusCode::kInternal,
                       "clearing cuDNN's query gradient sum failed: %s",
                       cudaGetErrorString(cleared));
-  std::vector<int64_t> uids = {kQuery,     kKey,        kValue,
-                               kOutput,    kOutputGrad, kStats,
-                               kQueryGrad, kKeyGrad,    kValueGrad,
-                               kScale,     kOne,        kSoftmaxSum,
-                               kQueryGradSum};
-  std::vector<void *> pointers = {const_cast<void *>(params.query),
-                                  const_cast<void *>(params.key),
-                                  const_cast<void *>(params.value),
-                                  const_cast<void *>(params.output),
-                                  const_cast<void *>(params.grad),
-                                  const_cast<void *>(params.lse),
-                                  params.queryGrad,
-                                  params.keyGrad,
-                                  params.valueGrad,
-                                  &plan->scale,
-                                  &plan->one,
-                                  softmaxSum,
-                                  queryGradSum};
-  if (params.shape.causal) {
-    uids.push_back(kNegativeInfinity);
-    pointers.push_back(&plan->negativeInfinity);
-  }
+  Bindings bindings;
+  bindings.add(kQuery, params.query);
+  bindings.add(kKey, params.key);
+  bindings.add(kValue, params.value);
+  bindings.add(kOutput, params.output);
+  bindings.add(kOutputGrad, params.grad);
+  bindings.add(kStats, params.lse);
+  bindings.add(kQueryGrad, params.queryGrad);
+  bindings.add(kKeyGrad, params.keyGrad);
+  bindings.add(kValueGrad, params.valueGrad);
+  bindings.add(kScale, &plan->scale);
+  bindings.add(kOne, &plan->one);
+  bindings.add(kSoftmaxSum, softmaxSum);
+  bindings.add(kQueryGradSum, queryGradSum);
+  if (params.shape.causal)
+    bindings.add(kNegativeInfinity, &plan->negativeInfinity);
   if (Status s = execute(static_cast<cudnnHandle_t>(handle_), plan->plan.get(),
-                         uids, pointers, planWorkspace, stream);
+                         bindings, planWorkspace, stream);
       !s.isOk())
     return s;
   ++runs_;

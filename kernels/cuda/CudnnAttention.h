@@ -7,6 +7,11 @@
 // on a shape's first call and kept. A shape or layout cuDNN's engines do not
 // take is declined, and the caller runs its own kernels (Attention.cu).
 //
+// A shape's first call builds its plan on the host, so it must not be the
+// one a CUDA graph captures (the executor runs a program once before
+// capturing it). One thread launches at a time: the plan cache and the
+// handle's stream are not guarded.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZCC_KERNELS_CUDA_CUDNNATTENTION_H
@@ -29,8 +34,8 @@ namespace zcc::cuda {
 
 class CudnnAttention {
 public:
-  /// A cuDNN handle and an empty plan cache; an error naming what is missing
-  /// when cuDNN cannot be loaded or is older than 9.
+  /// A cuDNN handle and an empty plan cache; an error when the handle
+  /// cannot be made or the loaded cuDNN is older than 9.
   static Status create(std::unique_ptr<CudnnAttention> &result);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention &) = delete;
@@ -49,21 +54,21 @@ public:
 
   /// How many calls ran on cuDNN.
   int64_t runs() const { return runs_; }
-  /// Why the last declined shape was declined ("" when none was).
+  /// Why the last call was declined ("" when it ran on cuDNN).
   const std::string &lastDeclined() const { return lastDeclined_; }
   /// cudnnGetVersion() of the library loaded (e.g. 91400).
   size_t version() const { return version_; }
 
+private:
   /// One shape's execution plan (or the reason it has none).
   struct Plan;
 
-private:
   CudnnAttention() = default;
   Plan *planFor(bool backward, const AttentionShape &shape, ElementType type,
                 bool lse);
   /// Whether `plan` runs with this much workspace and these operands'
   /// alignment; else says why not in lastDeclined().
-  bool usable(const Plan &plan, size_t workspaceBytes,
+  bool usable(Plan &plan, size_t workspaceBytes,
               std::initializer_list<const void *> operands);
 
   void *handle_ = nullptr; // cudnnHandle_t

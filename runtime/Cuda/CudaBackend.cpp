@@ -70,9 +70,10 @@ CudaBackend::~CudaBackend() {
     cudaFree(context_.workspace);
   if (context_.blasLt)
     cublasLtDestroy(context_.blasLt);
-  cudnnAttention_.reset();
+  // The graphs launch cuDNN's kernels: they go first.
   for (cudaGraphExec_t graph : graphs_)
     cudaGraphExecDestroy(graph);
+  cudnnAttention_.reset();
   for (cudaEvent_t event : events_)
     cudaEventDestroy(event);
   for (cudaEvent_t event : captureEvents_)

@@ -55,12 +55,55 @@ public:
       GTEST_SKIP() << "no CUDA device";                                        \
   } while (false)
 
+/// Launches `fn` once more, captured as a CUDA graph on `launch`'s stream,
+/// after clearing the outputs that are not inputs too; runOnCuda's graph.
+inline Status replayAsGraph(cuda::KernelFn fn, const Call &call,
+                            const cpu::KernelArgs &host,
+                            const cpu::KernelArgs &device,
+                            const cuda::LaunchContext &launch) {
+  cudaStream_t stream = launch.stream;
+  if (cudaStreamSynchronize(stream) != cudaSuccess)
+    return Status(StatusCode::kInternal, "the eager launch failed");
+  for (size_t i = 0; i < device.outputs.size(); ++i)
+    if (call.aliasOf(i) < 0)
+      cudaMemset(device.outputs[i].data, 0,
+                 static_cast<size_t>(host.outputs[i].numElements()) *
+                     cpu::dtypeBytes(host.outputs[i].dtype));
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) !=
+      cudaSuccess)
+    return Status(StatusCode::kInternal, "cannot begin a capture");
+  Status status = fn(device, launch);
+  cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!status.isOk())
+    return status;
+  if (ended != cudaSuccess)
+    return Status(StatusCode::kInternal,
+                  std::string("the capture failed: ") + cudaGetErrorString(ended));
+  cudaGraphExec_t executable = nullptr;
+  cudaError_t made = cudaGraphInstantiate(&executable, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess)
+    return Status(StatusCode::kInternal, std::string("cannot instantiate the graph: ") +
+                                             cudaGetErrorString(made));
+  cudaError_t replayed = cudaGraphLaunch(executable, stream);
+  if (replayed == cudaSuccess)
+    replayed = cudaStreamSynchronize(stream);
+  cudaGraphExecDestroy(executable);
+  if (replayed != cudaSuccess)
+    return Status(StatusCode::kInternal,
+                  std::string("the graph failed: ") + cudaGetErrorString(replayed));
+  return Status::ok();
+}
+
 /// Runs `call` on the cuda kernel of its name: inputs and initial outputs
 /// copied to the device, results copied back into `call`'s tensors. With
 /// `launch`, the kernel runs with that context (the shared one's stream and
-/// workspace with something added) instead of the shared one.
-inline Status runOnCuda(Call &call,
-                        const cuda::LaunchContext *launch = nullptr) {
+/// workspace with something added) instead of the shared one. With
+/// `replayGraph`, the kernel then runs again captured in a CUDA graph, into
+/// cleared outputs, and the results are the graph's.
+inline Status runOnCuda(Call &call, const cuda::LaunchContext *launch = nullptr,
+                        bool replayGraph = false) {
   CudaTestContext *context = CudaTestContext::get();
   if (!context)
     return Status(StatusCode::kUnavailable, "no CUDA device");
@@ -92,8 +135,11 @@ inline Status runOnCuda(Call &call,
     else
       status = toDevice(device.outputs[i]);
   }
+  const cuda::LaunchContext &used = launch ? *launch : context->launch;
   if (status.isOk())
-    status = fn(device, launch ? *launch : context->launch);
+    status = fn(device, used);
+  if (status.isOk() && replayGraph)
+    status = replayAsGraph(fn, call, host, device, used);
   cudaError_t synced = cudaStreamSynchronize(context->launch.stream);
   if (status.isOk() && synced != cudaSuccess)
     status = Status(StatusCode::kInternal,

@@ -853,8 +853,10 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
                           "cannot write output '%s'", name.c_str());
   // Each stage's idle share of the batch (waiting on the stages before and
-  // after it); their mean is the pipeline's measured bubble, next to the
-  // compiler's prediction. A cuda rank knows only its own.
+  // after it, and its host work); their mean is the pipeline's measured
+  // bubble, next to the compiler's prediction. Measured over the profiled
+  // runs, whose instructions each run to completion (no CUDA graphs). A
+  // cuda rank knows only its own stage: each prints its line.
   const int64_t runs = std::max<int64_t>(1, options.repeat - 1);
   double idleSum = 0;
   int measured = 0;
