@@ -17,6 +17,13 @@
 # zcc / peer for each. Pipeline inference: gpt2-xl in bf16, a batch of 32
 # in 8 micro-batches over 2 stages, zcc against torch.distributed.pipelining
 # (and one GPU running the whole batch).
+#
+# A stage written 3off (e.g. CASES="gpt-13b:3off:4 gpt-13b:3:4" on 8 GPUs)
+# is the ZeRO-3 guide's run: zero3off_fp16_mb4.json (optimizer and parameter
+# offload to pinned host memory, fp16 with the guide's loss scaler, a
+# recomputation checkpoint per block), compiled to fit
+# --device-memory-limit DEVICE_MEMORY_LIMIT (default 16GiB); its row has no
+# peer, and gives the compiler's predicted peak beside the measured one.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?compile or run}
@@ -34,6 +41,7 @@ size_args() {
     gpt2-medium) echo "--preset gpt2-medium" ;;
     gpt2-xl) echo "--preset gpt2-xl" ;;
     gpt-6.7b) echo "--layers 32 --width 4096 --heads 32" ;;
+    gpt-13b) echo "--layers 40 --width 5120 --heads 40" ;;
   esac
 }
 
@@ -46,8 +54,14 @@ if [ "$mode" = compile ]; then
     onnx=$models/$model-mb$micro-tanh.onnx
     [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --gelu tanh \
       $(size_args "$model") --vocab 50304 --seq 1024 --batch "$micro" --external-data --sizes-only -o "$onnx"
-    "$zcc" "$onnx" -c "$root/bench/configs/zero${stage}_bf16_mb$micro.json" --world-size "$nproc" \
-      --report -o "$out/$model-z$stage.plan" 2>/dev/null > "$out/$model-z$stage.report"
+    config=$root/bench/configs/zero${stage}_bf16_mb$micro.json limit=()
+    if [ "$stage" = 3off ]; then
+      config=$root/bench/configs/zero3off_fp16_mb$micro.json
+      limit=(--device-memory-limit "${DEVICE_MEMORY_LIMIT:-16GiB}")
+    fi
+    "$zcc" "$onnx" -c "$config" --world-size "$nproc" "${limit[@]}" \
+      --report -o "$out/$model-z$stage.plan" 2>"$out/$model-z$stage.err" > "$out/$model-z$stage.report" ||
+      { echo "zcc $model ZeRO-$stage failed:"; tail -3 "$out/$model-z$stage.err"; }
     echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
   done
   if [ "$nproc" -lt 2 ]; then
@@ -81,9 +95,9 @@ for item in $cases; do
   log=$out/$model-z$stage
   "$zrun" "$plan" --backend cuda --nproc "$nproc" --weights random --steps "$steps" --comm-timeout "${COMM_TIMEOUT:-60}" \
     --log-json "$log.jsonl" --memory-report $ZRUN_ARGS > "$log.log" 2>&1 || { echo "zcc $model ZeRO-$stage failed:"; tail -5 "$log.log"; }
-  $python - "$log" "$model" "$stage" "$micro" "$plan" >> "$results" <<'PY'
+  $python - "$log" "$model" "$stage" "$micro" "$plan" "$out/$model-z$stage.report" >> "$results" <<'PY'
 import json, re, sys
-log, model, stage, micro, plan = sys.argv[1:6]
+log, model, stage, micro, plan, report = sys.argv[1:7]
 try:
     steps = [json.loads(l) for l in open(log + ".jsonl")]
 except FileNotFoundError:
@@ -92,13 +106,15 @@ text = open(log + ".log").read()
 arena = [int(x) for x in re.findall(r"device memory: (\d+) bytes", text)]
 timed = steps[2:] or steps
 tps = sum(s["tokens_per_s"] for s in timed) / len(timed) if timed else 0.0
+predicted = re.search(r"arena \(total\)\s+(\d+)", open(report).read())
 print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps,
                   "peak_gib": max(arena) / 2**30 if arena else None,
+                  "predicted_gib": int(predicted.group(1)) / 2**30 if predicted else None,
                   "loss_first": steps[0]["loss"] if steps else None,
                   "loss_last": steps[-1]["loss"] if steps else None}))
 PY
   peer=$([ "$stage" = 0 ] && echo ddp || echo fsdp2)
-  [ -n "${SKIP_PEERS:-}" ] && continue
+  [ -n "${SKIP_PEERS:-}" ] || [ "$stage" = 3off ] && continue
   torchrun --nproc-per-node "$nproc" "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
     2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
 done

@@ -10,6 +10,7 @@ SIZES = {
     "gpt2-medium": (24, 1024),
     "gpt2-xl": (48, 1600),
     "gpt-6.7b": (32, 4096),
+    "gpt-13b": (40, 5120),
 }
 VOCAB, SEQ = 50304, 1024
 GPUS = int(os.environ.get("NPROC", 2))  # as bench/gpu_bench.sh
@@ -39,6 +40,11 @@ def main():
         print(f"| {model} | {system[4:].replace('z', 'ZeRO-')} | {fmt(zt, '%.0f')} | {fmt(tflops_per_gpu(model, zt), '%.0f')} | "
               f"{fmt(zm, '%.1f')} | {peer_name} | {fmt(pt, '%.0f')} | {fmt(tflops_per_gpu(model, pt) if pt else 0, '%.0f')} | "
               f"{fmt(pm, '%.1f')} | {fmt(zt / pt if pt else 0, '%.2f')} | {fmt(zm / pm if zm and pm else 0, '%.2f')} |")
+    for (system, model), r in by.items():
+        if system.startswith("zcc-z") and r.get("predicted_gib") and r.get("peak_gib"):
+            print(f"{model} {system[4:].replace('z', 'ZeRO-')}: planned {r['predicted_gib']:.2f} GiB per GPU, "
+                  f"allocated {r['peak_gib']:.2f} ({r['peak_gib'] / r['predicted_gib'] - 1:+.1%}); "
+                  f"loss {r['loss_first']} -> {r['loss_last']}")
     for key in (("single-infer", "gpt2-xl"), ("torch-pipelining", "gpt2-xl")):
         if key in by:
             r = by[key]
