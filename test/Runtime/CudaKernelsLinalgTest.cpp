@@ -885,7 +885,8 @@ TEST(CudaKernelsLinalg, CudnnAttentionInCudaGraph) {
   Call eagerGrad = grad, replayedGrad = grad;
   runExpectingCudnn(eagerGrad, c, true);
   runExpectingCudnn(replayedGrad, c, true, /*replayGraph=*/true);
-  // cuDNN sums the query gradient with atomics: not bit for bit.
+  // cuDNN's engine may sum the query gradient in a varying order: within
+  // rounding of the eager run, not necessarily bit for bit.
   expectNear(replayedGrad.values(0), eagerGrad.values(0), 1e-2, "qkv_grad");
 }
 
