@@ -315,8 +315,6 @@ Dims packedStrides(Dims dims) {
   return {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
 }
 
-constexpr const char *kOnlySixteenBit = "only 16-bit attention runs on cuDNN";
-
 constexpr int64_t kAlign = 256;
 int64_t alignUp(int64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
@@ -577,10 +575,14 @@ struct Bindings {
   }
 };
 
-/// Runs `plan` on `stream` with `bindings`.
+/// Runs `plan` on `stream` with `bindings` and the by-value scalars every
+/// graph reads (the causal ones' -inf too).
 Status execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
-               const Bindings &bindings, void *workspace,
-               cudaStream_t stream) {
+               Bindings &bindings, float *scale, float *negativeInfinity,
+               bool causal, void *workspace, cudaStream_t stream) {
+  bindings.add(kScale, scale);
+  if (causal)
+    bindings.add(kNegativeInfinity, negativeInfinity);
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   cudnnBackendDescriptor_t p = pack.get();
   cudnnStatus_t status = pack.status();
@@ -608,10 +610,6 @@ Status execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan,
   return Status::ok();
 }
 
-bool sixteenBit(ElementType type) {
-  return type == ElementType::kBF16 || type == ElementType::kF16;
-}
-
 } // namespace
 
 bool CudnnAttention::usable(Plan &plan, size_t workspaceBytes,
@@ -636,15 +634,20 @@ bool CudnnAttention::usable(Plan &plan, size_t workspaceBytes,
   return false;
 }
 
+bool CudnnAttention::takesType(ElementType type, bool &ran) {
+  ran = false;
+  lastDeclined_.clear();
+  if (type == ElementType::kBF16 || type == ElementType::kF16)
+    return true;
+  lastDeclined_ = "only 16-bit attention runs on cuDNN";
+  return false;
+}
+
 Status CudnnAttention::forward(const AttentionParams &params,
                                cudaStream_t stream, void *workspace,
                                size_t workspaceBytes, bool &ran) {
-  ran = false;
-  lastDeclined_.clear();
-  if (!sixteenBit(params.type)) {
-    lastDeclined_ = kOnlySixteenBit;
+  if (!takesType(params.type, ran))
     return Status::ok();
-  }
   Plan *plan = planFor(false, params.shape, params.type, params.lse);
   if (!usable(*plan, workspaceBytes,
               {params.query, params.key, params.value, params.result,
@@ -658,11 +661,10 @@ Status CudnnAttention::forward(const AttentionParams &params,
   bindings.add(kValue, params.value);
   bindings.add(kOutput, params.result);
   bindings.add(kStats, params.lse ? params.lse : base);
-  bindings.add(kScale, &plan->scale);
-  if (params.shape.causal)
-    bindings.add(kNegativeInfinity, &plan->negativeInfinity);
   if (Status s = execute(static_cast<cudnnHandle_t>(handle_), plan->plan.get(),
-                         bindings, base + plan->softmaxSumBytes, stream);
+                         bindings, &plan->scale, &plan->negativeInfinity,
+                         params.shape.causal, base + plan->softmaxSumBytes,
+                         stream);
       !s.isOk())
     return s;
   ++runs_;
@@ -673,12 +675,8 @@ Status CudnnAttention::forward(const AttentionParams &params,
 Status CudnnAttention::backward(const AttentionGradParams &params,
                                 cudaStream_t stream, void *workspace,
                                 size_t workspaceBytes, bool &ran) {
-  ran = false;
-  lastDeclined_.clear();
-  if (!sixteenBit(params.type)) {
-    lastDeclined_ = kOnlySixteenBit;
+  if (!takesType(params.type, ran))
     return Status::ok();
-  }
   if (!params.output || !params.lse) {
     lastDeclined_ = "the gradient recomputes its statistics";
     return Status::ok();
@@ -710,14 +708,12 @@ Status CudnnAttention::backward(const AttentionGradParams &params,
   bindings.add(kQueryGrad, params.queryGrad);
   bindings.add(kKeyGrad, params.keyGrad);
   bindings.add(kValueGrad, params.valueGrad);
-  bindings.add(kScale, &plan->scale);
   bindings.add(kOne, &plan->one);
   bindings.add(kSoftmaxSum, softmaxSum);
   bindings.add(kQueryGradSum, queryGradSum);
-  if (params.shape.causal)
-    bindings.add(kNegativeInfinity, &plan->negativeInfinity);
   if (Status s = execute(static_cast<cudnnHandle_t>(handle_), plan->plan.get(),
-                         bindings, planWorkspace, stream);
+                         bindings, &plan->scale, &plan->negativeInfinity,
+                         params.shape.causal, planWorkspace, stream);
       !s.isOk())
     return s;
   ++runs_;

@@ -66,6 +66,9 @@ private:
   CudnnAttention() = default;
   Plan *planFor(bool backward, const AttentionShape &shape, ElementType type,
                 bool lse);
+  /// Starts a call: clears `ran` and the last decline; false (declined)
+  /// unless `type` is 16-bit.
+  bool takesType(ElementType type, bool &ran);
   /// Whether `plan` runs with this much workspace and these operands'
   /// alignment; else says why not in lastDeclined().
   bool usable(Plan &plan, size_t workspaceBytes,
