@@ -104,11 +104,13 @@ except FileNotFoundError:
     steps = []
 text = open(log + ".log").read()
 arena = [int(x) for x in re.findall(r"device memory: (\d+) bytes", text)]
+in_use = [int(x) for x in re.findall(r"(\d+) bytes of the device in use", text)]
 timed = steps[2:] or steps
 tps = sum(s["tokens_per_s"] for s in timed) / len(timed) if timed else 0.0
 predicted = re.search(r"arena \(total\)\s+(\d+)", open(report).read())
 print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps,
                   "peak_gib": max(arena) / 2**30 if arena else None,
+                  "device_gib": max(in_use) / 2**30 if in_use else None,
                   "predicted_gib": int(predicted.group(1)) / 2**30 if predicted else None,
                   "loss_first": steps[0]["loss"] if steps else None,
                   "loss_last": steps[-1]["loss"] if steps else None}))
@@ -131,6 +133,7 @@ import json, re, sys
 text = open(sys.argv[1]).read()
 m = re.search(r"batch of (\d+) samples in ([0-9.]+) ms", text)
 arena = [int(x) for x in re.findall(r"device memory: (\d+) bytes", text)]
+in_use = [int(x) for x in re.findall(r"(\d+) bytes of the device in use", text)]
 if m:
     samples, ms = int(m.group(1)), float(m.group(2))
     print(json.dumps({"system": "zcc-infer", "model": "gpt2-xl", "latency_s": ms / 1e3,

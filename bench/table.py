@@ -23,6 +23,10 @@ def tflops_per_gpu(model, tokens_per_s):
     return tokens_per_s * per_token / GPUS / 1e12
 
 
+def fmt_gib(value):
+    return f"{value:.2f} GiB" if value else "–"
+
+
 def main():
     rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip().startswith("{")]
     by = {(r["system"], r["model"]): r for r in rows}
@@ -43,7 +47,8 @@ def main():
     for (system, model), r in by.items():
         if system.startswith("zcc-z") and r.get("predicted_gib") and r.get("peak_gib"):
             print(f"{model} {system[4:].replace('z', 'ZeRO-')}: planned {r['predicted_gib']:.2f} GiB per GPU, "
-                  f"allocated {r['peak_gib']:.2f} ({r['peak_gib'] / r['predicted_gib'] - 1:+.1%}); "
+                  f"allocated {r['peak_gib']:.2f} ({r['peak_gib'] / r['predicted_gib'] - 1:+.1%}), "
+                  f"device in use {fmt_gib(r.get('device_gib'))}; "
                   f"loss {r['loss_first']} -> {r['loss_last']}")
     for key in (("single-infer", "gpt2-xl"), ("torch-pipelining", "gpt2-xl")):
         if key in by:

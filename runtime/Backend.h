@@ -54,6 +54,12 @@ public:
   /// Bytes of device memory allocate() handed out and not yet freed: the
   /// measured side of "predicted memory is actual memory".
   virtual uint64_t allocatedBytes() const = 0;
+  /// Bytes of the device's memory in use now, by anything: allocate()'s
+  /// blocks and what the backend, its libraries, the driver's context and the
+  /// communicators took for themselves (on a device that no other process
+  /// uses, what this rank needs of a card). allocatedBytes() where the
+  /// backend's memory is the process's own.
+  virtual uint64_t deviceBytesInUse() const { return allocatedBytes(); }
 
   virtual Status copyToDevice(void *device, const void *host,
                               uint64_t bytes) = 0;

@@ -131,6 +131,16 @@ void CudaBackend::deallocate(void *memory) {
   cudaFree(memory);
 }
 
+uint64_t CudaBackend::deviceBytesInUse() const {
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaSetDevice(ordinal_) != cudaSuccess ||
+      cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return totalBytes - freeBytes;
+}
+
 Status CudaBackend::copyToDevice(void *device, const void *host,
                                  uint64_t bytes) {
   if (!bytes)

@@ -43,6 +43,7 @@ public:
   Status recordEvent(uint32_t event, uint32_t stream) override;
   Status waitEvent(uint32_t event, uint32_t stream) override;
   uint64_t allocatedBytes() const override { return allocatedBytes_; }
+  uint64_t deviceBytesInUse() const override;
   Status copyToDevice(void *device, const void *host, uint64_t bytes) override;
   Status copyToHost(void *host, const void *device, uint64_t bytes) override;
   Status copyOnDevice(void *destination, const void *source,

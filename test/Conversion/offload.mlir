@@ -126,6 +126,68 @@ module attributes {zcc.config = {zero_optimization = {stage = 2 : i64, offload_o
 
 // -----
 
+// bf16 compute with offload_param on one rank: the micro-step's casts of
+// "w" become reads of its host 16-bit copy, fetched right before the
+// product (no host kernel in the micro-step), which @init sets and
+// @optimizer_step refreshes after the host update. "v" is also read in f32,
+// so it keeps its cast.
+// CHECK-LABEL: func.func @micro_step
+// CHECK-NEXT: %[[C:.*]] = zgraph.state "w" kind = "copy" {zdist.memory = "host"} : tensor<4x3xbf16>
+// CHECK-NEXT: %[[CD:.*]] = zdist.fetch %[[C]] : tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.matmul %arg0, %[[CD]]
+// CHECK-NEXT: %[[V:.*]] = zgraph.param "v" trainable {zdist.memory = "host"} : tensor<4x3xf32>
+// CHECK-NEXT: zgraph.cast %[[V]] {zdist.memory = "host"}
+// CHECK-NOT: kind = "copy"
+// CHECK-LABEL: func.func @init
+// CHECK-NEXT: %[[W:.*]] = zgraph.param "w" trainable {zdist.memory = "host"} : tensor<4x3xf32>
+// CHECK-NEXT: %[[IC:.*]] = zgraph.state "w" kind = "copy" {zdist.memory = "host"} : tensor<4x3xbf16>
+// CHECK-NEXT: %[[IH:.*]] = zgraph.cast %[[W]] {zdist.memory = "host"} : tensor<4x3xf32> -> tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.assign %[[IH]] into %[[IC]] {zdist.memory = "host"}
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK: zgraph.adamw %[[UW:[^,]*]],
+// CHECK-NEXT: %[[UC:.*]] = zgraph.state "w" kind = "copy" {zdist.memory = "host"} : tensor<4x3xbf16>
+// CHECK-NEXT: %[[UH:.*]] = zgraph.cast %[[UW]] {zdist.memory = "host"} : tensor<4x3xf32> -> tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.assign %[[UH]] into %[[UC]] {zdist.memory = "host"}
+// CHECK-NOT: kind = "copy"
+// CHECK: return
+module attributes {zcc.config = {bf16 = {enabled = true}, zero_optimization = {stage = 3 : i64, stage3_param_persistence_threshold = 4 : i64, offload_optimizer = {device = "cpu"}, offload_param = {device = "cpu"}}}} {
+  zdist.mesh @mesh ["dp" = 1]
+  func.func @micro_step(%x: tensor<2x4xbf16> {zgraph.name = "x"}, %x32: tensor<2x4xf32> {zgraph.name = "x32"}) -> (tensor<2x3xf32> {zgraph.name = "y"}) {
+    %w = zgraph.param "w" trainable : tensor<4x3xf32>
+    %wc = zgraph.cast %w : tensor<4x3xf32> -> tensor<4x3xbf16>
+    %y = zgraph.matmul %x, %wc : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xbf16>
+    %v = zgraph.param "v" trainable : tensor<4x3xf32>
+    %vc = zgraph.cast %v : tensor<4x3xf32> -> tensor<4x3xbf16>
+    %yv = zgraph.matmul %x, %vc : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xbf16>
+    %y32 = zgraph.cast %yv : tensor<2x3xbf16> -> tensor<2x3xf32>
+    %s = zgraph.reduce_sum %v axes = [0] keepdims = false : tensor<4x3xf32> -> tensor<3xf32>
+    %z = zgraph.add %y32, %s : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    %t = zgraph.transpose %x32 perm = [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+    %d = zgraph.matmul %t, %z : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    %gw = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+    zgraph.accumulate %d into %gw : tensor<4x3xf32> into tensor<4x3xf32>
+    %gv = zgraph.state "v" kind = "grad" : tensor<4x3xf32>
+    zgraph.accumulate %d into %gv : tensor<4x3xf32> into tensor<4x3xf32>
+    return %z : tensor<2x3xf32>
+  }
+  func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {
+    %w = zgraph.param "w" trainable : tensor<4x3xf32>
+    %gw = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+    %mw = zgraph.state "w" kind = "exp_avg" : tensor<4x3xf32>
+    %vw = zgraph.state "w" kind = "exp_avg_sq" : tensor<4x3xf32>
+    zgraph.adamw %w, %gw, %mw, %vw, %scalars {adam_w_mode = true} : tensor<4x3xf32>, tensor<8xf64>
+    %v = zgraph.param "v" trainable : tensor<4x3xf32>
+    %gv = zgraph.state "v" kind = "grad" : tensor<4x3xf32>
+    %mv = zgraph.state "v" kind = "exp_avg" : tensor<4x3xf32>
+    %vv = zgraph.state "v" kind = "exp_avg_sq" : tensor<4x3xf32>
+    zgraph.adamw %v, %gv, %mv, %vv, %scalars {adam_w_mode = true} : tensor<4x3xf32>, tensor<8xf64>
+    return
+  }
+}
+
+// -----
+
 // offload_param alone: the host would own the shards but not their update.
 // expected-error @+1 {{zero_optimization.offload_param needs offload_optimizer.device "cpu" too: the host updates the offloaded shards in place}}
 module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, offload_param = {device = "cpu"}}}} {

@@ -50,27 +50,34 @@ for world in 1 2; do
 done
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
-# GPUs, stage 3 with offload_param too on 2 GPUs, in fp32 and bf16.
+# GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,
+# and stage 3 with both offloads in fp16 with the ZeRO-3 guide's dynamic
+# loss scaler (hysteresis 2; a power of 12 to start, so that the first
+# steps' overflows, which both backends must find alike, are few).
 $python - "$inputs" "$out" <<'PY'
 import json, sys
 inputs, out = sys.argv[1], sys.argv[2]
 cases = {"z2r1-off": ("ds_zero2_gas2.json", 1, False), "z2r2-off": ("ds_zero2_gas2.json", 2, False),
-         "z3r2-offp": ("ds_zero3_gas2.json", 2, True)}
+         "z3r1-offp": ("ds_zero3_gas2.json", 1, True), "z3r2-offp": ("ds_zero3_gas2.json", 2, True)}
 for name, (base, world, params) in cases.items():
     config = json.load(open(f"{inputs}/{base}"))
     config["gradient_accumulation_steps"] = 8 // (2 * world)
     config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
     if params:
         config["zero_optimization"]["offload_param"] = {"device": "cpu"}
-    for precision in ("fp32", "bf16"):
+    for precision in ("fp32", "bf16", "fp16"):
         c = json.loads(json.dumps(config))
         if precision == "bf16":
             c["bf16"] = {"enabled": True}
+        if precision == "fp16":
+            c["fp16"] = {"enabled": True, "loss_scale": 0, "loss_scale_window": 1000,
+                         "initial_scale_power": 12, "hysteresis": 2, "min_loss_scale": 1}
         json.dump(c, open(f"{out}/{name}-{precision}.json", "w"), indent=1)
 PY
-for name in z2r1-off z2r2-off z3r2-offp; do
+for name in z2r1-off z2r2-off z3r1-offp z3r2-offp; do
   world=${name#*r}; world=${world%%-*}
-  for precision in fp32 bf16; do
+  precisions="fp32 bf16"; [[ $name == z3* ]] && precisions="fp32 bf16 fp16"
+  for precision in $precisions; do
     "$zcc" "$out/gpt2.onnx" -c "$out/$name-$precision.json" --world-size $world \
       -o "$out/$name-$precision.plan"
   done

@@ -112,6 +112,13 @@ cl::opt<std::string> deviceMemoryLimit("device-memory-limit",
                                        cl::desc("Per-GPU memory the plan must fit"),
                                        cl::value_desc("16GiB"), cl::init(""),
                                        cl::cat(zccCategory));
+cl::opt<std::string> deviceMemoryReserve(
+    "device-memory-reserve",
+    cl::desc("Device memory each rank needs beyond the plan's arena (the CUDA context, "
+             "cuBLASLt, cuDNN, the kernels' workspace, NCCL's buffers), which "
+             "--device-memory-limit and --report count; default: what the runtime was "
+             "measured to take on --target"),
+    cl::value_desc("1GiB"), cl::init(""), cl::cat(zccCategory));
 
 [[noreturn]] void fail(const Twine &message) {
   errs() << "zcc: error: " << message << "\n";
@@ -133,6 +140,40 @@ int64_t resolveWorldSize() {
     return product;
   }
   return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
+}
+
+/// Device memory a rank of the cuda backend takes outside the plan's arena:
+/// the driver's context with the kernels loaded, cuBLASLt's and cuDNN's
+/// handles and engines, the CUDA graphs, and the backend's 128 MiB
+/// workspace. Measured on an H200 (CUDA 13, cuDNN 9.14; zrun
+/// --memory-report's "in use" less its "allocated", one rank): 680 to 711
+/// MiB over gpt2-xl's ZeRO-3 and offload training plans and its inference
+/// plan; rounded up.
+constexpr int64_t kCudaRuntimeBytes = int64_t{768} << 20;
+/// What an NCCL communicator over NVLink takes for its channels' buffers
+/// (NCCL's maintainers report about 1 GB a communicator on 8 H100s with ring
+/// and tree over 32 channels); only a rank with peers makes one.
+constexpr int64_t kNcclCommunicatorBytes = int64_t{1} << 30;
+
+int64_t parseByteSize(StringRef text);
+
+/// The device memory each rank needs beyond its arena: --device-memory-reserve,
+/// or what the runtime takes on --target (nothing on the cpu backend, whose
+/// ranks' memory is the arena).
+int64_t runtimeReserveBytes(const zcc::plan::Plan &plan) {
+  if (!deviceMemoryReserve.empty()) {
+    int64_t bytes = parseByteSize(deviceMemoryReserve);
+    if (bytes < 0)
+      fail("--device-memory-reserve " + deviceMemoryReserve +
+           ": expected a size such as 1GiB, 512MiB or 0");
+    return bytes;
+  }
+  if (target == "cpu")
+    return 0;
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  return kCudaRuntimeBytes + (world > 1 ? kNcclCommunicatorBytes : 0);
 }
 
 /// Bytes each collective kind moves per optimizer step on every rank of
@@ -167,11 +208,14 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   for (int64_t size : plan.mesh().axis_sizes())
     world *= size;
   std::map<std::string, int64_t> comm = commBytesPerStep(plan);
+  int64_t reserve = runtimeReserveBytes(plan);
   if (json) {
     zcc::config::Json ranks = zcc::config::Json::array();
     for (int64_t r = 0; r < world; ++r) {
       zcc::config::Json rank = {{"rank", r},
                                 {"peak_device_bytes", {{"total", plan.arena_bytes()}}},
+                                {"runtime_reserve_bytes", reserve},
+                                {"device_total_bytes", plan.arena_bytes() + reserve},
                                 {"host_bytes", {{"total", plan.host_arena_bytes()}}},
                                 {"comm_bytes", zcc::config::Json::object()}};
       for (const zcc::plan::MemoryCategory &category : plan.memory())
@@ -195,6 +239,13 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
     if (category.space() != zcc::plan::HOST)
       outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
                              (long long)category.bytes());
+  if (reserve > 0) {
+    outs() << "device memory beyond the arena, per rank (bytes; --device-memory-reserve)\n";
+    outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("runtime reserve"),
+                           (long long)reserve);
+    outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("device (total)"),
+                           (long long)(plan.arena_bytes() + reserve));
+  }
   if (plan.host_arena_bytes() > 0) {
     outs() << "host memory (pinned, offloaded state), per rank (bytes)\n";
     outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"),
@@ -336,7 +387,8 @@ int64_t parseByteSize(StringRef text) {
   return static_cast<int64_t>(value * scale);
 }
 
-/// --device-memory-limit: the plan's per-rank peak (its arena) must fit.
+/// --device-memory-limit: the plan's per-rank peak (its arena) and what the
+/// runtime takes beside it must fit.
 /// When it does not, says by how much, what takes the memory and which
 /// settings would shrink it.
 void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
@@ -346,7 +398,8 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   if (limit <= 0)
     fail("--device-memory-limit " + deviceMemoryLimit +
          ": expected a size such as 16GiB, 80GB or 17179869184");
-  int64_t peak = static_cast<int64_t>(plan.arena_bytes());
+  int64_t reserve = runtimeReserveBytes(plan);
+  int64_t peak = static_cast<int64_t>(plan.arena_bytes()) + reserve;
   if (peak <= limit)
     return;
   auto gib = [](int64_t bytes) { return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str(); };
@@ -358,7 +411,8 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   for (int64_t size : plan.mesh().axis_sizes())
     world *= size;
   std::string message = "the plan needs " + gib(peak) + " per rank, " + gib(peak - limit) +
-                        " over --device-memory-limit " + deviceMemoryLimit + " (parameters " +
+                        " over --device-memory-limit " + deviceMemoryLimit + " (runtime " +
+                        gib(reserve) + ", parameters " +
                         gib(bytes["parameters"]) + ", gradients " + gib(bytes["gradients"]) +
                         ", optimizer state " + gib(bytes["optimizer_state"]) + ", activations " +
                         gib(bytes["activations"]) + ")";

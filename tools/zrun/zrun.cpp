@@ -419,6 +419,19 @@ Status makeDirectories(const std::string &path) {
 }
 
 /// Makes an inference run's output folder and its executor options.
+/// --memory-report's line for one rank: what the plan's allocations took,
+/// and, on a device backend, what the whole device has in use (the driver's
+/// context, the libraries' handles and the communicators' buffers besides),
+/// which is what a card of a given size must hold.
+void printDeviceMemory(uint64_t allocated, uint64_t inUse, const char *backend,
+                       const std::string &rank) {
+  std::printf("device memory: %llu bytes allocated on %s%s", static_cast<unsigned long long>(allocated),
+              backend, rank.c_str());
+  if (inUse != allocated)
+    std::printf("; %llu bytes of the device in use", static_cast<unsigned long long>(inUse));
+  std::printf("\n");
+}
+
 Status prepareInference(const Options &options, ExecutorOptions &executorOptions) {
   Status status = makeDirectories(options.outputDir);
   if (!status.isOk())
@@ -514,9 +527,9 @@ Status runInference(const Options &options, LoadedPlan loaded) {
                 latency > 0 ? static_cast<double>(samples) / latency : 0.0);
   }
   if (options.memoryReport) {
-    std::printf("device memory: %llu bytes allocated on %s\n",
-                static_cast<unsigned long long>((*executor)->backend().allocatedBytes()),
-                (*executor)->backend().name());
+    printDeviceMemory((*executor)->backend().allocatedBytes(),
+                      (*executor)->backend().deviceBytesInUse(), (*executor)->backend().name(),
+                      std::string());
     std::fputs((*executor)->graphSummary().c_str(), stdout);
   }
   for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
@@ -970,7 +983,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     }
   }
   std::vector<Status> results(world, Status::ok());
-  std::vector<uint64_t> allocated(world, 0);
+  std::vector<uint64_t> allocated(world, 0), inUse(world, 0);
   std::vector<std::string> graphs(world);
   std::string backendName;
   auto communicatorOf = [&](int rank) -> Communicator * {
@@ -1010,6 +1023,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       status = options.checkGradients ? checkGradients(**executor, rankTrain, options.gradCheck)
                                       : zcc::train(**executor, rankTrain);
       allocated[rank] = (*executor)->backend().allocatedBytes();
+      inUse[rank] = (*executor)->backend().deviceBytesInUse();
       graphs[rank] = (*executor)->graphSummary();
       if (rank == 0)
         backendName = (*executor)->backend().name();
@@ -1027,8 +1041,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     if (!results[rank].isOk())
       return results[rank].addContext(formatString("rank %d", rank)).addContext(path);
     if (options.memoryReport) {
-      std::printf("device memory: %llu bytes allocated on %s (rank %d)\n",
-                  static_cast<unsigned long long>(allocated[rank]), options.backend.c_str(), rank);
+      printDeviceMemory(allocated[rank], inUse[rank], options.backend.c_str(),
+                        formatString(" (rank %d)", rank));
       std::fputs(graphs[rank].c_str(), stdout);
     }
     return Status::ok();
@@ -1053,9 +1067,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     }
   if (options.memoryReport) {
     for (int rank = 0; rank < world; ++rank)
-      std::printf("device memory: %llu bytes allocated on %s%s\n",
-                  static_cast<unsigned long long>(allocated[rank]), backendName.c_str(),
-                  world > 1 ? formatString(" (rank %d)", rank).c_str() : "");
+      printDeviceMemory(allocated[rank], inUse[rank], backendName.c_str(),
+                        world > 1 ? formatString(" (rank %d)", rank) : std::string());
     std::fputs(graphs[0].c_str(), stdout);
   }
   return Status::ok();

@@ -11,6 +11,14 @@
 //   offload_param      (stage 3) the partitioned parameter shards live in
 //                      host memory; each gather fetches them to the device
 //                      first, and the host optimizer updates them in place.
+//                      With 16-bit compute, the host also keeps each
+//                      shard's 16-bit copy (`zgraph.state kind = "copy"`),
+//                      refreshed by @init and after each update, as
+//                      DeepSpeed's CPU Adam writes its fp16 params: the
+//                      micro-steps fetch the copy, so they run no host
+//                      kernel (no cast of the whole model on the host twice
+//                      a micro-step, no device synchronisation for one) and
+//                      move half the bytes.
 // Placement is then one forward walk over each function: an op runs where
 // its in-place targets live, otherwise on the host only when every tensor
 // it reads is there; an operand on the other side is copied across right
@@ -81,6 +89,7 @@ public:
 
 private:
   void chooseHostParams();
+  void keepComputeCopies();
   LogicalResult moveOptimizer(func::FuncOp update);
   func::FuncOp getOrCreateInit(func::FuncOp update);
   LogicalResult place(func::FuncOp func);
@@ -101,6 +110,8 @@ LogicalResult Offloader::run() {
     chooseHostParams();
   if (optimizer && update && failed(moveOptimizer(update)))
     return failure();
+  if (params && update)
+    keepComputeCopies();
   module.walk([&](Operation *op) {
     if (auto param = dyn_cast<zgraph::ParamOp>(op); param && hostParams.contains(param.getName()))
       markHost(param);
@@ -126,6 +137,98 @@ void Offloader::chooseHostParams() {
     if (partitioned || (alone && param.getType().getNumElements() > persistenceThreshold))
       hostParams.insert(param.getName());
   });
+}
+
+/// A host parameter the micro-steps read only through casts to one 16-bit
+/// type gets a host state "copy" of that type: the casts become reads of
+/// it, and @init and @optimizer_step (after the parameter's update) write
+/// it. The copies are derived state: checkpoints do not hold them, and @init
+/// rebuilds them from the parameters.
+void Offloader::keepComputeCopies() {
+  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  auto isStep = [&](func::FuncOp func) {
+    return func != update && func.getSymName() != "init";
+  };
+  // Parameter name -> the 16-bit type its micro-step casts give; refused:
+  // some read of it is not such a cast, or the casts disagree.
+  llvm::StringMap<RankedTensorType> copyType;
+  llvm::StringSet<> refused;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (!isStep(func))
+      continue;
+    func.walk([&](zgraph::ParamOp param) {
+      StringRef name = param.getName();
+      if (!hostParams.contains(name) || refused.contains(name))
+        return;
+      for (Operation *user : param->getUsers()) {
+        auto cast = dyn_cast<zgraph::CastOp>(user);
+        auto type = cast ? dyn_cast<RankedTensorType>(cast.getType()) : RankedTensorType();
+        RankedTensorType &known = copyType[name];
+        bool sixteen = type && param.getType().getElementType().isF32() &&
+                       (type.getElementType().isF16() || type.getElementType().isBF16());
+        if (!sixteen || (known && known != type)) {
+          refused.insert(name);
+          return;
+        }
+        known = type;
+      }
+    });
+  }
+  llvm::StringSet<> copied;
+  for (auto &entry : copyType)
+    if (entry.second && !refused.contains(entry.first()))
+      copied.insert(entry.first());
+  if (copied.empty())
+    return;
+  for (StringRef name : copied.keys())
+    hostStates.insert((name + ".copy").str());
+
+  auto refresh = [&](zgraph::ParamOp param, Location loc) {
+    RankedTensorType type = copyType.lookup(param.getName());
+    auto copy = builder.create<zgraph::StateOp>(loc, type, param.getNameAttr(),
+                                                builder.getStringAttr("copy"));
+    auto cast = builder.create<zgraph::CastOp>(loc, type, param.getResult());
+    builder.create<zgraph::AssignOp>(loc, copy.getResult(), cast.getResult());
+  };
+  // @init sets every copy once (a frozen parameter's too); the micro-steps
+  // read the copies instead of casting.
+  func::FuncOp init = getOrCreateInit(update);
+  llvm::StringSet<> initialised;
+  for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+    if (!isStep(func))
+      continue;
+    SmallVector<zgraph::ParamOp> params;
+    func.walk([&](zgraph::ParamOp param) {
+      if (copied.contains(param.getName()))
+        params.push_back(param);
+    });
+    for (zgraph::ParamOp param : params) {
+      if (initialised.insert(param.getName()).second) {
+        builder.setInsertionPoint(init.getBody().front().getTerminator());
+        refresh(cast<zgraph::ParamOp>(builder.clone(*param)), param.getLoc());
+      }
+      for (Operation *user : llvm::make_early_inc_range(param->getUsers())) {
+        builder.setInsertionPoint(user);
+        auto copy = builder.create<zgraph::StateOp>(user->getLoc(), user->getResult(0).getType(),
+                                                    param.getNameAttr(),
+                                                    builder.getStringAttr("copy"));
+        user->getResult(0).replaceAllUsesWith(copy.getResult());
+        user->erase();
+      }
+      param->erase();
+    }
+  }
+  // And @optimizer_step after each update.
+  for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
+    SmallVector<Value> targets = inPlaceTargets(&op);
+    if (!isa<zgraph::AdamWOp, zgraph::SgdOp>(op) || targets.empty())
+      continue;
+    auto param = targets.front().getDefiningOp<zgraph::ParamOp>();
+    if (!param || !copied.contains(param.getName()))
+      continue;
+    builder.setInsertionPointAfter(&op);
+    refresh(param, op.getLoc());
+  }
 }
 
 /// Every update of @optimizer_step moves to the host with its state. One
