@@ -96,7 +96,14 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
     - offload_param: the parameters ZeRO-3 partitioned (on one rank, those
       above `stage3_param_persistence_threshold` elements) live in host
       memory, and the host optimizer updates them in place; it needs
-      offload_optimizer.
+      offload_optimizer. A host parameter that the micro-steps read only
+      through casts to one 16-bit type keeps that 16-bit copy in host memory
+      (`zgraph.state kind = "copy"`, a `parameter_copies` buffer): `@init`
+      sets it and `@optimizer_step` refreshes it right after the update, and
+      the micro-steps read it in place of their casts, so they fetch half
+      the bytes and run no host kernel (as DeepSpeed's CPU Adam writes the
+      fp16 parameters). Checkpoints leave the copies out; `@init` rebuilds
+      them.
 
     Then each op runs where its in-place targets live, otherwise on the host
     (`zdist.memory = "host"`) only when every tensor operand is there; an
