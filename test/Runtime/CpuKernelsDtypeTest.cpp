@@ -603,6 +603,57 @@ TEST(CpuKernelsDType, CastHalfWidthToIntegerTruncatesAndSaturates) {
 
 uint16_t bitsOf(const Tensor &t, size_t i) { return t.values<uint16_t>()[i]; }
 
+// The f32 <-> f16 casts run eight at a time where the processor converts in
+// hardware (the host's cast of offloaded parameters to their fp16 copies):
+// every element must come out as the scalar conversions of Float16.h give
+// it, ties, subnormals, overflow, NaN (whose bits the scalar code fixes)
+// and the tail after the last whole block included; and every half back to
+// f32, exactly.
+TEST(CpuKernelsDType, CastF32AndF16MatchTheScalarConversions) {
+  std::vector<float> source = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.996f, 65520.0f,
+                               -65520.0f, kInfF, -kInfF, std::ldexp(1.0f, -24),
+                               std::ldexp(1.0f, -25), 3 * std::ldexp(1.0f, -25),
+                               std::ldexp(1.0f, -14), 1 + std::ldexp(1.0f, -11),
+                               1 + 3 * std::ldexp(1.0f, -11),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               -std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::denorm_min()};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 100003; ++i) {
+    uint32_t bits = rng();
+    // Half of them near the f16 range, where the rounding matters.
+    if (i % 2)
+      bits = (bits & 0x807fffff) | ((0x60 + (bits >> 24) % 0x30) << 23);
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    source.push_back(value);
+  }
+  ASSERT_NE(source.size() % 8, 0u) << "the tail after the last block of eight goes untested";
+  int64_t n = static_cast<int64_t>(source.size());
+  Call toF16("cast");
+  toF16.in(makeTensor(plan::F32, {n}, source)).out(plan::F16, {n});
+  ASSERT_OK(toF16.run());
+  std::vector<uint16_t> halves = toF16.result().values<uint16_t>();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(halves[i], toHalf(source[i]).bits) << "element " << i << ": " << source[i];
+
+  std::vector<uint16_t> every(0x10000 + 3);
+  for (size_t h = 0; h < every.size(); ++h)
+    every[h] = static_cast<uint16_t>(h);
+  int64_t m = static_cast<int64_t>(every.size());
+  Call toF32("cast");
+  toF32.in(makeTensor(plan::F16, {m}, every)).out(plan::F32, {m});
+  ASSERT_OK(toF32.run());
+  std::vector<float> floats = toF32.floats();
+  for (int64_t i = 0; i < m; ++i) {
+    float expected = toFloat(Half{every[i]});
+    if (std::isnan(expected))
+      ASSERT_TRUE(std::isnan(floats[i])) << "half " << every[i];
+    else
+      ASSERT_EQ(std::memcmp(&floats[i], &expected, sizeof expected), 0) << "half " << every[i];
+  }
+}
+
 // A cast to f16 or bf16 rounds once, from the source value, even where
 // rounding to f32 first would land on a tie and round the wrong way.
 TEST(CpuKernelsDType, CastToHalfWidthRoundsOnce) {
