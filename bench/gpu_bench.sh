@@ -21,7 +21,8 @@
 # A stage written 3off (e.g. CASES="gpt-13b:3off:4 gpt-13b:3:4" on 8 GPUs)
 # is the ZeRO-3 guide's run: zero3off_fp16_mb4.json (optimizer and parameter
 # offload to pinned host memory, fp16 with the guide's loss scaler, a
-# recomputation checkpoint per block), compiled to fit
+# recomputation checkpoint per block; WarmupLR over 10 steps, where the
+# guide's 1000 would hold a 20-step run's learning rate near zero), compiled to fit
 # --device-memory-limit DEVICE_MEMORY_LIMIT (default 16GiB); its row has no
 # peer, and gives the compiler's predicted peak beside the measured one.
 set -uo pipefail
