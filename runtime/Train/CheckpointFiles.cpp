@@ -48,4 +48,31 @@ StatusOr<CheckpointFiles> readCheckpoint(const std::string &dir) {
   return files;
 }
 
+StatusOr<std::pair<size_t, uint64_t>> partLocation(const CheckpointFiles &files,
+                                                   const nlohmann::json &entry, int64_t part,
+                                                   uint64_t length) {
+  std::string name = entry.value("name", std::string());
+  auto bad = [&](const std::string &what) {
+    return Status(StatusCode::kInvalidArgument,
+                  files.manifestPath + ": tensor '" + name + "' " + what);
+  };
+  size_t file = static_cast<size_t>(part);
+  uint64_t offset = entry.value("offset", uint64_t(0));
+  if (entry.contains("locations")) {
+    const nlohmann::json &locations = entry["locations"];
+    if (!locations.is_array() || part < 0 || static_cast<size_t>(part) >= locations.size() ||
+        !locations[part].is_array() || locations[part].size() != 2 ||
+        !locations[part][0].is_number_unsigned() || !locations[part][1].is_number_unsigned())
+      return bad("has no location for its part " + std::to_string(part));
+    file = locations[part][0].get<size_t>();
+    offset = locations[part][1].get<uint64_t>();
+  }
+  if (file >= files.shards.size())
+    return bad("is missing rows: part " + std::to_string(part) + " names rank file " +
+               std::to_string(file) + " of " + std::to_string(files.shards.size()));
+  if (offset + length > files.shards[file].size())
+    return bad("lies outside its rank file");
+  return std::make_pair(file, offset);
+}
+
 } // namespace zcc

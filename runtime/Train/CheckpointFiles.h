@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zcc {
@@ -34,6 +35,16 @@ struct CheckpointFiles {
 /// (kInvalidArgument), a rank file that does not match it (kDataLoss, naming
 /// the file).
 StatusOr<CheckpointFiles> readCheckpoint(const std::string &dir);
+
+/// Where part `part` (a block of rows, in rank order of the data-parallel
+/// group that held the tensor) of the manifest's tensor `entry` lies: the
+/// index of its rank file in `files.shards` and the offset there, checked
+/// to hold `length` bytes. A tensor's "locations" say it; a checkpoint
+/// without them (every rank holding the same buffers) has part p in rank
+/// file p at the tensor's "offset".
+StatusOr<std::pair<size_t, uint64_t>> partLocation(const CheckpointFiles &files,
+                                                   const nlohmann::json &entry, int64_t part,
+                                                   uint64_t length);
 
 } // namespace zcc
 

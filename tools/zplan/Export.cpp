@@ -41,13 +41,12 @@ StatusOr<std::map<std::string, Tensor>> readParameters(const std::string &dir) {
     tensor.dtype = static_cast<plan::DType>(entry.value("dtype", 0));
     tensor.shape = entry.value("shape", std::vector<int64_t>());
     int64_t parts = entry.value("parts", int64_t(1));
-    uint64_t offset = entry.value("offset", uint64_t(0)), bytes = entry.value("bytes", uint64_t(0));
+    uint64_t bytes = entry.value("bytes", uint64_t(0));
     for (int64_t part = 0; part < parts; ++part) {
-      if (part >= static_cast<int64_t>(shards.size()) || offset + bytes > shards[part].size())
-        return Status(StatusCode::kInvalidArgument,
-                      manifestPath + ": parameter '" + entry.value("name", std::string()) +
-                          "' lies outside its rank files");
-      tensor.bytes.append(shards[part], offset, bytes);
+      StatusOr<std::pair<size_t, uint64_t>> location = partLocation(*read, entry, part, bytes);
+      if (!location.isOk())
+        return location.takeStatus();
+      tensor.bytes.append(shards[location->first], location->second, bytes);
     }
     parameters[entry.value("name", std::string())] = std::move(tensor);
   }

@@ -24,7 +24,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kFormat = 1;
+/// 2: each tensor says which rank file holds each of its parts (a pipeline's
+/// stages hold different tensors); 1, still read: every rank file holds
+/// every tensor at the same offset.
+constexpr int kFormat = 2;
 
 std::string stepName(int64_t step) {
   char name[32];
@@ -35,6 +38,14 @@ std::string stepName(int64_t step) {
 std::string rankFileName(int rank) {
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.bin", rank);
+  return name;
+}
+
+/// The list of a rank file's tensors that rank 0 merges into the manifest
+/// (and then removes).
+std::string rankIndexName(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.json", rank);
   return name;
 }
 
@@ -121,7 +132,7 @@ void killIfInjected(int64_t step) {
 } // namespace
 
 Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainState &state,
-                      int rank, Communicator *communicator) {
+                      int rank, int shardIndex, Communicator *communicator) {
   const plan::Plan &plan = executor.plan().plan;
   std::string partial = joinPath(dir, "." + stepName(state.step) + ".partial");
   std::string final = joinPath(dir, stepName(state.step));
@@ -131,17 +142,30 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
   if (communicator)
     ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
 
-  // This rank's buffers, one after the other.
+  // This rank's buffers, one after the other, and what they are: rank 0
+  // cannot tell, since a pipeline's stages hold different buffers.
   std::string bytes;
+  Json index = Json::array();
   for (const plan::Buffer &buffer : plan.buffers()) {
     if (!isSaved(buffer))
       continue;
     StatusOr<HostTensor> tensor = executor.readBuffer(buffer.id());
     if (!tensor.isOk())
       return tensor.takeStatus();
+    Logical logical = logicalOf(plan, buffer);
+    index.push_back({{"name", buffer.name()},
+                     {"kind", buffer.kind() == plan::PARAMETER ? "parameter" : "optimizer_state"},
+                     {"dtype", buffer.dtype()},
+                     {"bytes", buffer.bytes()},
+                     {"offset", bytes.size()},
+                     {"shape", logical.shape},
+                     {"parts", logical.parts},
+                     {"part", logical.parts > 1 ? shardIndex : 0}});
     bytes.append(reinterpret_cast<const char *>(tensor->data.data()), tensor->data.size());
   }
   ZCC_RETURN_IF_ERROR(writeFile(joinPath(partial, rankFileName(rank)), bytes),
+                      "while saving a checkpoint");
+  ZCC_RETURN_IF_ERROR(writeFile(joinPath(partial, rankIndexName(rank)), index.dump()),
                       "while saving a checkpoint");
   if (communicator)
     ZCC_RETURN_IF_ERROR(communicator->barrier(), "while saving a checkpoint");
@@ -150,6 +174,10 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
     killIfInjected(state.step);
     int world = communicator ? communicator->size() : 1;
     Json files = Json::array();
+    // Each tensor once, with the rank file and offset of each of its parts
+    // (the first rank that holds a part gives it).
+    Json buffers = Json::array();
+    std::map<std::string, size_t> entryOf;
     for (int r = 0; r < world; ++r) {
       std::string path = joinPath(partial, rankFileName(r));
       StatusOr<std::string> written = readFile(path);
@@ -158,22 +186,44 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
       files.push_back({{"name", rankFileName(r)},
                        {"bytes", written->size()},
                        {"crc32", planChecksum(*written)}});
+      std::string indexPath = joinPath(partial, rankIndexName(r));
+      StatusOr<std::string> listed = readFile(indexPath);
+      if (!listed.isOk())
+        return listed.takeStatus().addContext("while saving a checkpoint");
+      Json held = Json::parse(*listed, nullptr, /*allow_exceptions=*/false);
+      if (!held.is_array())
+        return makeStatus(StatusCode::kInternal, "%s is not a tensor list", indexPath.c_str());
+      for (const Json &tensor : held) {
+        std::string name = tensor.value("name", std::string());
+        int64_t parts = tensor.value("parts", int64_t(1)), part = tensor.value("part", int64_t(0));
+        auto [it, inserted] = entryOf.try_emplace(name, buffers.size());
+        if (inserted) {
+          Json entry = tensor;
+          entry.erase("part");
+          entry["locations"] = Json::array();
+          for (int64_t p = 0; p < parts; ++p)
+            entry["locations"].push_back(nullptr);
+          buffers.push_back(std::move(entry));
+        }
+        Json &entry = buffers[it->second];
+        if (entry["shape"] != tensor["shape"] || entry["dtype"] != tensor["dtype"] ||
+            entry["parts"] != tensor["parts"] || part < 0 || part >= parts)
+          return makeStatus(StatusCode::kInternal,
+                            "rank %d holds tensor '%s' in another shape, type or partition "
+                            "than an earlier rank",
+                            r, name.c_str());
+        if (entry["locations"][part].is_null())
+          entry["locations"][part] = {r, tensor.value("offset", uint64_t(0))};
+      }
+      ::unlink(indexPath.c_str());
     }
-    Json buffers = Json::array();
-    uint64_t offset = 0;
-    for (const plan::Buffer &buffer : plan.buffers()) {
-      if (!isSaved(buffer))
-        continue;
-      Logical logical = logicalOf(plan, buffer);
-      buffers.push_back({{"id", buffer.id()},
-                         {"name", buffer.name()},
-                         {"kind", buffer.kind() == plan::PARAMETER ? "parameter" : "optimizer_state"},
-                         {"dtype", buffer.dtype()},
-                         {"bytes", buffer.bytes()},
-                         {"offset", offset},
-                         {"shape", logical.shape},
-                         {"parts", logical.parts}});
-      offset += buffer.bytes();
+    for (Json &entry : buffers) {
+      for (const Json &location : entry["locations"])
+        if (location.is_null())
+          return makeStatus(StatusCode::kInternal,
+                            "no rank holds every part of tensor '%s'",
+                            entry.value("name", std::string()).c_str());
+      entry["offset"] = entry["locations"][0][1];
     }
     Json manifest = {
         {"format", kFormat},
@@ -210,7 +260,8 @@ Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainSta
   return Status::ok();
 }
 
-StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank) {
+StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir,
+                                      int shardIndex) {
   const plan::Plan &plan = executor.plan().plan;
   // Every rank file is checked whole before anything is read from it.
   StatusOr<CheckpointFiles> read = readCheckpoint(dir);
@@ -230,8 +281,8 @@ StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir
                           "loss_scaler"})
     if (!manifest.contains(key))
       return bad(std::string("has no '") + key + "'");
-  if (manifest["format"] != kFormat)
-    return bad("has format " + manifest["format"].dump() + "; this zrun reads format " +
+  if (manifest["format"] != kFormat && manifest["format"] != 1)
+    return bad("has format " + manifest["format"].dump() + "; this zrun reads formats 1 to " +
                std::to_string(kFormat));
   std::map<std::string, const Json *> saved;
   for (const Json &entry : manifest["buffers"])
@@ -264,23 +315,21 @@ StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir
                         static_cast<uint64_t>(std::max<int64_t>(1, rows));
     // Rows [first, first + count) of the whole tensor are this rank's.
     int64_t count = rows / mine.parts;
-    int64_t first = mine.parts > 1 ? count * rank : 0;
-    uint64_t savedOffset = entry.value("offset", uint64_t(0));
+    int64_t first = mine.parts > 1 ? count * shardIndex : 0;
     int64_t savedRows = rows / std::max<int64_t>(1, parts);
     std::string data;
     data.reserve(buffer.bytes());
     for (int64_t row = first; row < first + count;) {
-      // The saved rank that holds `row`, and how many rows from there on.
+      // The saved part that holds `row`, and how many rows from there on.
       int64_t part = parts > 1 ? row / savedRows : 0;
       int64_t within = parts > 1 ? row - part * savedRows : row;
       int64_t take = std::min(first + count - row, (parts > 1 ? savedRows : rows) - within);
-      if (part >= static_cast<int64_t>(shards.size()))
-        return bad("tensor '" + buffer.name() + "' is missing rows");
-      uint64_t at = savedOffset + static_cast<uint64_t>(within) * rowBytes;
+      uint64_t skip = static_cast<uint64_t>(within) * rowBytes;
       uint64_t length = static_cast<uint64_t>(take) * rowBytes;
-      if (at + length > shards[part].size())
-        return bad("tensor '" + buffer.name() + "' lies outside its rank file");
-      data.append(shards[part], at, length);
+      StatusOr<std::pair<size_t, uint64_t>> location = partLocation(*read, entry, part, skip + length);
+      if (!location.isOk())
+        return location.takeStatus();
+      data.append(shards[location->first], location->second + skip, length);
       row += take;
     }
     ZCC_RETURN_IF_ERROR(executor.writeBuffer(buffer.id(), data.data(), data.size()),

@@ -42,16 +42,21 @@ struct TrainState {
   LossScalerState scaler;
 };
 
-/// Writes rank `rank`'s part of the checkpoint at `state.step` into `dir`.
-/// Every rank of the job calls it; `communicator` (null on one rank) lines
-/// them up before rank 0 completes the checkpoint.
+/// Writes rank `rank`'s part of the checkpoint at `state.step` into `dir`:
+/// its buffers, the partitioned ones as block `shardIndex` of their rows
+/// (its rank within its data-parallel group: `rank` without a pipeline).
+/// Every rank of the job calls it; `communicator` (null on one rank, the
+/// whole job's otherwise) lines them up before rank 0 completes the
+/// checkpoint.
 Status saveCheckpoint(Executor &executor, const std::string &dir, const TrainState &state,
-                      int rank, Communicator *communicator);
+                      int rank, int shardIndex, Communicator *communicator);
 
-/// Restores rank `rank`'s buffers from the newest whole checkpoint in `dir`
-/// (checking every rank file's CRC-32 first) and returns the loop's state
-/// there.
-StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir, int rank);
+/// Restores a rank's buffers from the newest whole checkpoint in `dir`
+/// (checking every rank file's CRC-32 first), the partitioned ones as block
+/// `shardIndex` of their rows, and returns the loop's state there. The
+/// checkpoint may come from another world size, ZeRO stage or pipeline.
+StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir,
+                                      int shardIndex);
 
 } // namespace zcc
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <unistd.h>
 
@@ -556,6 +557,70 @@ struct TrainRun {
   }
 };
 
+/// --save-every's checkpoints after the steps it names, and --save's at the
+/// end of the run unless the last step's was just written.
+struct Saver {
+  const TrainOptions &options;
+  std::function<Status(int64_t)> save;
+  int64_t lastSaved = -1;
+
+  Status afterStep(int64_t step) {
+    if (options.saveDir.empty() || options.saveEvery <= 0 || step % options.saveEvery != 0)
+      return Status::ok();
+    lastSaved = step;
+    return save(step).addContext(
+        formatString("--save-every %lld", static_cast<long long>(options.saveEvery)));
+  }
+  Status atEnd(int64_t firstStep) {
+    if (options.saveDir.empty() || lastSaved == options.steps || firstStep > options.steps)
+      return Status::ok();
+    return save(options.steps);
+  }
+};
+
+/// Where a run starts: step 1, or the step after --resume's checkpoint.
+struct RunStart {
+  int64_t stepStart = 0, applied = 0, firstStep = 1;
+};
+
+/// --resume: the rank's buffers (its rows, block `shardIndex`, of the
+/// partitioned ones), the loss scaler and the loop's position.
+StatusOr<RunStart> resumeRun(Executor &executor, const TrainOptions &options, TrainRun &run,
+                             int shardIndex) {
+  RunStart start;
+  if (options.resumeDir.empty())
+    return start;
+  StatusOr<TrainState> resumed = resumeCheckpoint(executor, options.resumeDir, shardIndex);
+  if (!resumed.isOk())
+    return resumed.takeStatus();
+  ZCC_RETURN_IF_ERROR(run.scaler.restore(resumed->scaler), "--resume %s",
+                      options.resumeDir.c_str());
+  start.stepStart = resumed->samples;
+  start.applied = resumed->applied;
+  start.firstStep = resumed->step + 1;
+  if (run.leader)
+    std::printf("resumed from step %lld of %s\n", static_cast<long long>(resumed->step),
+                options.resumeDir.c_str());
+  return start;
+}
+
+/// --save: the checkpoint of `step`, every rank its part.
+Status saveRun(Executor &executor, const TrainOptions &options, TrainRun &run, int shardIndex,
+               int64_t step, int64_t applied, int64_t stepStart) {
+  TrainState state;
+  state.step = step;
+  state.applied = applied;
+  state.samples = stepStart;
+  state.scaler = run.scaler.state();
+  ZCC_RETURN_IF_ERROR(saveCheckpoint(executor, options.saveDir, state, options.rank, shardIndex,
+                                     options.communicator),
+                      "step %lld", static_cast<long long>(step));
+  if (run.leader)
+    std::printf("saved step %lld to %s\n", static_cast<long long>(step),
+                options.saveDir.c_str());
+  return Status::ok();
+}
+
 /// The training loop of one rank of a pipeline plan: each step runs the
 /// stage's schedule (its forward and backward passes, sends and receives,
 /// in the compiled order), then the stage's gradient norm, summed over the
@@ -572,10 +637,6 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
                       "--grad-accum: a pipeline's micro-batch count is its compiled schedule's "
                       "(pipeline.micro_batches = %lld); recompile to change it",
                       static_cast<long long>(pipeline.micro_batches()));
-  if (!options.resumeDir.empty() || !options.saveDir.empty())
-    return Status(StatusCode::kUnimplemented,
-                  "checkpoints of pipeline plans are not supported yet; drop --save and "
-                  "--resume");
   for (const char *program : {"grad_norm", "optimizer_step", "zero_grads"})
     if (!executor.hasProgram(program))
       return Status(StatusCode::kInvalidArgument,
@@ -600,6 +661,12 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   const int64_t accumulation = pipeline.micro_batches();
   const auto &steps = pipeline.stages(options.stage).steps();
 
+  // Each rank holds its stage's tensors, the partitioned ones as block
+  // `dataRank` of their rows; a checkpoint names the rank file of each.
+  StatusOr<RunStart> start = resumeRun(executor, options, *run, dataRank);
+  if (!start.isOk())
+    return start.takeStatus();
+  int64_t stepStart = start->stepStart, applied = start->applied, firstStep = start->firstStep;
   if (executor.hasProgram("init"))
     ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
   // Parameters read on other stages than their owner's (tied weights)
@@ -607,10 +674,12 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   const bool sync = executor.hasProgram("sync");
   if (sync)
     ZCC_RETURN_IF_ERROR(executor.run("sync"), "while sending tied parameters");
-  int64_t stepStart = 0, applied = 0;
+  Saver saver{options, [&](int64_t step) {
+                return saveRun(executor, options, *run, dataRank, step, applied, stepStart);
+              }};
   std::vector<uint8_t> scalarBuffer;
   auto started = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= options.steps; ++step) {
+  for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
     double lossScale = run->scaler.scale();
     if (hasSeed)
@@ -669,17 +738,19 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
     report.loss = loss;
     report.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     run->report(report, options.steps);
-    endProfiledStep(executor, options, step, 1);
+    ZCC_RETURN_IF_ERROR(saver.afterStep(step), "step %lld", static_cast<long long>(step));
+    endProfiledStep(executor, options, step, firstStep);
   }
+  ZCC_RETURN_IF_ERROR(saver.atEnd(firstStep), "at the end of the run");
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s on %d pipeline stages\n",
-                static_cast<long long>(options.steps), static_cast<long long>(applied), total,
-                pipeline.stages_size());
+                static_cast<long long>(std::max<int64_t>(0, options.steps - firstStep + 1)),
+                static_cast<long long>(applied), total, pipeline.stages_size());
   Status flushed = run->flushLog(options);
   if (!flushed.isOk())
     return flushed;
-  return reportProfile(executor, options, 1, /*pipelined=*/true);
+  return reportProfile(executor, options, firstStep, /*pipelined=*/true);
 }
 
 } // namespace
@@ -722,38 +793,17 @@ Status train(Executor &executor, const TrainOptions &options) {
   layout.dataParallelSize = training.data_parallel_size();
   layout.microBatchSize = run->feeder.rows;
 
-  int64_t stepStart = 0, applied = 0, firstStep = 1;
-  if (!options.resumeDir.empty()) {
-    StatusOr<TrainState> resumed = resumeCheckpoint(executor, options.resumeDir, options.rank);
-    if (!resumed.isOk())
-      return resumed.takeStatus();
-    ZCC_RETURN_IF_ERROR(run->scaler.restore(resumed->scaler), "--resume %s",
-                        options.resumeDir.c_str());
-    stepStart = resumed->samples;
-    applied = resumed->applied;
-    firstStep = resumed->step + 1;
-    if (run->leader)
-      std::printf("resumed from step %lld of %s\n", static_cast<long long>(resumed->step),
-                  options.resumeDir.c_str());
-  }
+  StatusOr<RunStart> start = resumeRun(executor, options, *run, /*shardIndex=*/options.rank);
+  if (!start.isOk())
+    return start.takeStatus();
+  int64_t stepStart = start->stepStart, applied = start->applied, firstStep = start->firstStep;
   // Derived state (ZeRO's master rows) from the loaded or resumed weights.
   if (executor.hasProgram("init"))
     ZCC_RETURN_IF_ERROR(executor.run("init"), "while initialising the training state");
-  auto save = [&](int64_t step) -> Status {
-    TrainState state;
-    state.step = step;
-    state.applied = applied;
-    state.samples = stepStart;
-    state.scaler = run->scaler.state();
-    ZCC_RETURN_IF_ERROR(saveCheckpoint(executor, options.saveDir, state, options.rank,
-                                       options.communicator),
-                        "step %lld", static_cast<long long>(step));
-    if (run->leader)
-      std::printf("saved step %lld to %s\n", static_cast<long long>(step),
-                  options.saveDir.c_str());
-    return Status::ok();
-  };
-  int64_t lastSaved = -1;
+  Saver saver{options, [&](int64_t step) {
+                return saveRun(executor, options, *run, /*shardIndex=*/options.rank, step,
+                               applied, stepStart);
+              }};
   std::vector<uint8_t> scalarBuffer;
   auto started = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step <= options.steps; ++step) {
@@ -802,15 +852,10 @@ Status train(Executor &executor, const TrainOptions &options) {
     report.loss = loss;
     report.tokensPerSecond = seconds > 0 ? tokens / seconds : 0;
     run->report(report, options.steps);
-    if (!options.saveDir.empty() && options.saveEvery > 0 && step % options.saveEvery == 0) {
-      ZCC_RETURN_IF_ERROR(save(step), "--save-every %lld",
-                          static_cast<long long>(options.saveEvery));
-      lastSaved = step;
-    }
+    ZCC_RETURN_IF_ERROR(saver.afterStep(step), "step %lld", static_cast<long long>(step));
     endProfiledStep(executor, options, step, firstStep);
   }
-  if (!options.saveDir.empty() && lastSaved != options.steps && firstStep <= options.steps)
-    ZCC_RETURN_IF_ERROR(save(options.steps), "at the end of the run");
+  ZCC_RETURN_IF_ERROR(saver.atEnd(firstStep), "at the end of the run");
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s\n",
