@@ -5,6 +5,10 @@
 #   check    tools/gpu/check.sh on build-gpu-plans
 #   attention bench/attention.py (zcc's attention kernels against torch's)
 #   gputests the gpu-labelled tests (GPU_TESTS: a ctest -R pattern)
+#   offload  OFFLOAD_PLAN (default gpt2-xl-z3off, from gpu_bench.sh compile
+#            with NPROC=1) for OFFLOAD_STEPS on build-bench/tokens.bin
+#            (train_torch.py --make-data --distribution markov): every
+#            step's loss, tokens/s of the applied and skipped steps, memory
 # NPROC (default 2) is the GPUs the profile and bench runs use.
 # MODES lists them in order (default "profile check"). Logs under $OUT.
 set -x
@@ -31,6 +35,21 @@ for mode in ${MODES:-profile check}; do
     attention)
       timeout ${ATTENTION_TIMEOUT:-200} python3 bench/attention.py --build build-gpu > $out/attention.txt 2>&1
       tail -12 $out/attention.txt ;;
+    offload)
+      plan=build-bench/${OFFLOAD_PLAN:-gpt2-xl-z3off}
+      timeout ${OFFLOAD_TIMEOUT:-150} build-gpu/bin/zrun $plan.plan --backend cuda --weights random \
+        --steps ${OFFLOAD_STEPS:-30} --data build-bench/tokens.bin --log-json $out/offload.jsonl \
+        --memory-report > $out/offload.log 2>&1
+      tail -8 $out/offload.log; grep "device (total)" $plan.report
+      python3 - $out/offload.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(" ".join(f"{r['step']}:{r['loss']:.5f}{'s' if r['skipped'] else ''}" for r in rows))
+for kind, keep in (("applied", False), ("skipped", True)):
+    t = [r["tokens_per_s"] for r in rows[2:] if r["skipped"] == keep]
+    print(f"{kind} steps (from step 3): {len(t)}, tokens/s {sum(t) / max(1, len(t)):.0f}")
+PY
+      ;;
     gputests)
       ctest --test-dir build-gpu -L gpu -j4 --output-on-failure ${GPU_TESTS:+-R "$GPU_TESTS"} > $out/ctest-gpu.log 2>&1
       grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;
