@@ -222,18 +222,29 @@ std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
   return static_cast<uint64_t>(base) * elementBytes(input.getElementType());
 }
 
-/// The step-local gradient (zdist.step_local) that `result` of collective
-/// `op` only overwrites (its one use is an assign of the same type into
-/// it, in device memory), or null.
-Value collectiveIntoStepGradient(Operation *op, Value result) {
-  if (!isa<zdist::AllReduceOp, zdist::ReduceScatterOp>(op) || onHost(op) || !result.hasOneUse())
+/// The state that `result` of `op` only overwrites (its one use is an
+/// assign of the same type into it), where `op` can write it there itself
+/// and the assign moves nothing, or null:
+/// - a device collective's result and a gradient that lives for one step
+///   (zdist.step_local);
+/// - a host cast right before its assign and the 16-bit host copy of an
+///   offloaded parameter ("copy", refreshed after each update).
+Value resultIntoState(Operation *op, Value result) {
+  bool collective = isa<zdist::AllReduceOp, zdist::ReduceScatterOp>(op) && !onHost(op);
+  bool hostCast = isa<zgraph::CastOp>(op) && onHost(op);
+  if ((!collective && !hostCast) || !result.hasOneUse())
     return {};
   auto assign = dyn_cast<zgraph::AssignOp>(*result.getUsers().begin());
-  if (!assign || assign.getValue() != result || onHost(assign) ||
+  if (!assign || assign.getValue() != result || onHost(assign) != hostCast ||
       assign.getTarget().getType() != result.getType())
     return {};
   auto state = assign.getTarget().getDefiningOp<zgraph::StateOp>();
-  if (!state || !state->hasAttr("zdist.step_local") || onHost(state))
+  if (!state || onHost(state) != hostCast)
+    return {};
+  if (collective && !state->hasAttr("zdist.step_local"))
+    return {};
+  // Nothing may read the copy's old value between the cast and the assign.
+  if (hostCast && (state.getKind() != "copy" || op->getNextNode() != assign.getOperation()))
     return {};
   return assign.getTarget();
 }
@@ -685,8 +696,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
         }
-        // An assign whose value the collective before it already wrote
-        // into the gradient (below) moves nothing.
+        // An assign whose value the op before it already wrote into the
+        // state (below) moves nothing.
         if (auto assign = dyn_cast<zgraph::AssignOp>(op);
             assign && bufferOf.count(assign.getValue()) && bufferOf.count(assign.getTarget()) &&
             bufferOf.lookup(assign.getValue()) == bufferOf.lookup(assign.getTarget()))
@@ -704,12 +715,10 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         for (Value target : writes)
           instruction.outputs.push_back(bufferOf.lookup(target));
         for (Value result : op.getResults()) {
-          // A collective whose result only overwrites a gradient that lives
-          // for one step writes it there itself.
-          if (Value gradient = collectiveIntoStepGradient(&op, result);
-              gradient && bufferOf.count(gradient)) {
-            bufferOf[result] = bufferOf.lookup(gradient);
-            instruction.outputs.push_back(bufferOf.lookup(gradient));
+          // A result that only overwrites a state is written there.
+          if (Value state = resultIntoState(&op, result); state && bufferOf.count(state)) {
+            bufferOf[result] = bufferOf.lookup(state);
+            instruction.outputs.push_back(bufferOf.lookup(state));
             continue;
           }
           instruction.outputs.push_back(
