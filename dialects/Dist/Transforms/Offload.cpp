@@ -304,7 +304,7 @@ LogicalResult Offloader::place(func::FuncOp func) {
       host = llvm::all_of(op.getOperands(), [](Value operand) { return onHost(operand); });
     }
     builder.setInsertionPoint(&op);
-    llvm::SmallDenseMap<Value, Value> copied;
+    llvm::DenseMap<Value, Value> copied;
     for (OpOperand &operand : op.getOpOperands()) {
       Value value = operand.get();
       if (!isa<RankedTensorType>(value.getType()) || onHost(value) == host)
