@@ -84,7 +84,7 @@ struct VerifyPlanPass : impl::VerifyPlanPassBase<VerifyPlanPass> {
   /// different times conflict as much as one buffer does.
   bool verifyStreamOrder(ProgramOp program, SymbolTableCollection &symbolTable) {
     int64_t streams = 0;
-    llvm::SmallDenseSet<int64_t> kernelStreams;
+    llvm::DenseSet<int64_t> kernelStreams;
     for (Operation &op : *program.getBody()) {
       int64_t stream = -1;
       if (auto kernel = dyn_cast<KernelOp>(op))
