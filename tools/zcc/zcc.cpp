@@ -142,6 +142,14 @@ int64_t resolveWorldSize() {
   return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
 }
 
+/// The ranks of `plan`'s mesh.
+int64_t worldSizeOf(const zcc::plan::Plan &plan) {
+  int64_t world = 1;
+  for (int64_t size : plan.mesh().axis_sizes())
+    world *= size;
+  return world;
+}
+
 /// Device memory a rank of the cuda backend takes outside the plan's arena:
 /// the driver's context with the kernels loaded, cuBLASLt's and cuDNN's
 /// handles and engines, the CUDA graphs, and the backend's 128 MiB
@@ -170,10 +178,7 @@ int64_t runtimeReserveBytes(const zcc::plan::Plan &plan) {
   }
   if (target == "cpu")
     return 0;
-  int64_t world = 1;
-  for (int64_t size : plan.mesh().axis_sizes())
-    world *= size;
-  return kCudaRuntimeBytes + (world > 1 ? kNcclCommunicatorBytes : 0);
+  return kCudaRuntimeBytes + (worldSizeOf(plan) > 1 ? kNcclCommunicatorBytes : 0);
 }
 
 /// Bytes each collective kind moves per optimizer step on every rank of
@@ -204,9 +209,7 @@ std::map<std::string, int64_t> commBytesPerStep(const zcc::plan::Plan &plan) {
 /// rank, as text or JSON (DESIGN.md, --report). Every rank runs the same
 /// plan on its shard, so the figures are the same for each.
 void printReport(const zcc::plan::Plan &plan, bool json) {
-  int64_t world = 1;
-  for (int64_t size : plan.mesh().axis_sizes())
-    world *= size;
+  int64_t world = worldSizeOf(plan);
   std::map<std::string, int64_t> comm = commBytesPerStep(plan);
   int64_t reserve = runtimeReserveBytes(plan);
   if (json) {
@@ -277,9 +280,7 @@ void printPipelineReport(const zcc::plan::Plan &plan,
                          const std::vector<std::pair<int64_t, int64_t>> &flops, bool json) {
   const zcc::plan::Pipeline &pipeline = plan.pipeline();
   int64_t stages = pipeline.stages_size();
-  int64_t world = 1;
-  for (int64_t size : plan.mesh().axis_sizes())
-    world *= size;
+  int64_t world = worldSizeOf(plan);
   int64_t dataParallel = world / std::max<int64_t>(1, stages);
   auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name) -> int64_t {
     for (const zcc::plan::MemoryCategory &entry : stage.memory())
@@ -407,9 +408,7 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   for (const zcc::plan::MemoryCategory &category : plan.memory())
     if (category.space() != zcc::plan::HOST)
       bytes[category.category()] = category.bytes();
-  int64_t world = 1;
-  for (int64_t size : plan.mesh().axis_sizes())
-    world *= size;
+  int64_t world = worldSizeOf(plan);
   std::string message = "the plan needs " + gib(peak) + " per rank, " + gib(peak - limit) +
                         " over --device-memory-limit " + deviceMemoryLimit + " (runtime " +
                         gib(reserve) + ", parameters " +
