@@ -2,6 +2,8 @@
 
 #include "runtime/Executor.h"
 
+#include "kernels/cpu/Kernels.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -268,8 +270,14 @@ Status Executor::prepare(const ExecutorOptions &options) {
         for (uint32_t id : instruction.outputs())
           step.args.outputs.push_back(viewOf(id));
         step.args.attributes = &instruction.attributes();
-        if (step.hostKernel && hostPool_)
+        if (step.hostKernel && hostPool_ && instruction.kernel() == "sum_squares") {
+          for (const cpu::TensorView &input : step.args.inputs)
+            step.partialCount += cpu::kernels::sumSquaresBlocks(input.numElements());
+          step.partials = std::make_unique<double[]>(static_cast<size_t>(step.partialCount));
+          step.chunks = splitSumSquares(step.args, hostPool_->threads(), step.partials.get());
+        } else if (step.hostKernel && hostPool_) {
           step.chunks = splitElementwise(instruction.kernel(), step.args, hostPool_->threads());
+        }
         continue;
       }
       StatusOr<KernelHandle> kernel =
@@ -510,9 +518,17 @@ Status Executor::runInstructions(size_t programIndex, const std::function<Status
       if (devicePending)
         status = backend_->synchronize(watchPeers);
       devicePending = false;
-      if (status.isOk())
+      if (status.isOk() && step.partials && !step.chunks.empty()) {
+        status = hostPool_->run(cpu::kernels::sumSquaresBlocks, step.chunks);
+        double sum = 0;
+        for (int64_t k = 0; k < step.partialCount; ++k)
+          sum += step.partials[k];
+        if (status.isOk())
+          step.args.outputs[0].as<double>()[0] = sum;
+      } else if (status.isOk()) {
         status = step.chunks.empty() ? step.hostKernel(step.args)
                                      : hostPool_->run(step.hostKernel, step.chunks);
+      }
     } else if (step.transfer) {
       const TensorView &in = step.args.inputs[0];
       status = backend_->copyAsync(

@@ -137,6 +137,10 @@ private:
     /// The host kernel's arguments cut for the thread pool; empty when it
     /// runs whole on the calling thread.
     std::vector<KernelArgs> chunks;
+    /// sum_squares on the pool: the chunks run sum_squares_blocks into
+    /// these per-block sums, which are then added in order.
+    std::unique_ptr<double[]> partials;
+    int64_t partialCount = 0;
     /// "offload" / "fetch": a copy between the arenas, in launch order.
     bool transfer = false;
     /// "record_event" / "wait_event": orders `stream` against another.

@@ -2,6 +2,8 @@
 
 #include "runtime/HostKernels.h"
 
+#include "kernels/cpu/Kernels.h"
+
 #include <algorithm>
 
 namespace zcc {
@@ -41,6 +43,42 @@ std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
     for (const cpu::TensorView &view : args.outputs)
       piece.outputs.push_back(cut(view, begin, count));
     chunks.push_back(std::move(piece));
+  }
+  return chunks;
+}
+
+std::vector<cpu::KernelArgs> splitSumSquares(const cpu::KernelArgs &args, int parts,
+                                             double *partials) {
+  namespace kernels = cpu::kernels;
+  // Every block as a view, in order.
+  std::vector<cpu::TensorView> blocks;
+  for (const cpu::TensorView &input : args.inputs) {
+    int64_t elements = input.numElements();
+    for (int64_t begin = 0; begin < elements; begin += kernels::kSumSquaresBlock) {
+      cpu::TensorView block;
+      block.data = static_cast<uint8_t *>(input.data) +
+                   static_cast<size_t>(begin) * cpu::dtypeBytes(input.dtype);
+      block.dtype = input.dtype;
+      block.shape.push_back(std::min(kernels::kSumSquaresBlock, elements - begin));
+      blocks.push_back(block);
+    }
+  }
+  int64_t count = static_cast<int64_t>(blocks.size());
+  if (parts < 2 || count < 2)
+    return {};
+  int64_t perChunk = (count + parts - 1) / parts;
+  std::vector<cpu::KernelArgs> chunks;
+  for (int64_t first = 0; first < count; first += perChunk) {
+    int64_t last = std::min(count, first + perChunk);
+    cpu::KernelArgs chunk;
+    chunk.attributes = args.attributes;
+    chunk.inputs.assign(blocks.begin() + first, blocks.begin() + last);
+    cpu::TensorView out;
+    out.data = partials + first;
+    out.dtype = plan::F64;
+    out.shape.push_back(last - first);
+    chunk.outputs.push_back(out);
+    chunks.push_back(std::move(chunk));
   }
   return chunks;
 }

@@ -34,6 +34,15 @@ std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
                                               const cpu::KernelArgs &args, int parts,
                                               int64_t minChunk = 1 << 15);
 
+/// sum_squares cut for a pool of `parts` threads: each chunk runs
+/// cpu::kernels::sumSquaresBlocks over a run of the inputs' blocks (views of
+/// whole blocks, in order) into its range of `partials`, which has room for
+/// every block (cpu::kernels::sumSquaresBlocks of each input's size, added
+/// up); adding `partials` in order then gives sum_squares bit for bit.
+/// Returns no chunks when one would do.
+std::vector<cpu::KernelArgs> splitSumSquares(const cpu::KernelArgs &args, int parts,
+                                             double *partials);
+
 /// Worker threads that run the chunks of one kernel together with the
 /// calling thread. run() neither allocates nor returns before every chunk
 /// has finished.

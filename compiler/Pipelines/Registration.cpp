@@ -68,6 +68,7 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createPipelineSplitPass());
   pm.addPass(zdist::createFuseAccumulatePass());
   pm.addPass(zdist::createStepGradientsPass());
+  pm.addPass(zdist::createOffloadGradientsPass());
 }
 
 void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {

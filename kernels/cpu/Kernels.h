@@ -85,7 +85,17 @@ Status accumulate(const KernelArgs &args);
 // Linalg.cpp: target += lhs @ rhs.
 Status accumulateMatmul(const KernelArgs &args);
 Status fill(const KernelArgs &args);
+/// The sum of squares of every element of the inputs, as f64, added in a
+/// fixed order: each input's blocks of kSumSquaresBlock elements (their
+/// sums in order), then the inputs in order.
 Status sumSquares(const KernelArgs &args);
+/// The blocks' sums themselves, one f64 per block of each input in order:
+/// a pool of threads runs it on runs of blocks, and adding its results in
+/// order gives sum_squares bit for bit.
+Status sumSquaresBlocks(const KernelArgs &args);
+constexpr int64_t kSumSquaresBlock = 1 << 14;
+/// How many blocks an input of `elements` elements has.
+int64_t sumSquaresBlocks(int64_t elements);
 Status adamw(const KernelArgs &args);
 Status sgd(const KernelArgs &args);
 

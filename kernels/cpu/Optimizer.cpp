@@ -262,15 +262,18 @@ Status fill(const KernelArgs &args) {
   });
 }
 
-Status sumSquares(const KernelArgs &args) {
-  const char *kernel = "sum_squares";
+namespace {
+
+/// Checks sum_squares-like operands: float inputs, and `result` of dtype f64
+/// and shape `shape`.
+Status checkSumSquares(const KernelArgs &args, const char *kernel, const SmallShape &shape) {
   if (Status s = checkVariadicOperands(args, kernel, 1, "inputs", "result");
       !s.isOk())
     return s;
   const TensorView &result = args.outputs[0];
   if (Status s = expectDType(kernel, "result", result, plan::F64); !s.isOk())
     return s;
-  if (Status s = expectShape(kernel, "result", result, SmallShape()); !s.isOk())
+  if (Status s = expectShape(kernel, "result", result, shape); !s.isOk())
     return s;
   for (size_t t = 0; t < args.inputs.size(); ++t)
     if (!isFloatDType(args.inputs[t].dtype))
@@ -278,23 +281,72 @@ Status sumSquares(const KernelArgs &args) {
                          "input #%zu has element type %s; this kernel "
                          "handles %s",
                          t, dtypeName(args.inputs[t].dtype), kFloatDTypeNames);
-  // In operand order, then element order: a fixed order, so the norm (and
-  // the loss scaler's overflow decision) is a function of the gradients.
-  // Infinities and NaNs propagate.
-  double sum = 0;
-  for (const TensorView &input : args.inputs) {
-    Status s = dispatchFloat(kernel, "inputs", input, [&](auto tag) {
-      using T = decltype(tag);
-      const T *data = input.as<const T>();
-      for (int64_t i = 0, n = input.numElements(); i < n; ++i) {
+  return Status::ok();
+}
+
+/// Calls `block(partial)` with the sum of squares of each block of
+/// kSumSquaresBlock elements of `input`, in order: four running sums of
+/// every fourth element, added pairwise at the end. Infinities and NaNs
+/// propagate.
+template <typename Fn>
+Status forEachBlockSum(const char *kernel, const TensorView &input, Fn &&block) {
+  return dispatchFloat(kernel, "inputs", input, [&](auto tag) {
+    using T = decltype(tag);
+    const T *data = input.as<const T>();
+    int64_t n = input.numElements();
+    for (int64_t begin = 0; begin < n; begin += kSumSquaresBlock) {
+      int64_t end = std::min(n, begin + kSumSquaresBlock);
+      double lane[4] = {0, 0, 0, 0};
+      int64_t i = begin;
+      for (; i + 4 <= end; i += 4)
+        for (int j = 0; j < 4; ++j) {
+          double x = load(data[i + j]);
+          lane[j] += x * x;
+        }
+      for (int j = 0; i < end; ++i, ++j) {
         double x = load(data[i]);
-        sum += x * x;
+        lane[j] += x * x;
       }
-    });
-    if (!s.isOk())
+      block((lane[0] + lane[1]) + (lane[2] + lane[3]));
+    }
+  });
+}
+
+} // namespace
+
+int64_t sumSquaresBlocks(int64_t elements) {
+  return (elements + kSumSquaresBlock - 1) / kSumSquaresBlock;
+}
+
+Status sumSquares(const KernelArgs &args) {
+  const char *kernel = "sum_squares";
+  if (Status s = checkSumSquares(args, kernel, SmallShape()); !s.isOk())
+    return s;
+  // The blocks' sums in operand order, then block order: a fixed order
+  // whatever runs it (sum_squares_blocks on a pool of threads adds the same
+  // sums in the same order), so the norm (and the loss scaler's overflow
+  // decision) is a function of the gradients.
+  double sum = 0;
+  for (const TensorView &input : args.inputs)
+    if (Status s = forEachBlockSum(kernel, input, [&](double partial) { sum += partial; });
+        !s.isOk())
       return s;
-  }
-  result.as<double>()[0] = sum;
+  args.outputs[0].as<double>()[0] = sum;
+  return Status::ok();
+}
+
+Status sumSquaresBlocks(const KernelArgs &args) {
+  const char *kernel = "sum_squares_blocks";
+  int64_t blocks = 0;
+  for (const TensorView &input : args.inputs)
+    blocks += sumSquaresBlocks(input.numElements());
+  if (Status s = checkSumSquares(args, kernel, SmallShape(std::vector<int64_t>{blocks})); !s.isOk())
+    return s;
+  double *partial = args.outputs[0].as<double>();
+  for (const TensorView &input : args.inputs)
+    if (Status s = forEachBlockSum(kernel, input, [&](double sum) { *partial++ = sum; });
+        !s.isOk())
+      return s;
   return Status::ok();
 }
 

@@ -8,8 +8,11 @@
 
 #include "runtime/HostKernels.h"
 
+#include "kernels/cpu/Kernels.h"
+
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -105,6 +108,57 @@ TEST(HostKernels, PoolReportsAChunksFailure) {
   args.inputs = {view(c)};
   chunks = splitElementwise("cast", args, 2, 100);
   EXPECT_TRUE(pool.run(cpu::findKernel("cast"), chunks).isOk());
+}
+
+/// The gradient norm's sum of squares over inputs of awkward sizes (a short
+/// last block, one shorter than a block, several blocks), run whole and
+/// split over `threads` threads whose per-block sums are added in order.
+TEST(HostKernels, SumSquaresOnThreadsMatchesTheKernelBitForBit) {
+  namespace kernels = cpu::kernels;
+  std::mt19937 random(5);
+  std::normal_distribution<float> normal;
+  std::vector<std::vector<float>> data;
+  for (int64_t n : {int64_t{100003}, int64_t{5}, 3 * kernels::kSumSquaresBlock, int64_t{70001}}) {
+    std::vector<float> values(n);
+    float scale = std::ldexp(1.0f, static_cast<int>(data.size()) * 7 - 10);
+    for (float &value : values)
+      value = scale * normal(random);
+    data.push_back(std::move(values));
+  }
+  cpu::KernelArgs args;
+  long double exact = 0;
+  int64_t blocks = 0;
+  for (std::vector<float> &values : data) {
+    args.inputs.push_back(view(values));
+    blocks += kernels::sumSquaresBlocks(static_cast<int64_t>(values.size()));
+    for (float value : values)
+      exact += static_cast<long double>(value) * value;
+  }
+  double whole = 0;
+  cpu::TensorView result;
+  result.data = &whole;
+  result.dtype = plan::F64;
+  args.outputs = {result};
+  ASSERT_TRUE(kernels::sumSquares(args).isOk());
+  EXPECT_NEAR(whole, static_cast<double>(exact), 1e-12 * static_cast<double>(exact));
+
+  for (int threads : {2, 3, 8}) {
+    std::vector<double> partials(static_cast<size_t>(blocks), -1.0);
+    std::vector<cpu::KernelArgs> chunks = splitSumSquares(args, threads, partials.data());
+    ASSERT_EQ(chunks.size(), static_cast<size_t>(threads)) << threads << " threads";
+    HostKernelPool pool(threads);
+    ASSERT_TRUE(pool.run(kernels::sumSquaresBlocks, chunks).isOk());
+    double sum = 0;
+    for (double partial : partials) {
+      EXPECT_GE(partial, 0.0) << "every block's sum is written";
+      sum += partial;
+    }
+    EXPECT_EQ(std::memcmp(&sum, &whole, sizeof(double)), 0)
+        << threads << " threads: " << sum << " vs " << whole;
+  }
+  // One thread, or a single block: run whole.
+  std::vector<double> partials(static_cast<size_t>(blocks));
+  EXPECT_TRUE(splitSumSquares(args, 1, partials.data()).empty());
 }
 
 } // namespace

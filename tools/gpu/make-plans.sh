@@ -53,15 +53,24 @@ done
 # GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,
 # and stage 3 with both offloads in fp16 with the ZeRO-3 guide's dynamic
 # loss scaler (hysteresis 2; a power of 12 to start, so that the first
-# steps' overflows, which both backends must find alike, are few).
+# steps' overflows, which both backends must find alike, are few); the
+# -offs cases are the same with one micro-step per optimizer step, whose
+# gradients stream to host memory during the backward.
 $python - "$inputs" "$out" <<'PY'
 import json, sys
 inputs, out = sys.argv[1], sys.argv[2]
 cases = {"z2r1-off": ("ds_zero2_gas2.json", 1, False), "z2r2-off": ("ds_zero2_gas2.json", 2, False),
-         "z3r1-offp": ("ds_zero3_gas2.json", 1, True), "z3r2-offp": ("ds_zero3_gas2.json", 2, True)}
+         "z3r1-offp": ("ds_zero3_gas2.json", 1, True), "z3r2-offp": ("ds_zero3_gas2.json", 2, True),
+         "z2r1-offs": ("ds_zero2_gas2.json", 1, False), "z2r2-offs": ("ds_zero2_gas2.json", 2, False),
+         "z3r1-offs": ("ds_zero3_gas2.json", 1, True), "z3r2-offs": ("ds_zero3_gas2.json", 2, True)}
 for name, (base, world, params) in cases.items():
     config = json.load(open(f"{inputs}/{base}"))
     config["gradient_accumulation_steps"] = 8 // (2 * world)
+    if name.endswith("offs"):
+        # One micro-step per optimizer step: the gradients stream to the
+        # host during the backward.
+        config["gradient_accumulation_steps"] = 1
+        config["train_batch_size"] = 2 * world
     config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
     if params:
         config["zero_optimization"]["offload_param"] = {"device": "cpu"}
@@ -74,7 +83,7 @@ for name, (base, world, params) in cases.items():
                          "initial_scale_power": 12, "hysteresis": 2, "min_loss_scale": 1}
         json.dump(c, open(f"{out}/{name}-{precision}.json", "w"), indent=1)
 PY
-for name in z2r1-off z2r2-off z3r1-offp z3r2-offp; do
+for name in z2r1-off z2r2-off z3r1-offp z3r2-offp z2r1-offs z2r2-offs z3r1-offs z3r2-offs; do
   world=${name#*r}; world=${world%%-*}
   precisions="fp32 bf16"; [[ $name == z3* ]] && precisions="fp32 bf16 fp16"
   for precision in $precisions; do

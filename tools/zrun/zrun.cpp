@@ -94,6 +94,11 @@ const char kUsage[] =
     "                         threads; cuda: one process per GPU)\n"
     "  --comm-timeout S       seconds a rank waits for the others before it\n"
     "                         gives the job up (default 30)\n"
+    "  --host-threads N       threads each rank gives the host kernels of a\n"
+    "                         plan with CPU offload (default: the config's\n"
+    "                         offload_optimizer.cpuadam_cores_perc of the\n"
+    "                         cores, shared by the ranks on this machine);\n"
+    "                         the results do not depend on it\n"
     "\n"
     "On a training plan, runs --steps optimizer steps:\n"
     "  --steps N              optimizer steps to run\n"
@@ -136,6 +141,8 @@ struct Options {
   /// --no-outputs: inference outputs are neither read back nor written.
   bool noOutputs = false;
   int64_t nproc = 0;
+  /// --host-threads; 0: from the config and the machine.
+  int64_t hostThreads = 0;
   TrainOptions train;
   bool checkGradients = false;
   GradCheckOptions gradCheck;
@@ -233,7 +240,7 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || name == "--comm-timeout" ||
-                   name == "--repeat" || isTrainOption;
+                   name == "--repeat" || name == "--host-threads" || isTrainOption;
     options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
       return usageError("unknown option '" + name + "'");
@@ -263,6 +270,11 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (!parseInteger(value, options.seed))
         return usageError("--seed " + value +
                           ": expected a non-negative integer");
+    } else if (name == "--host-threads") {
+      uint64_t count = 0;
+      if (!parseInteger(value, count) || count == 0 || count > 1024)
+        return usageError("--host-threads " + value + ": expected a thread count, 1 to 1024");
+      options.hostThreads = static_cast<int64_t>(count);
     } else if (name == "--steps" || name == "--print-every") {
       uint64_t count = 0;
       if (!parseInteger(value, count) || count == 0 || count > (1ull << 40))
@@ -946,7 +958,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     nccl = std::move(rank.communicator);
     executorOptions.deviceOrdinal = rank.localRank;
   }
-  executorOptions.hostThreads = hostThreadsPerRank(loaded.plan, world);
+  executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
+                                                       : hostThreadsPerRank(loaded.plan, world);
   // A pipeline plan: rank r runs stage r / dp with data-parallel index
   // r % dp; collectives run in the stage's data-parallel group, sends and
   // receives in the group of the rank's data-parallel index.

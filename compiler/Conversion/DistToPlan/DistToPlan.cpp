@@ -228,20 +228,26 @@ std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
 /// - a device collective's result and a gradient that lives for one step
 ///   (zdist.step_local);
 /// - a host cast right before its assign and the 16-bit host copy of an
-///   offloaded parameter ("copy", refreshed after each update).
+///   offloaded parameter ("copy", refreshed after each update);
+/// - a copy to the host and a one-step gradient streamed there
+///   ("host_grad").
 Value resultIntoState(Operation *op, Value result) {
   bool collective = isa<zdist::AllReduceOp, zdist::ReduceScatterOp>(op) && !onHost(op);
   bool hostCast = isa<zgraph::CastOp>(op) && onHost(op);
-  if ((!collective && !hostCast) || !result.hasOneUse())
+  bool offload = isa<zdist::OffloadOp>(op);
+  if ((!collective && !hostCast && !offload) || !result.hasOneUse())
     return {};
+  bool toHost = hostCast || offload;
   auto assign = dyn_cast<zgraph::AssignOp>(*result.getUsers().begin());
-  if (!assign || assign.getValue() != result || onHost(assign) != hostCast ||
+  if (!assign || assign.getValue() != result || onHost(assign) != toHost ||
       assign.getTarget().getType() != result.getType())
     return {};
   auto state = assign.getTarget().getDefiningOp<zgraph::StateOp>();
-  if (!state || onHost(state) != hostCast)
+  if (!state || onHost(state) != toHost)
     return {};
-  if (collective && !state->hasAttr("zdist.step_local"))
+  if ((collective || offload) && !state->hasAttr("zdist.step_local"))
+    return {};
+  if (offload && state.getKind() != "host_grad")
     return {};
   // Nothing may read the copy's old value between the cast and the assign.
   if (hostCast && (state.getKind() != "copy" || op->getNextNode() != assign.getOperation()))
@@ -593,7 +599,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           continue;
         }
         if (auto state = dyn_cast<zgraph::StateOp>(op)) {
-          Kind kind = state.getKind() == "grad"   ? Kind::Gradient
+          Kind kind = state.getKind() == "grad" || state.getKind() == "host_grad"
+                          ? Kind::Gradient
                       : state.getKind() == "copy" ? Kind::ParameterCopy
                                                   : Kind::OptimizerState;
           std::string name = state.getName().str() + "." + state.getKind().str();

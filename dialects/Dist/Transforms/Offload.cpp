@@ -33,10 +33,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace zcc::zdist {
 #define GEN_PASS_DEF_OFFLOADPASS
+#define GEN_PASS_DEF_OFFLOADGRADIENTSPASS
 #include "dialects/Dist/Transforms/Passes.h.inc"
 } // namespace zcc::zdist
 
@@ -351,6 +353,184 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
     int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
     if (failed(Offloader(module, optimizer, params, threshold).run()))
       signalPassFailure();
+  }
+};
+
+/// Whether `value` is the result of `zgraph.state name kind = "grad"` that
+/// lives for one step.
+bool isStepGradient(Value value, StringRef name) {
+  auto state = value.getDefiningOp<zgraph::StateOp>();
+  return state && state.getKind() == "grad" && state.getName() == name &&
+         state->hasAttr("zdist.step_local");
+}
+
+/// Streams the one-step gradients of host updates to host memory during the
+/// backward pass (see OffloadGradientsPass in Passes.td).
+class GradientStreamer {
+public:
+  explicit GradientStreamer(ModuleOp module) : module(module), builder(module.getContext()) {}
+
+  void run();
+
+private:
+  /// The gradients that qualify, by name.
+  llvm::SetVector<StringRef> chooseGradients(func::FuncOp microStep, func::FuncOp norm,
+                                             func::FuncOp update);
+  void rewriteNorm(func::FuncOp norm);
+
+  ModuleOp module;
+  OpBuilder builder;
+  llvm::StringSet<> streamed;
+};
+
+llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microStep,
+                                                            func::FuncOp norm,
+                                                            func::FuncOp update) {
+  // A gradient qualifies when @micro_step only writes it in place,
+  // @optimizer_step only offloads it to host ops, @grad_norm only sums its
+  // squares, and no other function touches it.
+  llvm::SetVector<StringRef> candidates;
+  llvm::StringSet<> refused;
+  for (auto func : module.getOps<func::FuncOp>())
+    func.walk([&](zgraph::StateOp state) {
+      if (state.getKind() != "grad")
+        return;
+      StringRef name = state.getName();
+      bool ok = state->hasAttr("zdist.step_local") && !onHost(state.getOperation());
+      for (OpOperand &use : state->getUses()) {
+        Operation *user = use.getOwner();
+        if (func == microStep) {
+          SmallVector<Value> targets = inPlaceTargets(user);
+          ok &= llvm::is_contained(targets, state.getResult()) &&
+                !isa<zgraph::AdamWOp, zgraph::SgdOp>(user);
+        } else if (func == update) {
+          auto offload = dyn_cast<OffloadOp>(user);
+          ok &= offload && llvm::all_of(offload->getUsers(), [](Operation *reader) {
+                  return onHost(reader);
+                });
+        } else if (func == norm) {
+          ok &= isa<zgraph::SumSquaresOp>(user);
+        } else {
+          ok = false;
+        }
+      }
+      if (ok && func == microStep && !state->use_empty())
+        candidates.insert(name);
+      if (!ok)
+        refused.insert(name);
+    });
+  llvm::SetVector<StringRef> chosen;
+  for (StringRef name : candidates)
+    if (!refused.contains(name))
+      chosen.insert(name);
+  return chosen;
+}
+
+void GradientStreamer::run() {
+  auto microStep = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto norm = module.lookupSymbol<func::FuncOp>("grad_norm");
+  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (!microStep || !update)
+    return;
+  llvm::SetVector<StringRef> chosen = chooseGradients(microStep, norm, update);
+  if (chosen.empty())
+    return;
+  for (StringRef name : chosen)
+    streamed.insert(name);
+  MLIRContext *context = module.getContext();
+  auto hostState = [&](Location loc, StringRef name, Type type) {
+    auto state = builder.create<zgraph::StateOp>(loc, type, builder.getStringAttr(name),
+                                                 builder.getStringAttr("host_grad"));
+    state->setAttr("zdist.step_local", UnitAttr::get(context));
+    markHost(state);
+    return state;
+  };
+
+  // @micro_step: right after each gradient's last write, one copy to the
+  // host.
+  llvm::StringMap<Operation *> lastWrite;
+  for (Operation &op : microStep.getBody().front())
+    for (Value target : inPlaceTargets(&op))
+      if (auto state = target.getDefiningOp<zgraph::StateOp>();
+          state && state.getKind() == "grad" && streamed.contains(state.getName()))
+        lastWrite[state.getName()] = &op;
+  for (StringRef name : chosen) {
+    Operation *write = lastWrite.lookup(name);
+    SmallVector<Value> targets = inPlaceTargets(write);
+    Value gradient = *llvm::find_if(targets, [&](Value target) {
+      return isStepGradient(target, name);
+    });
+    builder.setInsertionPointAfter(write);
+    Location loc = write->getLoc();
+    auto host = hostState(loc, name, gradient.getType());
+    auto copy = builder.create<OffloadOp>(loc, gradient);
+    auto assign = builder.create<zgraph::AssignOp>(loc, host.getResult(), copy.getResult());
+    markHost(assign);
+  }
+
+  // @optimizer_step: the host updates read the host gradient.
+  for (auto offload : llvm::to_vector(update.getOps<OffloadOp>())) {
+    auto state = offload.getOperand().getDefiningOp<zgraph::StateOp>();
+    if (!state || state.getKind() != "grad" || !streamed.contains(state.getName()))
+      continue;
+    builder.setInsertionPoint(offload);
+    auto host = hostState(offload.getLoc(), state.getName(), state.getType());
+    offload.getResult().replaceAllUsesWith(host.getResult());
+    offload.erase();
+  }
+  for (auto state : llvm::to_vector(update.getOps<zgraph::StateOp>()))
+    if (state.getKind() == "grad" && streamed.contains(state.getName()) && state->use_empty())
+      state.erase();
+  if (norm)
+    rewriteNorm(norm);
+}
+
+/// @grad_norm: each sum of squares over streamed gradients runs on the host
+/// over the host copies (a sum over both kinds splits in two), and its
+/// result comes back to the device.
+void GradientStreamer::rewriteNorm(func::FuncOp norm) {
+  for (auto sum : llvm::to_vector(norm.getOps<zgraph::SumSquaresOp>())) {
+    SmallVector<Value> host, device;
+    Location loc = sum.getLoc();
+    builder.setInsertionPoint(sum);
+    for (Value input : sum.getInputs()) {
+      auto state = input.getDefiningOp<zgraph::StateOp>();
+      if (state && state.getKind() == "grad" && streamed.contains(state.getName())) {
+        auto copy = builder.create<zgraph::StateOp>(loc, state.getType(), state.getNameAttr(),
+                                                    builder.getStringAttr("host_grad"));
+        copy->setAttr("zdist.step_local", UnitAttr::get(norm.getContext()));
+        markHost(copy);
+        host.push_back(copy.getResult());
+      } else {
+        device.push_back(input);
+      }
+    }
+    if (host.empty())
+      continue;
+    Type type = sum.getType();
+    auto hostSum = builder.create<zgraph::SumSquaresOp>(loc, type, host);
+    markHost(hostSum);
+    Value result = builder.create<FetchOp>(loc, hostSum.getResult());
+    if (!device.empty()) {
+      auto deviceSum = builder.create<zgraph::SumSquaresOp>(loc, type, device);
+      result = builder.create<zgraph::AddOp>(loc, type, deviceSum.getResult(), result);
+    }
+    sum.getResult().replaceAllUsesWith(result);
+    sum.erase();
+  }
+  for (auto state : llvm::to_vector(norm.getOps<zgraph::StateOp>()))
+    if (state.getKind() == "grad" && streamed.contains(state.getName()) && state->use_empty())
+      state.erase();
+}
+
+struct OffloadGradientsPass : impl::OffloadGradientsPassBase<OffloadGradientsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+    auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
+    if (offloadDevice(zero, "offload_optimizer") != "cpu")
+      return;
+    GradientStreamer(module).run();
   }
 };
 

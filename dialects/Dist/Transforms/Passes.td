@@ -115,6 +115,34 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def OffloadGradientsPass : Pass<"zcc-dist-offload-gradients", "mlir::ModuleOp"> {
+  let summary = "Streams one-step gradients to host memory during the backward";
+  let description = [{
+    With `zero_optimization.offload_optimizer.device` "cpu" in `zcc.config`,
+    each gradient that lives for one step (`zdist.step_local`, from
+    zcc-dist-step-gradients) and that only host updates and the norm read is
+    copied to host memory as soon as `@micro_step` has written it, as
+    ZeRO-Offload moves each reduced gradient partition to the CPU during the
+    backward: right after its last write, a `zdist.offload` of it is
+    assigned into `zgraph.state kind = "host_grad"` (host, one step). The
+    copy runs on the communication stream while the backward goes on, the
+    device gradient is live only from its write to that copy, and
+    `@optimizer_step` reads the host gradient instead of offloading it
+    after the backward. In `@grad_norm`, the sums of squares over such
+    gradients run on the host over the host copies (a sum over both kinds
+    splits in two) and their result is fetched.
+
+    A gradient qualifies when `@micro_step` only writes it in place,
+    `@optimizer_step` only copies it to host updates and `@grad_norm` only
+    sums its squares (a ZeRO-3 persistent parameter's gradient, all-reduced
+    in `@grad_norm`, or stage 1's rows the update slices, do not).
+    Accumulating gradients (`gradient_accumulation_steps` above 1) stay on
+    the device. Runs after zcc-dist-step-gradients.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def PipelinePartitionPass : Pass<"zcc-dist-pipeline-partition", "mlir::ModuleOp"> {
   let summary = "Assigns the forward graph's ops to pipeline stages";
   let description = [{
