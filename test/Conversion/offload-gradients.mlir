@@ -5,15 +5,20 @@
 // ZeRO-3 on two ranks with both offloads and one micro-step per optimizer
 // step. "w"'s gradient shard (reduce-scattered, updated on the host) goes
 // to host memory as soon as the backward has written it: right after its
-// write, a copy to the host state "host_grad", which @optimizer_step's host
-// update reads instead of offloading the device gradient after the
-// backward, and whose sum of squares @grad_norm takes on the host. "b" (at
-// the persistence threshold) is all-reduced in @grad_norm, so its gradient
-// stays on the device.
+// write, its sum of squares is added into a device accumulator (zeroed
+// when the micro-step starts) and it is copied to the host state
+// "host_grad", which @optimizer_step's host update reads instead of
+// offloading the device gradient after the backward; @grad_norm reads the
+// accumulator instead of the gradient. "b" (at the persistence threshold)
+// is all-reduced in @grad_norm, so its gradient stays on the device.
 // CHECK-LABEL: func.func @micro_step
+// CHECK-NEXT: %[[ACC:.*]] = zgraph.state "zcc.streamed_gradients.0" kind = "norm_sq" {zdist.step_local} : tensor<f64>
+// CHECK-NEXT: zgraph.fill %[[ACC]] value = 0.000000e+00 : tensor<f64>
 // CHECK: %[[GW:.*]] = zgraph.state "w" kind = "grad" {zdist.step_local} : tensor<2x3xf32>
 // CHECK: %[[RS:.*]] = zdist.reduce_scatter
 // CHECK-NEXT: zgraph.assign %[[RS]] into %[[GW]]
+// CHECK-NEXT: %[[SQ:.*]] = zgraph.sum_squares %[[GW]] : tensor<2x3xf32> -> tensor<f64>
+// CHECK-NEXT: zgraph.accumulate %[[SQ]] into %[[ACC]] : tensor<f64> into tensor<f64>
 // CHECK-NEXT: %[[HW:.*]] = zgraph.state "w" kind = "host_grad" {zdist.memory = "host", zdist.step_local} : tensor<2x3xf32>
 // CHECK-NEXT: %[[COPY:.*]] = zdist.offload %[[GW]] : tensor<2x3xf32>
 // CHECK-NEXT: zgraph.assign %[[COPY]] into %[[HW]] {zdist.memory = "host"}
@@ -21,13 +26,13 @@
 // CHECK-NOT: zdist.offload
 // CHECK: return
 // CHECK-LABEL: func.func @grad_norm
+// CHECK-NOT: "w" kind = "grad"
 // CHECK: %[[B:.*]] = zgraph.state "b" kind = "grad"
 // CHECK-NEXT: %[[BR:.*]] = zdist.all_reduce %[[B]]
-// CHECK: %[[HW:.*]] = zgraph.state "w" kind = "host_grad" {zdist.memory = "host", zdist.step_local}
-// CHECK-NEXT: %[[HS:.*]] = zgraph.sum_squares %[[HW]] {zdist.memory = "host"} : tensor<2x3xf32> -> tensor<f64>
-// CHECK-NEXT: %[[S:.*]] = zdist.fetch %[[HS]] : tensor<f64>
-// CHECK-NEXT: zdist.all_reduce %[[S]] on @mesh axes = ["dp"] reduction = sum
-// CHECK-NEXT: zgraph.sum_squares %[[BR]] : tensor<3xf32>
+// CHECK: %[[ACC:.*]] = zgraph.state "zcc.streamed_gradients.0" kind = "norm_sq" {zdist.step_local} : tensor<f64>
+// CHECK-NEXT: %[[S:.*]] = zdist.all_reduce %[[ACC]] on @mesh axes = ["dp"] reduction = sum
+// CHECK-NEXT: %[[SB:.*]] = zgraph.sum_squares %[[BR]] : tensor<3xf32>
+// CHECK-NEXT: zgraph.add %[[S]], %[[SB]]
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-NOT: kind = "grad" {{.*}}tensor<2x3xf32>
 // CHECK: %[[W:.*]] = zgraph.param "w"
@@ -39,16 +44,23 @@
 // CHECK: zgraph.adamw {{.*}}, %[[GBH]], {{.*}} {zdist.memory = "host"}
 
 // In the plan the copy writes the host gradient itself (no host kernel in
-// the micro-step), and the device gradient lives only in @micro_step.
+// the micro-step or the norm), and the device gradient lives only in
+// @micro_step.
 // PLAN-DAG: zplan.buffer @[[DEV:b[0-9]+]] offset {{[0-9]+}} size 24 {kind = "gradient", name = "w.grad", step_local
 // PLAN-DAG: zplan.buffer @[[HOST:b[0-9]+]] offset {{[0-9]+}} size 24 {kind = "gradient", name = "w.host_grad", step_local
+// PLAN-DAG: zplan.buffer @[[ACC:b[0-9]+]] offset {{[0-9]+}} size 8 {kind = "gradient", name = "zcc.streamed_gradients.0.norm_sq", step_local
 // PLAN-LABEL: zplan.program @micro_step
+// PLAN-NEXT: zplan.kernel "fill" ins() outs(@device::@[[ACC]])
 // PLAN: zplan.kernel "reduce_scatter" {{.*}} outs(@device::@[[DEV]])
+// PLAN-NEXT: zplan.kernel "sum_squares" ins(@device::@[[DEV]]) outs(@device::@[[SQ:b[0-9]+]])
+// PLAN-NEXT: zplan.kernel "accumulate" ins(@device::@[[SQ]]) outs(@device::@[[ACC]])
 // PLAN-NEXT: zplan.kernel "offload" ins(@device::@[[DEV]]) outs(@host::@[[HOST]])
 // PLAN-NOT: @host::
 // PLAN-LABEL: zplan.program @grad_norm
-// PLAN-NOT: @[[DEV]]
-// PLAN: zplan.kernel "sum_squares" ins(@host::@[[HOST]])
+// PLAN-NOT: @host::
+// PLAN: zplan.kernel "all_reduce" ins(@device::@[[ACC]])
+// PLAN-NOT: @host::
+// PLAN-LABEL: zplan.program @init
 // PLAN-LABEL: zplan.program @optimizer_step
 // PLAN-NOT: @[[DEV]]
 // PLAN: zplan.kernel "adamw" ins(@host::@{{b[0-9]+}}, @host::@[[HOST]],

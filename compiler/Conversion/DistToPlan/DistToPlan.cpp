@@ -599,7 +599,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           continue;
         }
         if (auto state = dyn_cast<zgraph::StateOp>(op)) {
-          Kind kind = state.getKind() == "grad" || state.getKind() == "host_grad"
+          Kind kind = state.getKind() == "grad" || state.getKind() == "host_grad" ||
+                              state.getKind() == "norm_sq"
                           ? Kind::Gradient
                       : state.getKind() == "copy" ? Kind::ParameterCopy
                                                   : Kind::OptimizerState;

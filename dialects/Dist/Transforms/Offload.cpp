@@ -376,7 +376,7 @@ private:
   /// The gradients that qualify, by name.
   llvm::SetVector<StringRef> chooseGradients(func::FuncOp microStep, func::FuncOp norm,
                                              func::FuncOp update);
-  void rewriteNorm(func::FuncOp norm);
+  void eraseUnusedGradients(func::FuncOp func);
 
   ModuleOp module;
   OpBuilder builder;
@@ -409,7 +409,7 @@ llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microS
                   return onHost(reader);
                 });
         } else if (func == norm) {
-          ok &= isa<zgraph::SumSquaresOp>(user);
+          ok &= isa<zgraph::SumSquaresOp>(user) && state->hasOneUse();
         } else {
           ok = false;
         }
@@ -438,16 +438,49 @@ void GradientStreamer::run() {
   for (StringRef name : chosen)
     streamed.insert(name);
   MLIRContext *context = module.getContext();
-  auto hostState = [&](Location loc, StringRef name, Type type) {
+  auto stepState = [&](Location loc, StringRef name, StringRef kind, Type type) {
     auto state = builder.create<zgraph::StateOp>(loc, type, builder.getStringAttr(name),
-                                                 builder.getStringAttr("host_grad"));
+                                                 builder.getStringAttr(kind));
     state->setAttr("zdist.step_local", UnitAttr::get(context));
+    return state;
+  };
+  auto hostState = [&](Location loc, StringRef name, Type type) {
+    auto state = stepState(loc, name, "host_grad", type);
     markHost(state);
     return state;
   };
+  // Each sum of squares of @grad_norm over streamed gradients gets a
+  // device accumulator of their squares, which @micro_step zeroes first and
+  // adds each gradient's sum into before it is copied out.
+  auto scalar = RankedTensorType::get({}, builder.getF64Type());
+  llvm::StringMap<unsigned> sumOf;
+  SmallVector<zgraph::SumSquaresOp> sums;
+  if (norm)
+    for (auto sum : norm.getOps<zgraph::SumSquaresOp>()) {
+      bool any = false;
+      for (Value input : sum.getInputs())
+        if (auto state = input.getDefiningOp<zgraph::StateOp>();
+            state && state.getKind() == "grad" && streamed.contains(state.getName())) {
+          sumOf[state.getName()] = sums.size();
+          any = true;
+        }
+      if (any)
+        sums.push_back(sum);
+    }
+  auto accumulatorName = [](unsigned index) {
+    return "zcc.streamed_gradients." + std::to_string(index);
+  };
+  SmallVector<Value> accumulators;
+  builder.setInsertionPointToStart(&microStep.getBody().front());
+  for (unsigned index = 0; index < sums.size(); ++index) {
+    Location loc = sums[index].getLoc();
+    auto accumulator = stepState(loc, accumulatorName(index), "norm_sq", scalar);
+    builder.create<zgraph::FillOp>(loc, accumulator.getResult(), builder.getF64FloatAttr(0));
+    accumulators.push_back(accumulator.getResult());
+  }
 
-  // @micro_step: right after each gradient's last write, one copy to the
-  // host.
+  // @micro_step: right after each gradient's last write, its sum of
+  // squares on the device and one copy to the host.
   llvm::StringMap<Operation *> lastWrite;
   for (Operation &op : microStep.getBody().front())
     for (Value target : inPlaceTargets(&op))
@@ -462,6 +495,11 @@ void GradientStreamer::run() {
     });
     builder.setInsertionPointAfter(write);
     Location loc = write->getLoc();
+    if (auto found = sumOf.find(name); found != sumOf.end()) {
+      auto squares = builder.create<zgraph::SumSquaresOp>(loc, scalar, ValueRange{gradient});
+      builder.create<zgraph::AccumulateOp>(loc, accumulators[found->second],
+                                           squares.getResult());
+    }
     auto host = hostState(loc, name, gradient.getType());
     auto copy = builder.create<OffloadOp>(loc, gradient);
     auto assign = builder.create<zgraph::AssignOp>(loc, host.getResult(), copy.getResult());
@@ -478,47 +516,32 @@ void GradientStreamer::run() {
     offload.getResult().replaceAllUsesWith(host.getResult());
     offload.erase();
   }
-  for (auto state : llvm::to_vector(update.getOps<zgraph::StateOp>()))
-    if (state.getKind() == "grad" && streamed.contains(state.getName()) && state->use_empty())
-      state.erase();
-  if (norm)
-    rewriteNorm(norm);
-}
+  eraseUnusedGradients(update);
 
-/// @grad_norm: each sum of squares over streamed gradients runs on the host
-/// over the host copies (a sum over both kinds splits in two), and its
-/// result comes back to the device.
-void GradientStreamer::rewriteNorm(func::FuncOp norm) {
-  for (auto sum : llvm::to_vector(norm.getOps<zgraph::SumSquaresOp>())) {
-    SmallVector<Value> host, device;
-    Location loc = sum.getLoc();
+  // @grad_norm: each such sum reads its accumulator instead of the
+  // streamed gradients (and still sums the squares of the others).
+  for (auto [index, sum] : llvm::enumerate(sums)) {
+    SmallVector<Value> rest;
+    for (Value input : sum.getInputs())
+      if (auto state = input.getDefiningOp<zgraph::StateOp>();
+          !state || state.getKind() != "grad" || !streamed.contains(state.getName()))
+        rest.push_back(input);
     builder.setInsertionPoint(sum);
-    for (Value input : sum.getInputs()) {
-      auto state = input.getDefiningOp<zgraph::StateOp>();
-      if (state && state.getKind() == "grad" && streamed.contains(state.getName())) {
-        auto copy = builder.create<zgraph::StateOp>(loc, state.getType(), state.getNameAttr(),
-                                                    builder.getStringAttr("host_grad"));
-        copy->setAttr("zdist.step_local", UnitAttr::get(norm.getContext()));
-        markHost(copy);
-        host.push_back(copy.getResult());
-      } else {
-        device.push_back(input);
-      }
-    }
-    if (host.empty())
-      continue;
-    Type type = sum.getType();
-    auto hostSum = builder.create<zgraph::SumSquaresOp>(loc, type, host);
-    markHost(hostSum);
-    Value result = builder.create<FetchOp>(loc, hostSum.getResult());
-    if (!device.empty()) {
-      auto deviceSum = builder.create<zgraph::SumSquaresOp>(loc, type, device);
-      result = builder.create<zgraph::AddOp>(loc, type, deviceSum.getResult(), result);
-    }
+    Location loc = sum.getLoc();
+    Value result = stepState(loc, accumulatorName(index), "norm_sq", scalar).getResult();
+    if (!rest.empty())
+      result = builder.create<zgraph::AddOp>(
+          loc, scalar, builder.create<zgraph::SumSquaresOp>(loc, scalar, rest).getResult(),
+          result);
     sum.getResult().replaceAllUsesWith(result);
     sum.erase();
   }
-  for (auto state : llvm::to_vector(norm.getOps<zgraph::StateOp>()))
+  if (norm)
+    eraseUnusedGradients(norm);
+}
+
+void GradientStreamer::eraseUnusedGradients(func::FuncOp func) {
+  for (auto state : llvm::to_vector(func.getOps<zgraph::StateOp>()))
     if (state.getKind() == "grad" && streamed.contains(state.getName()) && state->use_empty())
       state.erase();
 }

@@ -645,7 +645,7 @@ LogicalResult SliceGradOp::verify() {
 namespace {
 bool isStateKind(StringRef kind) {
   return kind == "grad" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "momentum" ||
-         kind == "copy" || kind == "master" || kind == "host_grad";
+         kind == "copy" || kind == "master" || kind == "host_grad" || kind == "norm_sq";
 }
 
 /// In-place updates write into a parameter or a state, never a computed value.
@@ -662,7 +662,7 @@ LogicalResult StateOp::verify() {
     return emitOpError("requires a non-empty parameter name");
   if (!isStateKind(getKind()))
     return emitOpError() << "kind must be \"grad\", \"exp_avg\", \"exp_avg_sq\", "
-                            "\"momentum\", \"master\", \"copy\" or \"host_grad\", got \""
+                            "\"momentum\", \"master\", \"copy\", \"host_grad\" or \"norm_sq\", got \""
                          << getKind() << "\"";
   return verifyStaticShapes(*this);
 }

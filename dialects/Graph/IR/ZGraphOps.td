@@ -685,8 +685,9 @@ def ZGraph_StateOp : ZGraph_Op<"state", [MemoryEffects<[MemRead]>]> {
     gradient accumulator), "exp_avg" / "exp_avg_sq" (Adam's moments) or
     "momentum" (SGD's buffer), "master" (an fp32 master copy of the rows of a
     parameter a ZeRO rank updates), "copy" (an offloaded parameter's 16-bit
-    host copy) or "host_grad" (a one-step gradient streamed to host memory
-    for a host update). Like parameters, states are identified by
+    host copy), "host_grad" (a one-step gradient streamed to host memory
+    for a host update) or "norm_sq" (the sum of the squares of streamed
+    gradients, added up as they stream). Like parameters, states are identified by
     name across the functions of a training step, so each is one buffer of
     the plan; `accumulate`, `fill` and the optimizer ops update them in place.
 

@@ -184,7 +184,7 @@ func.func @state_name() {
 // The runtime knows a fixed list of state kinds; the message lists them (the
 // list grows with ZeRO's states, so only its start is checked).
 func.func @state_kind() {
-  // expected-error-re @+1 {{'zgraph.state' op kind must be "grad", "exp_avg", "exp_avg_sq", "momentum"{{.*}} or "host_grad", got "velocity"}}
+  // expected-error-re @+1 {{'zgraph.state' op kind must be "grad", "exp_avg", "exp_avg_sq", "momentum"{{.*}} or "norm_sq", got "velocity"}}
   %0 = zgraph.state "w" kind = "velocity" : tensor<4xf32>
   return
 }
