@@ -34,9 +34,9 @@ struct CudaPlugin {
   /// A fresh NCCL unique id, as hex text (made by the process that hosts
   /// NCCL's bootstrap: the launcher, or rank 0).
   StatusOr<std::string> (*makeCommunicatorId)() = nullptr;
-  /// Makes local device `localRank` this thread's device; explains a
+  /// Makes local CUDA device `device` this thread's device; explains a
   /// missing device or a node with fewer GPUs than ranks.
-  Status (*selectDevice)(int localRank, int rank) = nullptr;
+  Status (*selectDevice)(int device, int rank) = nullptr;
   /// Joins the group `idHex` names as `rank` of `size`, on the current
   /// device.
   StatusOr<std::unique_ptr<Communicator>> (*createCommunicator)(

@@ -589,6 +589,19 @@ Status Executor::run(const std::string &programName) {
   // the wait with the communicator's error instead of blocking forever.
   auto start = std::chrono::steady_clock::now();
   std::function<Status()> watchPeers;
+  // And its communicator's watchdog watches the run, in case this thread
+  // gets stuck where it cannot look.
+  struct WatchedRun {
+    Communicator *communicator;
+    explicit WatchedRun(Communicator *communicator) : communicator(communicator) {
+      if (communicator)
+        communicator->watchRun(true);
+    }
+    ~WatchedRun() {
+      if (communicator)
+        communicator->watchRun(false);
+    }
+  } watched(communicator_);
   if (communicator_)
     watchPeers = [&] {
       return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(

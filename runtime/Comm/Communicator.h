@@ -109,6 +109,13 @@ public:
   virtual Status checkHealth(std::chrono::milliseconds /*waited*/) {
     return Status::ok();
   }
+
+  /// Brackets a program's run on this rank (true when it starts, false once
+  /// the device has finished it). A device communicator's watchdog aborts
+  /// a run that outlives the timeout even while the rank's thread is stuck
+  /// where it cannot call checkHealth (inside a CUDA or NCCL call). Host
+  /// communicators ignore it.
+  virtual void watchRun(bool /*running*/) {}
 };
 
 } // namespace zcc

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -57,6 +59,19 @@ bool isDevicePointer(const void *pointer) {
   return attributes.type == cudaMemoryTypeDevice ||
          attributes.type == cudaMemoryTypeManaged;
 }
+
+/// A collective is a run of its own for the watchdog (or part of the
+/// program run around it).
+class RunScope {
+public:
+  explicit RunScope(Communicator &communicator) : communicator(communicator) {
+    communicator.watchRun(true);
+  }
+  ~RunScope() { communicator.watchRun(false); }
+
+private:
+  Communicator &communicator;
+};
 
 } // namespace
 
@@ -131,10 +146,19 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ZCC_CUDA_RETURN_IF_ERROR(cudaMalloc(&communicator->staging_, kStagingBytes));
+  communicator->watchdog_ = std::thread([self = communicator.get()] { self->watch(); });
   return communicator;
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watchMutex_);
+      stopping_ = true;
+    }
+    watchWake_.notify_all();
+    watchdog_.join();
+  }
   if (comm_) {
     if (aborted_.load())
       ; // ncclCommAbort already released it.
@@ -146,6 +170,67 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::setStream(void *stream) { stream_ = stream; }
+
+Status NcclCommunicator::asyncState(const char *what, bool &inProgress) {
+  // Under the abort lock: an abort (the watchdog's) frees the communicator.
+  std::lock_guard<std::mutex> lock(abortMutex_);
+  inProgress = false;
+  if (aborted_.load())
+    return abortedStatus();
+  ncclResult_t state = ncclSuccess;
+  ncclCommGetAsyncError(comm_, &state);
+  inProgress = state == ncclInProgress;
+  if (state == ncclSuccess || state == ncclInProgress)
+    return Status::ok();
+  return ncclError(state, what, comm_);
+}
+
+void NcclCommunicator::watchRun(bool running) {
+  if (running) {
+    if (runDepth_++ == 0)
+      runSince_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  } else if (runDepth_ > 0 && --runDepth_ == 0) {
+    runSince_.store(0);
+  }
+}
+
+void NcclCommunicator::watch() {
+  using Clock = std::chrono::steady_clock;
+  std::unique_lock<std::mutex> lock(watchMutex_);
+  Clock::time_point stuckSince{};
+  while (!watchWake_.wait_for(lock, kWatchPeriod, [&] { return stopping_; })) {
+    int64_t since = runSince_.load();
+    if (since == 0) {
+      stuckSince = {};
+      continue;
+    }
+    Clock::time_point now = Clock::now();
+    if (!aborted_.load()) {
+      bool inProgress = false;
+      Status state = asyncState("collective", inProgress);
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          now - Clock::time_point(Clock::duration(since)));
+      if (!state.isOk())
+        abort(state.message());
+      else if (waited > timeout_)
+        abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
+                           "hangs (raise --comm-timeout if steps are this slow)",
+                           rank_, static_cast<long long>(waited.count() / 1000)));
+      continue;
+    }
+    // Aborted, and the rank's thread has not come back from its run.
+    if (stuckSince == Clock::time_point{})
+      stuckSince = now;
+    else if (now - stuckSince > kExitGrace) {
+      std::fprintf(stderr,
+                   "zrun: error: rank %d is still stuck in a CUDA or NCCL call %lld s after "
+                   "its NCCL communicator was aborted (%s); exiting\n",
+                   rank_, static_cast<long long>(kExitGrace.count()), abortReason_.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+}
 
 Status NcclCommunicator::abortedStatus() const {
   return makeStatus(StatusCode::kUnavailable, "the NCCL communicator of rank %d was aborted: %s",
@@ -161,12 +246,12 @@ Status NcclCommunicator::settle(ncclResult_t result, const char *what) {
     return ncclError(result, what, comm_);
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(comm_, &state);
-    if (state == ncclSuccess)
+    bool inProgress = false;
+    Status state = asyncState(what, inProgress);
+    if (!state.isOk())
+      return state;
+    if (!inProgress)
       return Status::ok();
-    if (state != ncclInProgress)
-      return ncclError(state, what, comm_);
     if (std::chrono::steady_clock::now() > deadline) {
       abort(std::string("NCCL ") + what + " did not complete within the timeout");
       return abortedStatus();
@@ -209,6 +294,9 @@ Status NcclCommunicator::staged(const void *input, void *output, uint64_t bytes,
 
 Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, ReduceOp op) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -222,6 +310,9 @@ Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t count,
                                        plan::DType dtype, ReduceOp op) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   if (count % static_cast<uint64_t>(size_) != 0)
     return makeStatus(StatusCode::kInvalidArgument,
                       "reduce-scatter of %llu elements over %d ranks: not a multiple",
@@ -236,6 +327,9 @@ Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t
 
 Status NcclCommunicator::allGather(const void *input, void *output, uint64_t count,
                                    plan::DType dtype) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -246,6 +340,9 @@ Status NcclCommunicator::allGather(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, int root) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -256,6 +353,9 @@ Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dtype,
                               int peer) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -264,6 +364,9 @@ Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dty
 }
 
 Status NcclCommunicator::recv(void *output, uint64_t count, plan::DType dtype, int peer) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -282,18 +385,21 @@ void NcclCommunicator::abort(const std::string &reason) {
     return;
   abortReason_ = reason;
   aborted_.store(true);
+  // Said at once: the abort itself may take a while (NCCL stops its
+  // kernels and proxy threads), and the rank's error comes after it.
+  std::fprintf(stderr, "zrun: rank %d: %s; aborting its NCCL communicator\n", rank_,
+               reason.c_str());
+  std::fflush(stderr);
   if (comm_)
     ncclCommAbort(comm_);
 }
 
 Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {
-  if (aborted_.load())
-    return abortedStatus();
-  ncclResult_t state = ncclSuccess;
-  ncclCommGetAsyncError(comm_, &state);
-  if (state != ncclSuccess && state != ncclInProgress) {
-    Status failed = ncclError(state, "collective", comm_);
-    abort(failed.message());
+  bool inProgress = false;
+  Status failed = asyncState("collective", inProgress);
+  if (!failed.isOk()) {
+    if (!aborted_.load())
+      abort(failed.message());
     return failed;
   }
   if (waited > timeout_) {

@@ -10,7 +10,11 @@
 // is polled against the timeout; while the backend waits for its stream it
 // calls checkHealth(), which reports NCCL's asynchronous errors and, once a
 // wait has outlived the timeout (a peer died or hangs), aborts the
-// communicator and says so.
+// communicator and says so. A watchdog thread does the same from outside
+// while a program or a collective runs (watchRun), for a rank whose thread
+// is stuck inside a CUDA or NCCL call (a host function of NCCL's in a CUDA
+// graph that waits on a dead peer); a rank still stuck a few seconds after
+// the abort exits the process with the reason, so that no rank hangs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,11 +26,13 @@
 #include <nccl.h>
 
 #include <atomic>
-#include <functional>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 namespace zcc {
 
@@ -65,6 +71,7 @@ public:
   void abort(const std::string &reason) override;
   void setStream(void *stream) override;
   Status checkHealth(std::chrono::milliseconds waited) override;
+  void watchRun(bool running) override;
 
 private:
   NcclCommunicator() = default;
@@ -72,6 +79,9 @@ private:
   /// names `what`.
   Status settle(ncclResult_t result, const char *what);
   Status abortedStatus() const;
+  /// NCCL's asynchronous error as a status (what: the call, for the
+  /// message); `inProgress` when a non-blocking call has not settled yet.
+  Status asyncState(const char *what, bool &inProgress);
   /// Runs `body` on device memory: host pointers (the training loop's
   /// scalars) are staged through the communicator's own device buffer.
   Status staged(const void *input, void *output, uint64_t bytes,
@@ -87,6 +97,22 @@ private:
   std::mutex abortMutex_;
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
+
+  /// The watchdog: polls NCCL's asynchronous error and the current run's
+  /// age every kWatchPeriod.
+  void watch();
+  static constexpr std::chrono::milliseconds kWatchPeriod{50};
+  /// How long a rank may stay stuck after an abort before its process
+  /// exits.
+  static constexpr std::chrono::seconds kExitGrace{5};
+  std::thread watchdog_;
+  std::mutex watchMutex_;
+  std::condition_variable watchWake_;
+  bool stopping_ = false;
+  /// Nested watchRun(true) calls (a run, collectives inside it) and the
+  /// outermost one's start, in steady_clock ticks; 0 when idle.
+  int runDepth_ = 0;
+  std::atomic<int64_t> runSince_{0};
 };
 
 } // namespace zcc

@@ -23,7 +23,7 @@ StatusOr<std::string> makeCommunicatorId() {
   return ncclIdToHex(*id);
 }
 
-Status selectDevice(int localRank, int rank) {
+Status selectDevice(int device, int rank) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     cudaGetLastError();
@@ -32,11 +32,11 @@ Status selectDevice(int localRank, int rank) {
                       "here; run with --backend cpu",
                       rank);
   }
-  if (localRank >= devices || cudaSetDevice(localRank) != cudaSuccess)
+  if (device >= devices || cudaSetDevice(device) != cudaSuccess)
     return makeStatus(StatusCode::kUnavailable,
-                      "rank %d: cannot use CUDA device %d (its local rank): this node has "
-                      "%d; start at most %d ranks per node",
-                      rank, localRank, devices, devices);
+                      "rank %d: cannot use CUDA device %d: this node has %d; start at most "
+                      "%d ranks per node, or let ranks share a GPU with --ranks-per-gpu",
+                      rank, device, devices, devices);
   return Status::ok();
 }
 

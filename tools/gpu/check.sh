@@ -26,6 +26,13 @@ fi
 zrun=$root/build-gpu/bin/zrun
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee -a "$summary"
 gpus=$(nvidia-smi -L | wc -l)
+# A plan of more ranks than GPUs runs with ranks sharing the GPUs
+# (zrun --ranks-per-gpu: NCCL's socket transport between them), so that
+# every multi-rank plan is checked on any machine; the summary says so.
+share() {
+  local world=$1
+  if [ "$world" -gt "$gpus" ]; then echo "--ranks-per-gpu $(( (world + gpus - 1) / gpus ))"; fi
+}
 
 if [ -z "${SKIP_TESTS:-}" ]; then
   ctest --test-dir "$root/build-gpu" -L gpu -j4 --output-on-failure > "$out/ctest-gpu.log" 2>&1
@@ -38,17 +45,17 @@ fi
 for plan in "$plans"/${PLANS_GLOB:-z*r*-*}.plan; do
   name=$(basename "$plan" .plan)
   world=${name#*r}; world=${world%%-*}
-  if [ "$world" -gt "$gpus" ]; then note "$name: skipped ($world GPUs needed)"; continue; fi
+  sharing=$(share "$world")
   tol=1e-4; [[ $name == *bf16 || $name == *fp16 ]] && tol=2e-2
   "$zrun" "$plan" --backend cpu --nproc "$world" --steps "$steps" --data "$plans/tokens.bin" \
     --log-json "$out/$name.cpu.jsonl" > "$out/$name.cpu.log" 2>&1 || { note "$name: cpu run failed"; tail -5 "$out/$name.cpu.log"; continue; }
   start=$(date +%s.%N)
-  "$zrun" "$plan" --backend cuda --nproc "$world" --steps "$steps" --data "$plans/tokens.bin" \
+  "$zrun" "$plan" --backend cuda --nproc "$world" $sharing --steps "$steps" --data "$plans/tokens.bin" \
     --log-json "$out/$name.cuda.jsonl" > "$out/$name.cuda.log" 2>&1 || { note "$name: cuda run failed"; tail -15 "$out/$name.cuda.log" | tee -a "$summary"; continue; }
   end=$(date +%s.%N)
   result=$($python "$inputs/compare_losses.py" "$out/$name.cuda.jsonl" "$out/$name.cpu.jsonl" \
     --rtol $tol --fields loss,lr,grad_norm 2>&1 | tail -8)
-  note "$name (rtol $tol, $(awk "BEGIN { printf \"%.1f\", $end - $start }") s): $result"
+  note "$name (rtol $tol, $(awk "BEGIN { printf \"%.1f\", $end - $start }") s${sharing:+, $sharing}): $result"
 done
 
 # Parity with PyTorch on the GPU (fp32, 20 steps, within 1e-4 relative).
@@ -74,16 +81,17 @@ fi
 
 # Inference: the cuda outputs against the cpu outputs (fp32 within 1e-4,
 # bf16 within 2e-2).
-for entry in "infer:input_ids.npy:1e-4" "infer-wide:input_ids_wide.npy:1e-4" \
-             "infer-wide-bf16:input_ids_wide.npy:2e-2"; do
-  IFS=: read -r name input rtol <<< "$entry"
+for entry in "infer:input_ids.npy:1e-4:1" "infer-wide:input_ids_wide.npy:1e-4:1" \
+             "infer-wide-bf16:input_ids_wide.npy:2e-2:1" "infer-wide-pp2:input_ids_pp2.npy:1e-4:2"; do
+  IFS=: read -r name input rtol world <<< "$entry"
   [ -f "$plans/$name.plan" ] || continue
   for backend in cpu cuda; do
-    "$zrun" "$plans/$name.plan" --backend $backend --input input_ids="$plans/$input" \
+    sharing=""; [ $backend = cuda ] && sharing=$(share "$world")
+    "$zrun" "$plans/$name.plan" --backend $backend --nproc "$world" $sharing --input input_ids="$plans/$input" \
       --output-dir "$out/$name-$backend" > "$out/$name-$backend.log" 2>&1 || { note "$name: $backend run failed"; tail -10 "$out/$name-$backend.log" | tee -a "$summary"; }
   done
   for file in "$out/$name-cpu"/*.npy; do
-    note "$name $(basename "$file"): $($python "$inputs/compare_npy.py" "$out/$name-cuda/$(basename "$file")" "$file" --rtol "$rtol" 2>&1 | tail -3)"
+    note "$name${sharing:+ ($sharing)} $(basename "$file"): $($python "$inputs/compare_npy.py" "$out/$name-cuda/$(basename "$file")" "$file" --rtol "$rtol" 2>&1 | tail -3)"
   done
 done
 
@@ -130,11 +138,18 @@ PY
 fi
 
 # A rank killed mid-run: the other ranks must exit within 60 s, saying why.
-if [ "$gpus" -ge 2 ] && [ -f "$plans/z0r2-fp32.plan" ] && [ -z "${SKIP_KILL:-}" ]; then
-  "$zrun" "$plans/z0r2-fp32.plan" --backend cuda --nproc 2 --steps 100000 --data "$plans/tokens.bin" \
-    --comm-timeout 20 > "$out/kill.log" 2>&1 &
+if [ -f "$plans/z0r2-fp32.plan" ] && [ -z "${SKIP_KILL:-}" ]; then
+  sharing=$(share 2)
+  note "kill rank 1 of 2${sharing:+ ($sharing)}"
+  NCCL_DEBUG=${NCCL_DEBUG:-WARN} \
+  "$zrun" "$plans/z0r2-fp32.plan" --backend cuda --nproc 2 $sharing --steps 100000 --data "$plans/tokens.bin" \
+    --comm-timeout 20 --log-json "$out/kill.jsonl" > "$out/kill.log" 2>&1 &
   launcher=$!
-  sleep 8
+  # Mid-run: once a few steps are logged (at most a minute).
+  for _ in $(seq 120); do
+    [ "$(cat "$out/kill.jsonl" 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.5
+  done
   victim=""
   for pid in $(pgrep -f "z0r2-fp32.plan"); do
     if tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "ZCC_RANK=1"; then victim=$pid; fi
@@ -142,9 +157,21 @@ if [ "$gpus" -ge 2 ] && [ -f "$plans/z0r2-fp32.plan" ] && [ -z "${SKIP_KILL:-}" 
   if [ -n "$victim" ]; then
     killed=$(date +%s)
     kill -9 "$victim"
+    # Where rank 0 waits, if it still runs after its --comm-timeout.
+    ( sleep 25
+      for pid in $(pgrep -f "z0r2-fp32.plan"); do
+        if tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "ZCC_RANK=0"; then
+          echo "rank 0 (pid $pid) still runs 25 s after the kill:"
+          if command -v gdb > /dev/null; then
+            timeout 60 gdb -p "$pid" -batch -ex "thread apply all bt 12" 2>&1 | grep -E "^#|^Thread" | head -150
+          else
+            for task in /proc/$pid/task/*; do echo "$task $(cat $task/comm) $(cat $task/wchan)"; cat $task/stack 2>/dev/null | head -8; done
+          fi
+        fi
+      done ) > "$out/kill-stacks.txt" 2>&1 &
     wait $launcher; status=$?
     took=$(( $(date +%s) - killed ))
-    note "kill rank 1: the job exited with status $status $took s after the kill"
+    note "kill rank 1 after step $(wc -l < "$out/kill.jsonl"): the job exited with status $status $took s after the kill"
     tail -6 "$out/kill.log" | tee -a "$summary"
   else
     note "kill rank 1: rank 1 not found"; kill $launcher

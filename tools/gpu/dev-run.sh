@@ -54,8 +54,9 @@ PY
       ctest --test-dir build-gpu -L gpu -j4 --output-on-failure ${GPU_TESTS:+-R "$GPU_TESTS"} > $out/ctest-gpu.log 2>&1
       grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;
     check)
-      OUT=$out/check SKIP_BUILD=1 SKIP_TESTS=${SKIP_TESTS:-} SKIP_TORCH=1 SKIP_ADAM=1 SKIP_KILL=1 SKIP_EXPORT=1 SKIP_GRADCHECK=1 \
+      OUT=$out/check SKIP_BUILD=1 SKIP_TESTS=${SKIP_TESTS:-} SKIP_TORCH=${SKIP_TORCH-1} SKIP_ADAM=1 \
+        SKIP_KILL=${SKIP_KILL-1} SKIP_EXPORT=1 SKIP_GRADCHECK=1 \
         timeout ${CHECK_TIMEOUT:-240} bash tools/gpu/check.sh build-gpu-plans > $out/check.txt 2>&1
-      grep -E "gpu tests|rtol|infer|failed|FAILED" $out/check.txt | head -40 ;;
+      grep -E "gpu tests|rtol|infer|kill|failed|FAILED|error" $out/check.txt | head -60 ;;
   esac
 done

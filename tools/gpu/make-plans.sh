@@ -112,12 +112,17 @@ $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss 
   --width 256 --heads 4 --vocab 1000 --seq 256 --gelu tanh -o "$out/gpt2-wide-tanh.onnx"
 "$zcc" "$out/gpt2-wide-tanh.onnx" -c "$inputs/ds_dp_gas4.json" --mode infer --infer-precision bf16 \
   -o "$out/infer-wide-bf16.plan"
+# The wider model over 2 pipeline stages (GPipe, 4 micro-batches of 2: a
+# batch of 8), whose activations go between the ranks by NCCL send/recv.
+"$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_infer_pp2_gpipe.json" --mode infer --world-size 2 \
+  -o "$out/infer-wide-pp2.plan"
 $python - "$out" <<'PY'
 import numpy as np, sys
 out = sys.argv[1]
 rng = np.random.default_rng(3)
 np.save(f"{out}/input_ids.npy", rng.integers(0, 128, size=(2, 32)).astype(np.int64))
 np.save(f"{out}/input_ids_wide.npy", rng.integers(0, 1000, size=(2, 256)).astype(np.int64))
+np.save(f"{out}/input_ids_pp2.npy", rng.integers(0, 1000, size=(8, 256)).astype(np.int64))
 PY
 
 # A trained export (issue: checkpoints): 5 steps of ZeRO-3 on 2 cpu ranks,

@@ -35,6 +35,7 @@
 #include <string>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 using namespace zcc;
@@ -99,6 +100,14 @@ const char kUsage[] =
     "                         offload_optimizer.cpuadam_cores_perc of the\n"
     "                         cores, shared by the ranks on this machine);\n"
     "                         the results do not depend on it\n"
+    "  --ranks-per-gpu N      cuda: N ranks share each GPU (local rank r uses\n"
+    "                         device r / N; default 1). For running a plan of\n"
+    "                         more ranks than there are GPUs, e.g. to check it:\n"
+    "                         NCCL takes every rank for a node of its own\n"
+    "                         (NCCL_HOSTID) and moves collectives through its\n"
+    "                         socket transport (over the loopback interface\n"
+    "                         unless NCCL_SOCKET_IFNAME and NCCL_IB_DISABLE\n"
+    "                         say otherwise), so they are slow\n"
     "\n"
     "On a training plan, runs --steps optimizer steps:\n"
     "  --steps N              optimizer steps to run\n"
@@ -143,6 +152,8 @@ struct Options {
   int64_t nproc = 0;
   /// --host-threads; 0: from the config and the machine.
   int64_t hostThreads = 0;
+  /// --ranks-per-gpu: local ranks that share one CUDA device.
+  int64_t ranksPerGpu = 1;
   TrainOptions train;
   bool checkGradients = false;
   GradCheckOptions gradCheck;
@@ -240,7 +251,8 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || name == "--comm-timeout" ||
-                   name == "--repeat" || name == "--host-threads" || isTrainOption;
+                   name == "--repeat" || name == "--host-threads" ||
+                   name == "--ranks-per-gpu" || isTrainOption;
     options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
       return usageError("unknown option '" + name + "'");
@@ -275,6 +287,11 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (!parseInteger(value, count) || count == 0 || count > 1024)
         return usageError("--host-threads " + value + ": expected a thread count, 1 to 1024");
       options.hostThreads = static_cast<int64_t>(count);
+    } else if (name == "--ranks-per-gpu") {
+      uint64_t count = 0;
+      if (!parseInteger(value, count) || count == 0 || count > 64)
+        return usageError("--ranks-per-gpu " + value + ": expected a count, 1 to 64");
+      options.ranksPerGpu = static_cast<int64_t>(count);
     } else if (name == "--steps" || name == "--print-every") {
       uint64_t count = 0;
       if (!parseInteger(value, count) || count == 0 || count > (1ull << 40))
@@ -611,7 +628,9 @@ pipelineSubgroups(LocalCommunicatorGroup &group, int stages, int dataParallel, b
 /// and the job's NCCL communicator.
 struct CudaRank {
   std::unique_ptr<Communicator> communicator;
-  int rank = 0, localRank = 0;
+  int rank = 0;
+  /// The CUDA device: local rank / --ranks-per-gpu.
+  int device = 0;
 };
 
 /// With more than one rank on the cuda backend, each rank is a process: the
@@ -629,6 +648,12 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
   std::chrono::seconds timeout(options.commTimeoutSeconds);
   if (!role->isRank) {
     launcher = true;
+    // Ranks that share a GPU are separate NCCL nodes on this machine: their
+    // bootstrap and their collectives go over the loopback interface.
+    if (options.ranksPerGpu > 1) {
+      ::setenv("NCCL_SOCKET_IFNAME", "lo", /*overwrite=*/0);
+      ::setenv("NCCL_IB_DISABLE", "1", /*overwrite=*/0);
+    }
     StatusOr<std::string> id = (*plugin)->makeCommunicatorId();
     if (!id.isOk())
       return id.takeStatus();
@@ -650,14 +675,23 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
     }
     ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
   }
-  ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(role->localRank, role->rank), "%s", path.c_str());
+  int device = role->localRank / static_cast<int>(options.ranksPerGpu);
+  if (options.ranksPerGpu > 1) {
+    // NCCL refuses two ranks of one host on one GPU; a host id of its own
+    // makes each rank a node of its own.
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    ::setenv("NCCL_HOSTID", formatString("%s/zcc-rank-%d", host, role->rank).c_str(),
+             /*overwrite=*/1);
+  }
+  ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(device, role->rank), "%s", path.c_str());
   StatusOr<std::unique_ptr<Communicator>> created =
       (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
   if (!created.isOk())
     return created.takeStatus().addContext(formatString("rank %d", role->rank));
   joined.communicator = std::move(*created);
   joined.rank = role->rank;
-  joined.localRank = role->localRank;
+  joined.device = device;
   return Status::ok();
 }
 
@@ -693,7 +727,7 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
         return joined;
       nccl = std::move(rank.communicator);
       ownRank = rank.rank;
-      deviceOrdinal = rank.localRank;
+      deviceOrdinal = rank.device;
     } else {
       ownRank = 0;
     }
@@ -956,7 +990,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     if (launcher || !joined.isOk())
       return joined;
     nccl = std::move(rank.communicator);
-    executorOptions.deviceOrdinal = rank.localRank;
+    executorOptions.deviceOrdinal = rank.device;
   }
   executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
                                                        : hostThreadsPerRank(loaded.plan, world);
@@ -1127,6 +1161,10 @@ Status runZrun(const Options &options) {
     return Status(StatusCode::kInvalidArgument,
                   "--backend " + options.backend +
                       ": unknown backend (the backends are cpu and cuda)");
+  if (options.ranksPerGpu > 1 && options.backend != "cuda")
+    return Status(StatusCode::kInvalidArgument,
+                  "--ranks-per-gpu shares GPUs between the ranks of the cuda backend; the " +
+                      options.backend + " backend runs its ranks as threads (drop it)");
   if (plan.mode() == "train")
     return runTraining(options, std::move(*loaded));
   if (options.haveTrainOptions)
