@@ -42,9 +42,14 @@ struct CudaPlugin {
   StatusOr<std::unique_ptr<Communicator>> (*createCommunicator)(
       const std::string &idHex, int rank, int size,
       std::chrono::milliseconds timeout) = nullptr;
+  /// The communicator of the ranks of `parent` (one createCommunicator
+  /// made) that pass the same `color`, ranked by `key`; every rank of
+  /// `parent` calls it.
+  StatusOr<std::unique_ptr<Communicator>> (*splitCommunicator)(Communicator &parent, int color,
+                                                               int key) = nullptr;
 };
 
-constexpr uint32_t kCudaPluginAbi = 2;
+constexpr uint32_t kCudaPluginAbi = 3;
 
 /// The plugin, loaded once (later calls return the same one or the same
 /// error): lib/libzcc_cuda.so beside the program's bin/ folder, or

@@ -119,6 +119,7 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
                          std::chrono::milliseconds timeout) {
   std::unique_ptr<NcclCommunicator> communicator(new NcclCommunicator());
   communicator->rank_ = rank;
+  communicator->jobRank_ = rank;
   communicator->size_ = size;
   communicator->timeout_ = timeout;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -127,27 +128,67 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
       ncclCommInitRankConfig(&communicator->comm_, size, id, rank, &config);
   if (result != ncclSuccess && result != ncclInProgress)
     return ncclError(result, "communicator creation", communicator->comm_);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  ZCC_RETURN_IF_ERROR(communicator->awaitReady(nullptr, "communicator creation"),
+                      "rank %d: the NCCL group of %d ranks", rank, size);
+  ZCC_RETURN_IF_ERROR(communicator->start(), "rank %d", rank);
+  return communicator;
+}
+
+StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::split(int color, int key) {
+  RunScope scope(*this);
+  if (aborted_.load())
+    return abortedStatus();
+  std::unique_ptr<NcclCommunicator> child(new NcclCommunicator());
+  child->timeout_ = timeout_;
+  child->jobRank_ = jobRank_;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t result = ncclCommSplit(comm_, color, key, &child->comm_, &config);
+  if (result != ncclSuccess && result != ncclInProgress)
+    return ncclError(result, "communicator split", comm_);
+  ZCC_RETURN_IF_ERROR(child->awaitReady(comm_, "communicator split"),
+                      "rank %d: splitting its NCCL group (color %d, key %d)", jobRank_, color, key);
+  if (!child->comm_)
+    return makeStatus(StatusCode::kInternal, "rank %d: NCCL gave no communicator for color %d",
+                      jobRank_, color);
+  if (ncclCommCount(child->comm_, &child->size_) != ncclSuccess ||
+      ncclCommUserRank(child->comm_, &child->rank_) != ncclSuccess)
+    return makeStatus(StatusCode::kInternal, "rank %d: a split NCCL communicator has no rank",
+                      jobRank_);
+  ZCC_RETURN_IF_ERROR(child->start(), "rank %d", jobRank_);
+  return child;
+}
+
+Status NcclCommunicator::awaitReady(ncclComm_t parent, const char *what) {
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(communicator->comm_, &state);
-    if (state == ncclSuccess)
-      break;
-    if (state != ncclInProgress)
-      return ncclError(state, "communicator creation", communicator->comm_);
+    ncclResult_t state = ncclSuccess, parentState = ncclSuccess;
+    if (comm_)
+      ncclCommGetAsyncError(comm_, &state);
+    if (parent)
+      ncclCommGetAsyncError(parent, &parentState);
+    if (state != ncclSuccess && state != ncclInProgress)
+      return ncclError(state, what, comm_);
+    if (parentState != ncclSuccess && parentState != ncclInProgress)
+      return ncclError(parentState, what, parent);
+    if (state == ncclSuccess && parentState == ncclSuccess)
+      return Status::ok();
     if (std::chrono::steady_clock::now() > deadline) {
-      ncclCommAbort(communicator->comm_);
-      communicator->comm_ = nullptr;
+      if (comm_)
+        ncclCommAbort(comm_);
+      comm_ = nullptr;
       return makeStatus(StatusCode::kDeadlineExceeded,
-                        "rank %d: the other ranks of the NCCL group (%d ranks) "
-                        "did not join within %lld s",
-                        rank, size, static_cast<long long>(timeout.count() / 1000));
+                        "the other ranks did not join within %lld s (--comm-timeout)",
+                        static_cast<long long>(timeout_.count() / 1000));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ZCC_CUDA_RETURN_IF_ERROR(cudaMalloc(&communicator->staging_, kStagingBytes));
-  communicator->watchdog_ = std::thread([self = communicator.get()] { self->watch(); });
-  return communicator;
+}
+
+Status NcclCommunicator::start() {
+  ZCC_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, kStagingBytes));
+  watchdog_ = std::thread([this] { watch(); });
+  return Status::ok();
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -215,7 +256,7 @@ void NcclCommunicator::watch() {
       else if (waited > timeout_)
         abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
                            "hangs (raise --comm-timeout if steps are this slow)",
-                           rank_, static_cast<long long>(waited.count() / 1000)));
+                           jobRank_, static_cast<long long>(waited.count() / 1000)));
       continue;
     }
     // Aborted, and the rank's thread has not come back from its run.
@@ -225,7 +266,7 @@ void NcclCommunicator::watch() {
       std::fprintf(stderr,
                    "zrun: error: rank %d is still stuck in a CUDA or NCCL call %lld s after "
                    "its NCCL communicator was aborted (%s); exiting\n",
-                   rank_, static_cast<long long>(kExitGrace.count()), abortReason_.c_str());
+                   jobRank_, static_cast<long long>(kExitGrace.count()), abortReason_.c_str());
       std::fflush(stderr);
       std::_Exit(1);
     }
@@ -234,7 +275,7 @@ void NcclCommunicator::watch() {
 
 Status NcclCommunicator::abortedStatus() const {
   return makeStatus(StatusCode::kUnavailable, "the NCCL communicator of rank %d was aborted: %s",
-                    rank_, abortReason_.c_str());
+                    jobRank_, abortReason_.c_str());
 }
 
 Status NcclCommunicator::settle(ncclResult_t result, const char *what) {
@@ -273,7 +314,7 @@ Status NcclCommunicator::staged(const void *input, void *output, uint64_t bytes,
   cudaStream_t stream = static_cast<cudaStream_t>(stream_);
   ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging_, input, bytes,
                                            cudaMemcpyHostToDevice, stream));
-  ZCC_RETURN_IF_ERROR(body(staging_, staging_), "on rank %d", rank_);
+  ZCC_RETURN_IF_ERROR(body(staging_, staging_), "on rank %d", jobRank_);
   ZCC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(output, staging_, bytes,
                                            cudaMemcpyDeviceToHost, stream));
   // Host data must be there on return: wait, watching for a failed peer.
@@ -386,10 +427,19 @@ void NcclCommunicator::abort(const std::string &reason) {
   abortReason_ = reason;
   aborted_.store(true);
   // Said at once: the abort itself may take a while (NCCL stops its
-  // kernels and proxy threads), and the rank's error comes after it.
-  std::fprintf(stderr, "zrun: rank %d: %s; aborting its NCCL communicator\n", rank_,
-               reason.c_str());
-  std::fflush(stderr);
+  // kernels and proxy threads), and the rank's error comes after it. Once
+  // per reason: a process aborts all its communicators (a pipeline's
+  // groups) for the same one.
+  static std::mutex saidMutex;
+  static std::string said;
+  {
+    std::lock_guard<std::mutex> saidLock(saidMutex);
+    if (said != reason)
+      std::fprintf(stderr, "zrun: rank %d: %s; aborting its NCCL communicators\n", jobRank_,
+                   reason.c_str());
+    std::fflush(stderr);
+    said = reason;
+  }
   if (comm_)
     ncclCommAbort(comm_);
 }
@@ -405,7 +455,7 @@ Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {
   if (waited > timeout_) {
     abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
                        "hangs (raise --comm-timeout if steps are this slow)",
-                       rank_, static_cast<long long>(waited.count() / 1000)));
+                       jobRank_, static_cast<long long>(waited.count() / 1000)));
     return makeStatus(StatusCode::kDeadlineExceeded, "%s", abortReason_.c_str());
   }
   return Status::ok();

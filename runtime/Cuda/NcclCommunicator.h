@@ -53,6 +53,11 @@ public:
          std::chrono::milliseconds timeout);
   ~NcclCommunicator() override;
 
+  /// The communicator of the ranks that pass the same `color`, ordered by
+  /// `key` (ncclCommSplit): every rank of this one calls it, in the same
+  /// order as its other calls.
+  StatusOr<std::unique_ptr<NcclCommunicator>> split(int color, int key);
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status allReduce(const void *input, void *output, uint64_t count,
@@ -75,6 +80,12 @@ public:
 
 private:
   NcclCommunicator() = default;
+  /// Polls a non-blocking creation (of this communicator, and the split
+  /// `parent` when there is one) until it is ready, failing after the
+  /// timeout.
+  Status awaitReady(ncclComm_t parent, const char *what);
+  /// The staging buffer and the watchdog of a ready communicator.
+  Status start();
   /// Waits for a non-blocking call's ncclInProgress to settle; the error
   /// names `what`.
   Status settle(ncclResult_t result, const char *what);
@@ -89,6 +100,9 @@ private:
 
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, size_ = 1;
+  /// This process's rank in the job (of the communicator split() started
+  /// from), for messages.
+  int jobRank_ = 0;
   void *stream_ = nullptr;
   std::chrono::milliseconds timeout_{0};
   /// A device buffer for host operands (small: loss values, flags).

@@ -52,8 +52,17 @@ createCommunicator(const std::string &idHex, int rank, int size,
   return std::unique_ptr<Communicator>(std::move(*created));
 }
 
-const CudaPlugin kPlugin = {kCudaPluginAbi, createBackend, makeCommunicatorId, selectDevice,
-                            createCommunicator};
+StatusOr<std::unique_ptr<Communicator>> splitCommunicator(Communicator &parent, int color,
+                                                          int key) {
+  StatusOr<std::unique_ptr<NcclCommunicator>> split =
+      static_cast<NcclCommunicator &>(parent).split(color, key);
+  if (!split.isOk())
+    return split.takeStatus();
+  return std::unique_ptr<Communicator>(std::move(*split));
+}
+
+const CudaPlugin kPlugin = {kCudaPluginAbi,     createBackend,      makeCommunicatorId,
+                            selectDevice,       createCommunicator, splitCommunicator};
 
 } // namespace
 } // namespace zcc

@@ -91,6 +91,26 @@ for name in z2r1-off z2r2-off z3r1-offp z3r2-offp z2r1-offs z2r2-offs z3r1-offs 
       -o "$out/$name-$precision.plan"
   done
 done
+# Pipeline training (the 4-block GPT-2 with its embedding tied to the
+# output layer, so that the stages also send the tied weight): 2 stages
+# 1F1B in fp32 and bf16, 4 stages GPipe, and 2 stages x 2 data-parallel
+# ranks with ZeRO 3 inside each stage; batch 8 in every case.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --layers 4 -o "$out/gpt2-4.onnx"
+$python - "$inputs" "$out" <<'PY'
+import json, sys
+inputs, out = sys.argv[1], sys.argv[2]
+cases = {"p2r2-1f1b-fp32": "ds_pp2_1f1b.json", "p2r2-1f1b-bf16": "ds_pp2_1f1b.json",
+         "p4r4-gpipe-fp32": "ds_pp4_gpipe.json", "p2r4-zero3-fp32": "ds_pp2_zero3.json"}
+for name, base in cases.items():
+    config = json.load(open(f"{inputs}/{base}"))
+    if name.endswith("bf16"):
+        config["bf16"] = {"enabled": True}
+    json.dump(config, open(f"{out}/{name}.json", "w"), indent=1)
+PY
+for name in p2r2-1f1b-fp32 p2r2-1f1b-bf16 p4r4-gpipe-fp32 p2r4-zero3-fp32; do
+  world=${name#*r}; world=${world%%-*}
+  "$zcc" "$out/gpt2-4.onnx" -c "$out/$name.json" --world-size $world -o "$out/$name.plan"
+done
 # Parity with PyTorch on the GPU: torch's own export of the GPT-2 (with its
 # loss), trained by zrun on the cuda backend and by train_torch.py on cuda
 # from the same initializers and tokens.

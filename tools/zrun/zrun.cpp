@@ -1000,11 +1000,26 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   const bool pipelined = loaded.plan.has_pipeline();
   const int stages = pipelined ? loaded.plan.pipeline().stages_size() : 1;
   const int dataParallel = world / stages;
-  if (pipelined && options.backend != "cpu")
-    return Status(StatusCode::kUnimplemented,
-                  path + ": pipeline plans run on the cpu backend only yet (the cuda "
-                         "backend's per-stage communicators are not built); run with "
-                         "--backend cpu");
+  // On the cuda backend the job's NCCL communicator splits into the same
+  // groups: a stage's data-parallel ranks, and each data-parallel index's
+  // stages.
+  std::unique_ptr<Communicator> ncclStage, ncclPipe;
+  if (pipelined && nccl) {
+    StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
+    if (!plugin.isOk())
+      return plugin.takeStatus();
+    const int rank = nccl->rank();
+    StatusOr<std::unique_ptr<Communicator>> byStage =
+        (*plugin)->splitCommunicator(*nccl, rank / dataParallel, rank % dataParallel);
+    if (!byStage.isOk())
+      return byStage.takeStatus().addContext(path);
+    ncclStage = std::move(*byStage);
+    StatusOr<std::unique_ptr<Communicator>> pipe =
+        (*plugin)->splitCommunicator(*nccl, rank % dataParallel, rank / dataParallel);
+    if (!pipe.isOk())
+      return pipe.takeStatus().addContext(path);
+    ncclPipe = std::move(*pipe);
+  }
   if (pipelined && options.checkGradients)
     return Status(StatusCode::kInvalidArgument,
                   path + ": --check-gradients checks a one-rank plan; recompile without the "
@@ -1035,7 +1050,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   std::string backendName;
   auto communicatorOf = [&](int rank) -> Communicator * {
     if (nccl)
-      return nccl.get();
+      return pipelined ? ncclStage.get() : nccl.get();
     if (pipelined && group)
       return stageGroups[rank / dataParallel]->communicator(rank % dataParallel);
     return group ? group->communicator(rank) : nullptr;
@@ -1047,7 +1062,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     Status status = Status::ok();
     if (pipelined) {
       rankOptions.pipelineCommunicator =
-          pipeGroups[rank % dataParallel]->communicator(rank / dataParallel);
+          nccl ? ncclPipe.get() : pipeGroups[rank % dataParallel]->communicator(rank / dataParallel);
       StatusOr<LoadedPlan> stagePlan = projectStage(plan, rank / dataParallel);
       if (stagePlan.isOk())
         plan = std::move(*stagePlan);
@@ -1063,7 +1078,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       rankTrain.rank = rank;
       rankTrain.communicator = rankOptions.communicator;
       if (pipelined) {
-        rankTrain.communicator = group->communicator(rank);
+        rankTrain.communicator = nccl ? nccl.get() : group->communicator(rank);
         rankTrain.pipelineCommunicator = rankOptions.pipelineCommunicator;
         rankTrain.stage = rank / dataParallel;
       }
@@ -1077,13 +1092,19 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     }
     if (!status.isOk() && rankOptions.communicator)
       rankOptions.communicator->abort(status.message());
+    // A process's NCCL communicators go down together (a live one would
+    // keep its peers waiting until their timeout).
+    if (!status.isOk() && nccl)
+      for (Communicator *communicator : {nccl.get(), ncclStage.get(), ncclPipe.get()})
+        if (communicator)
+          communicator->abort(status.message());
     results[rank] = std::move(status);
   };
   if (world == 1) {
     runRank(0, std::move(loaded));
   } else if (!group) {
     // This process is one rank of a job of processes.
-    int rank = communicatorOf(0)->rank();
+    int rank = nccl->rank();
     runRank(rank, std::move(loaded));
     if (!results[rank].isOk())
       return results[rank].addContext(formatString("rank %d", rank)).addContext(path);
