@@ -226,6 +226,12 @@ Status NcclCommunicator::asyncState(const char *what, bool &inProgress) {
   return ncclError(state, what, comm_);
 }
 
+std::string NcclCommunicator::timeoutReason(std::chrono::milliseconds waited) const {
+  return formatString("rank %d waited %.1f s for its collectives: another rank died or hangs "
+                      "(raise --comm-timeout if steps are this slow)",
+                      jobRank_, static_cast<double>(waited.count()) / 1000);
+}
+
 void NcclCommunicator::watchRun(bool running) {
   if (running) {
     if (runDepth_++ == 0)
@@ -254,9 +260,7 @@ void NcclCommunicator::watch() {
       if (!state.isOk())
         abort(state.message());
       else if (waited > timeout_)
-        abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
-                           "hangs (raise --comm-timeout if steps are this slow)",
-                           jobRank_, static_cast<long long>(waited.count() / 1000)));
+        abort(timeoutReason(waited));
       continue;
     }
     // Aborted, and the rank's thread has not come back from its run.
@@ -453,9 +457,7 @@ Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {
     return failed;
   }
   if (waited > timeout_) {
-    abort(formatString("rank %d waited %lld s for its collectives: another rank died or "
-                       "hangs (raise --comm-timeout if steps are this slow)",
-                       jobRank_, static_cast<long long>(waited.count() / 1000)));
+    abort(timeoutReason(waited));
     return makeStatus(StatusCode::kDeadlineExceeded, "%s", abortReason_.c_str());
   }
   return Status::ok();

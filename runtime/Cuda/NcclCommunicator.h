@@ -93,6 +93,8 @@ private:
   /// NCCL's asynchronous error as a status (what: the call, for the
   /// message); `inProgress` when a non-blocking call has not settled yet.
   Status asyncState(const char *what, bool &inProgress);
+  /// The abort reason of a run that has waited `waited`, past the timeout.
+  std::string timeoutReason(std::chrono::milliseconds waited) const;
   /// Runs `body` on device memory: host pointers (the training loop's
   /// scalars) are staged through the communicator's own device buffer.
   Status staged(const void *input, void *output, uint64_t bytes,
