@@ -589,23 +589,33 @@ Status Executor::run(const std::string &programName) {
   // the wait with the communicator's error instead of blocking forever.
   auto start = std::chrono::steady_clock::now();
   std::function<Status()> watchPeers;
-  // And its communicator's watchdog watches the run, in case this thread
+  // And the communicators' watchdogs watch the run, in case this thread
   // gets stuck where it cannot look.
+  Communicator *watched[2] = {communicator_, pipelineCommunicator_ != communicator_
+                                                 ? pipelineCommunicator_
+                                                 : nullptr};
   struct WatchedRun {
-    Communicator *communicator;
-    explicit WatchedRun(Communicator *communicator) : communicator(communicator) {
-      if (communicator)
-        communicator->watchRun(true);
+    Communicator *const (&communicators)[2];
+    explicit WatchedRun(Communicator *const (&communicators)[2]) : communicators(communicators) {
+      for (Communicator *communicator : communicators)
+        if (communicator)
+          communicator->watchRun(true);
     }
     ~WatchedRun() {
-      if (communicator)
-        communicator->watchRun(false);
+      for (Communicator *communicator : communicators)
+        if (communicator)
+          communicator->watchRun(false);
     }
-  } watched(communicator_);
-  if (communicator_)
-    watchPeers = [&] {
-      return communicator_->checkHealth(std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - start));
+  } watchedRun(watched);
+  if (watched[0] || watched[1])
+    watchPeers = [&]() -> Status {
+      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+      for (Communicator *communicator : watched)
+        if (communicator)
+          if (Status health = communicator->checkHealth(waited); !health.isOk())
+            return health;
+      return Status::ok();
     };
 
   // The first run launches the instructions one by one (kernels load,
@@ -631,6 +641,10 @@ Status Executor::run(const std::string &programName) {
   if (!status.isOk())
     return replay ? status.addContext("while replaying program '" + programName + "'") : status;
   status = backend_->synchronize(watchPeers);
+  // Once more after the device is done: a communicator aborted during the
+  // run (its watchdog) fails the run even when nothing polled it since.
+  if (status.isOk() && watchPeers)
+    status = watchPeers();
   if (!status.isOk())
     return status.addContext("while finishing program '" + programName + "'");
   return Status::ok();

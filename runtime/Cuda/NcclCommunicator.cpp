@@ -135,7 +135,7 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
 }
 
 StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::split(int color, int key) {
-  RunScope scope(*this);
+  std::lock_guard<std::timed_mutex> call(callMutex_);
   if (aborted_.load())
     return abortedStatus();
   std::unique_ptr<NcclCommunicator> child(new NcclCommunicator());
@@ -167,19 +167,23 @@ Status NcclCommunicator::awaitReady(ncclComm_t parent, const char *what) {
       ncclCommGetAsyncError(comm_, &state);
     if (parent)
       ncclCommGetAsyncError(parent, &parentState);
-    if (state != ncclSuccess && state != ncclInProgress)
-      return ncclError(state, what, comm_);
-    if (parentState != ncclSuccess && parentState != ncclInProgress)
-      return ncclError(parentState, what, parent);
     if (state == ncclSuccess && parentState == ncclSuccess)
       return Status::ok();
-    if (std::chrono::steady_clock::now() > deadline) {
+    Status failed = Status::ok();
+    if (state != ncclSuccess && state != ncclInProgress)
+      failed = ncclError(state, what, comm_);
+    else if (parentState != ncclSuccess && parentState != ncclInProgress)
+      failed = ncclError(parentState, what, parent);
+    else if (std::chrono::steady_clock::now() > deadline)
+      failed = makeStatus(StatusCode::kDeadlineExceeded,
+                          "the other ranks did not join within %lld s (--comm-timeout)",
+                          static_cast<long long>(timeout_.count() / 1000));
+    if (!failed.isOk()) {
+      // Never destroyed as if it were whole.
       if (comm_)
         ncclCommAbort(comm_);
       comm_ = nullptr;
-      return makeStatus(StatusCode::kDeadlineExceeded,
-                        "the other ranks did not join within %lld s (--comm-timeout)",
-                        static_cast<long long>(timeout_.count() / 1000));
+      return failed;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -200,11 +204,17 @@ NcclCommunicator::~NcclCommunicator() {
     watchWake_.notify_all();
     watchdog_.join();
   }
-  if (comm_) {
-    if (aborted_.load())
-      ; // ncclCommAbort already released it.
-    else
-      ncclCommDestroy(comm_);
+  if (abortThread_.joinable()) {
+    // NCCL's abort runs on a thread of its own (it may wait on kernels
+    // that never finish): give it the grace, then leave without it.
+    auto deadline = std::chrono::steady_clock::now() + kExitGrace;
+    while (!abortDone_.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!abortDone_.load())
+      exitStuck("NCCL's abort of its communicator did not finish");
+    abortThread_.join();
+  } else if (comm_ && !aborted_.load()) {
+    ncclCommDestroy(comm_);
   }
   if (staging_)
     cudaFree(staging_);
@@ -230,6 +240,13 @@ std::string NcclCommunicator::timeoutReason(std::chrono::milliseconds waited) co
   return formatString("rank %d waited %.1f s for its collectives: another rank died or hangs "
                       "(raise --comm-timeout if steps are this slow)",
                       jobRank_, static_cast<double>(waited.count()) / 1000);
+}
+
+void NcclCommunicator::exitStuck(const char *what) const {
+  std::fprintf(stderr, "zrun: error: rank %d: %s (%lld s; %s); exiting\n", jobRank_, what,
+               static_cast<long long>(kExitGrace.count()), abortReason_.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 void NcclCommunicator::watchRun(bool running) {
@@ -266,14 +283,8 @@ void NcclCommunicator::watch() {
     // Aborted, and the rank's thread has not come back from its run.
     if (stuckSince == Clock::time_point{})
       stuckSince = now;
-    else if (now - stuckSince > kExitGrace) {
-      std::fprintf(stderr,
-                   "zrun: error: rank %d is still stuck in a CUDA or NCCL call %lld s after "
-                   "its NCCL communicator was aborted (%s); exiting\n",
-                   jobRank_, static_cast<long long>(kExitGrace.count()), abortReason_.c_str());
-      std::fflush(stderr);
-      std::_Exit(1);
-    }
+    else if (now - stuckSince > kExitGrace)
+      exitStuck("the rank is still stuck in a CUDA or NCCL call after the abort");
   }
 }
 
@@ -282,13 +293,21 @@ Status NcclCommunicator::abortedStatus() const {
                     jobRank_, abortReason_.c_str());
 }
 
-Status NcclCommunicator::settle(ncclResult_t result, const char *what) {
-  if (aborted_.load())
-    return abortedStatus();
+Status NcclCommunicator::enqueue(const char *what,
+                                 const std::function<ncclResult_t(ncclComm_t)> &call) {
+  ncclResult_t result = ncclSuccess;
+  {
+    // An abort waits (a moment) for a call being enqueued, so that it never
+    // frees the communicator under the call.
+    std::lock_guard<std::timed_mutex> lock(callMutex_);
+    if (aborted_.load())
+      return abortedStatus();
+    result = call(comm_);
+    if (result != ncclSuccess && result != ncclInProgress)
+      return ncclError(result, what, comm_);
+  }
   if (result == ncclSuccess)
     return Status::ok();
-  if (result != ncclInProgress)
-    return ncclError(result, what, comm_);
   auto deadline = std::chrono::steady_clock::now() + timeout_;
   for (;;) {
     bool inProgress = false;
@@ -340,24 +359,21 @@ Status NcclCommunicator::staged(const void *input, void *output, uint64_t bytes,
 Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, ReduceOp op) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
   return staged(input, output, count * plan::dtypeBytes(dtype),
                 [&](const void *in, void *out) {
-                  return settle(ncclAllReduce(in, out, count, *type, ncclOp(op), comm_,
-                                              static_cast<cudaStream_t>(stream_)),
-                                "all-reduce");
+                  return enqueue("all-reduce", [&](ncclComm_t comm) {
+                    return ncclAllReduce(in, out, count, *type, ncclOp(op), comm,
+                                         static_cast<cudaStream_t>(stream_));
+                  });
                 });
 }
 
 Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t count,
                                        plan::DType dtype, ReduceOp op) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   if (count % static_cast<uint64_t>(size_) != 0)
     return makeStatus(StatusCode::kInvalidArgument,
                       "reduce-scatter of %llu elements over %d ranks: not a multiple",
@@ -365,58 +381,54 @@ Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
-  return settle(ncclReduceScatter(input, output, count / size_, *type, ncclOp(op), comm_,
-                                  static_cast<cudaStream_t>(stream_)),
-                "reduce-scatter");
+  return enqueue("reduce-scatter", [&](ncclComm_t comm) {
+    return ncclReduceScatter(input, output, count / size_, *type, ncclOp(op), comm,
+                             static_cast<cudaStream_t>(stream_));
+  });
 }
 
 Status NcclCommunicator::allGather(const void *input, void *output, uint64_t count,
                                    plan::DType dtype) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
-  return settle(ncclAllGather(input, output, count, *type, comm_,
-                              static_cast<cudaStream_t>(stream_)),
-                "all-gather");
+  return enqueue("all-gather", [&](ncclComm_t comm) {
+    return ncclAllGather(input, output, count, *type, comm, static_cast<cudaStream_t>(stream_));
+  });
 }
 
 Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, int root) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
-  return settle(ncclBroadcast(input, output, count, *type, root, comm_,
-                              static_cast<cudaStream_t>(stream_)),
-                "broadcast");
+  return enqueue("broadcast", [&](ncclComm_t comm) {
+    return ncclBroadcast(input, output, count, *type, root, comm,
+                         static_cast<cudaStream_t>(stream_));
+  });
 }
 
 Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dtype,
                               int peer) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
-  return settle(ncclSend(input, count, *type, peer, comm_, static_cast<cudaStream_t>(stream_)),
-                "send");
+  return enqueue("send", [&](ncclComm_t comm) {
+    return ncclSend(input, count, *type, peer, comm, static_cast<cudaStream_t>(stream_));
+  });
 }
 
 Status NcclCommunicator::recv(void *output, uint64_t count, plan::DType dtype, int peer) {
   RunScope scope(*this);
-  if (aborted_.load())
-    return abortedStatus();
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
-  return settle(ncclRecv(output, count, *type, peer, comm_, static_cast<cudaStream_t>(stream_)),
-                "recv");
+  return enqueue("recv", [&](ncclComm_t comm) {
+    return ncclRecv(output, count, *type, peer, comm, static_cast<cudaStream_t>(stream_));
+  });
 }
 
 Status NcclCommunicator::barrier() {
@@ -425,11 +437,17 @@ Status NcclCommunicator::barrier() {
 }
 
 void NcclCommunicator::abort(const std::string &reason) {
-  std::lock_guard<std::mutex> lock(abortMutex_);
-  if (aborted_.load())
-    return;
-  abortReason_ = reason;
-  aborted_.store(true);
+  // A call being enqueued finishes first; one stuck inside NCCL for a
+  // second is what the abort must free, so it goes on without the lock.
+  std::unique_lock<std::timed_mutex> call(callMutex_, std::defer_lock);
+  (void)call.try_lock_for(std::chrono::seconds(1));
+  {
+    std::lock_guard<std::mutex> lock(abortMutex_);
+    if (aborted_.load())
+      return;
+    abortReason_ = reason;
+    aborted_.store(true);
+  }
   // Said at once: the abort itself may take a while (NCCL stops its
   // kernels and proxy threads), and the rank's error comes after it. Once
   // per reason: a process aborts all its communicators (a pipeline's
@@ -444,8 +462,16 @@ void NcclCommunicator::abort(const std::string &reason) {
     std::fflush(stderr);
     said = reason;
   }
-  if (comm_)
-    ncclCommAbort(comm_);
+  // NCCL's abort on a thread of its own: it may wait on kernels that never
+  // finish, and the watchdog must go on watching (the destructor waits for
+  // it, within the grace).
+  if (comm_) {
+    ncclComm_t comm = comm_;
+    abortThread_ = std::thread([this, comm] {
+      ncclCommAbort(comm);
+      abortDone_.store(true);
+    });
+  }
 }
 
 Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {

@@ -86,13 +86,17 @@ private:
   Status awaitReady(ncclComm_t parent, const char *what);
   /// The staging buffer and the watchdog of a ready communicator.
   Status start();
-  /// Waits for a non-blocking call's ncclInProgress to settle; the error
-  /// names `what`.
-  Status settle(ncclResult_t result, const char *what);
+  /// Enqueues `call` on the communicator (unless it was aborted) and waits
+  /// for a non-blocking call's ncclInProgress to settle; the error names
+  /// `what`.
+  Status enqueue(const char *what, const std::function<ncclResult_t(ncclComm_t)> &call);
   Status abortedStatus() const;
   /// NCCL's asynchronous error as a status (what: the call, for the
   /// message); `inProgress` when a non-blocking call has not settled yet.
   Status asyncState(const char *what, bool &inProgress);
+  /// Ends the process after an abort that could not end the rank's wait
+  /// within kExitGrace: says `what` and why the communicator was aborted.
+  [[noreturn]] void exitStuck(const char *what) const;
   /// The abort reason of a run that has waited `waited`, past the timeout.
   std::string timeoutReason(std::chrono::milliseconds waited) const;
   /// Runs `body` on device memory: host pointers (the training loop's
@@ -113,6 +117,11 @@ private:
   std::mutex abortMutex_;
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
+  /// Held while a call is enqueued; an abort waits for it a moment.
+  std::timed_mutex callMutex_;
+  /// ncclCommAbort's thread, and whether it has returned.
+  std::thread abortThread_;
+  std::atomic<bool> abortDone_{false};
 
   /// The watchdog: polls NCCL's asynchronous error and the current run's
   /// age every kWatchPeriod.

@@ -665,6 +665,15 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
                       "%s: plan was compiled for world size %d, but this job has %d ranks; "
                       "recompile with --world-size %d",
                       path.c_str(), world, role->worldSize, role->worldSize);
+  if (options.ranksPerGpu > 1) {
+    // NCCL refuses two ranks of one host on one GPU; a host id of its own
+    // makes each rank a node of its own. Set before NCCL starts (rank 0
+    // may make the id below).
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    ::setenv("NCCL_HOSTID", formatString("%s/zcc-rank-%d", host, role->rank).c_str(),
+             /*overwrite=*/1);
+  }
   std::string idHex = role->ncclIdHex;
   if (idHex.empty()) {
     if (role->rank == 0) {
@@ -676,14 +685,6 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
     ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
   }
   int device = role->localRank / static_cast<int>(options.ranksPerGpu);
-  if (options.ranksPerGpu > 1) {
-    // NCCL refuses two ranks of one host on one GPU; a host id of its own
-    // makes each rank a node of its own.
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    ::setenv("NCCL_HOSTID", formatString("%s/zcc-rank-%d", host, role->rank).c_str(),
-             /*overwrite=*/1);
-  }
   ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(device, role->rank), "%s", path.c_str());
   StatusOr<std::unique_ptr<Communicator>> created =
       (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
@@ -1011,13 +1012,19 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     const int rank = nccl->rank();
     StatusOr<std::unique_ptr<Communicator>> byStage =
         (*plugin)->splitCommunicator(*nccl, rank / dataParallel, rank % dataParallel);
-    if (!byStage.isOk())
-      return byStage.takeStatus().addContext(path);
-    ncclStage = std::move(*byStage);
     StatusOr<std::unique_ptr<Communicator>> pipe =
-        (*plugin)->splitCommunicator(*nccl, rank % dataParallel, rank / dataParallel);
-    if (!pipe.isOk())
-      return pipe.takeStatus().addContext(path);
+        byStage.isOk()
+            ? (*plugin)->splitCommunicator(*nccl, rank % dataParallel, rank / dataParallel)
+            : StatusOr<std::unique_ptr<Communicator>>(byStage.status());
+    if (!pipe.isOk()) {
+      // Aborted, not destroyed: the other ranks may never finish the split.
+      Status failed = pipe.takeStatus();
+      nccl->abort(failed.message());
+      if (byStage.isOk())
+        (*byStage)->abort(failed.message());
+      return failed.addContext(path);
+    }
+    ncclStage = std::move(*byStage);
     ncclPipe = std::move(*pipe);
   }
   if (pipelined && options.checkGradients)
