@@ -346,26 +346,24 @@ bool hasF16c() {
 }
 #endif
 
-template <typename From, typename To>
-void castLoop(const TensorView &in, const TensorView &out) {
+template <typename From, typename To> void castLoop(const void *in, void *out, int64_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   if constexpr ((std::is_same_v<From, float> && std::is_same_v<To, Half>) ||
                 (std::is_same_v<From, Half> && std::is_same_v<To, float>)) {
     if (hasF16c()) {
-      int64_t n = in.numElements(), done = 0;
+      int64_t done = 0;
       if constexpr (std::is_same_v<To, Half>)
-        done = floatsToHalfF16c(static_cast<const float *>(in.data), static_cast<Half *>(out.data), n);
+        done = floatsToHalfF16c(static_cast<const float *>(in), static_cast<Half *>(out), n);
       else
-        done = halvesToFloatF16c(static_cast<const Half *>(in.data), static_cast<float *>(out.data), n);
+        done = halvesToFloatF16c(static_cast<const Half *>(in), static_cast<float *>(out), n);
       for (int64_t i = done; i < n; ++i)
-        storeElement<To>(out.data, i, convertValue<To>(loadElement<From>(in.data, i)));
+        storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
       return;
     }
   }
 #endif
-  for (int64_t i = 0, n = in.numElements(); i < n; ++i)
-    storeElement<To>(out.data, i,
-                     convertValue<To>(loadElement<From>(in.data, i)));
+  for (int64_t i = 0; i < n; ++i)
+    storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
 }
 
 /// Calls `body(T())` with T the C++ type of any element type a cast handles
@@ -543,6 +541,16 @@ Status where(const KernelArgs &args) {
   return Status::ok();
 }
 
+bool castElements(const void *in, plan::DType from, void *out, plan::DType to, int64_t n) {
+  bool converted = false;
+  visitElementType(from, [&](auto fromTag) {
+    converted = visitElementType(to, [&](auto toTag) {
+      castLoop<decltype(fromTag), decltype(toTag)>(in, out, n);
+    });
+  });
+  return converted;
+}
+
 Status cast(const KernelArgs &args) {
   const char *kernel = "cast";
   if (Status s = checkOperands(args, kernel, {"input"}, {"result"}); !s.isOk())
@@ -557,13 +565,7 @@ Status cast(const KernelArgs &args) {
       std::memmove(out.data, in.data, n * dtypeBytes(in.dtype));
     return Status::ok();
   }
-  bool converted = false;
-  visitElementType(in.dtype, [&](auto fromTag) {
-    converted = visitElementType(out.dtype, [&](auto toTag) {
-      castLoop<decltype(fromTag), decltype(toTag)>(in, out);
-    });
-  });
-  if (converted)
+  if (castElements(in.data, in.dtype, out.data, out.dtype, n))
     return Status::ok();
   // checkOperands has refused every other element type already.
   return kernelError(StatusCode::kUnimplemented, kernel, "cannot cast %s to %s",

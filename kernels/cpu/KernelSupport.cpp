@@ -206,17 +206,10 @@ static Status checkCount(const char *kernel, const char *what, size_t got,
                      "expected %zu %s, got %zu", expected, what, got);
 }
 
-Status checkOperands(const KernelArgs &args, const char *kernel,
-                     std::initializer_list<const char *> inputs,
-                     std::initializer_list<const char *> outputs) {
-  if (Status s =
-          checkCount(kernel, "inputs", args.inputs.size(), inputs.size());
-      !s.isOk())
-    return s;
-  if (Status s =
-          checkCount(kernel, "outputs", args.outputs.size(), outputs.size());
-      !s.isOk())
-    return s;
+/// The named operands and results (the first ones, when there are more).
+static Status checkNamedViews(const KernelArgs &args, const char *kernel,
+                              std::initializer_list<const char *> inputs,
+                              std::initializer_list<const char *> outputs) {
   size_t i = 0;
   for (const char *name : inputs)
     if (Status s = checkView(kernel, "operand", name, -1, args.inputs[i++]);
@@ -228,6 +221,20 @@ Status checkOperands(const KernelArgs &args, const char *kernel,
         !s.isOk())
       return s;
   return Status::ok();
+}
+
+Status checkOperands(const KernelArgs &args, const char *kernel,
+                     std::initializer_list<const char *> inputs,
+                     std::initializer_list<const char *> outputs) {
+  if (Status s =
+          checkCount(kernel, "inputs", args.inputs.size(), inputs.size());
+      !s.isOk())
+    return s;
+  if (Status s =
+          checkCount(kernel, "outputs", args.outputs.size(), outputs.size());
+      !s.isOk())
+    return s;
+  return checkNamedViews(args, kernel, inputs, outputs);
 }
 
 Status checkVariadicOperands(const KernelArgs &args, const char *kernel,
@@ -654,9 +661,16 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,
-                              size_t scalarsIndex) {
-  if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk())
+                              size_t scalarsIndex, size_t optionalOutputs) {
+  if (args.outputs.size() > outputs.size() &&
+      args.outputs.size() <= outputs.size() + optionalOutputs) {
+    if (Status s = checkCount(kernel, "inputs", args.inputs.size(), inputs.size()); !s.isOk())
+      return s;
+    if (Status s = checkNamedViews(args, kernel, inputs, outputs); !s.isOk())
+      return s;
+  } else if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk()) {
     return s;
+  }
   const TensorView &param = args.inputs[0];
   if (param.dtype != plan::F32 && param.dtype != plan::F64)
     return unsupportedDType(kernel, "param", param, "f32 and f64");

@@ -308,10 +308,11 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
 /// and shape. The outputs are the updated param and state, normally in the
 /// inputs' own buffers; distinct ones work too, since every element is read
 /// before it is written.
+/// `optionalOutputs` more outputs may follow (the kernel checks them).
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,
-                              size_t scalarsIndex);
+                              size_t scalarsIndex, size_t optionalOutputs = 0);
 
 Status optionalBool(const KernelArgs &args, const char *kernel,
                     const char *name, bool defaultValue, bool &value);

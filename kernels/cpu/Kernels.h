@@ -25,6 +25,10 @@ Status less(const KernelArgs &args);
 Status greater(const KernelArgs &args);
 Status where(const KernelArgs &args);
 Status cast(const KernelArgs &args);
+/// `n` elements of type `from` at `in` converted to `to` at `out`, bit for
+/// bit as `cast` converts them (no checks); false for a type `cast` does
+/// not take.
+bool castElements(const void *in, plan::DType from, void *out, plan::DType to, int64_t n);
 Status isNan(const KernelArgs &args);
 Status neg(const KernelArgs &args);
 Status exp(const KernelArgs &args);

@@ -18,11 +18,16 @@
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
 
 namespace zcc::cpu::kernels {
+
+/// Elements of an adamw step done before their 16-bit copy is cast (a
+/// block of param, gradient and moments: 64 KiB each in f32, in L2).
+constexpr int64_t kAdamCopyBlock = 16384;
 
 using namespace detail;
 
@@ -143,12 +148,25 @@ void adamwLoop(const KernelArgs &args, const OptimizerScalars &scalars,
   c.eps = static_cast<T>(scalars.eps);
   c.negativeStepSize = static_cast<T>(-stepSize);
 
+  // With a fourth result (an offloaded parameter's 16-bit copy), each
+  // block of the updated parameter is cast while it is still in cache.
+  const int64_t n = args.inputs[0].numElements();
+  const TensorView *copy = args.outputs.size() == 4 ? &args.outputs[3] : nullptr;
+  const int64_t block = copy ? kAdamCopyBlock : std::max<int64_t>(n, 1);
   auto run = [&](auto smallWeight, auto weightDecay, auto isDecoupled) {
-    adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
-                  decltype(isDecoupled)::value>(
-        args.inputs[0].as<const T>(), args.inputs[1].as<const T>(),
-        args.inputs[2].as<const T>(), args.inputs[3].as<const T>(), args.outputs[0].as<T>(),
-        args.outputs[1].as<T>(), args.outputs[2].as<T>(), args.inputs[0].numElements(), c);
+    for (int64_t begin = 0; begin < n; begin += block) {
+      int64_t count = std::min(block, n - begin);
+      adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
+                    decltype(isDecoupled)::value>(
+          args.inputs[0].as<const T>() + begin, args.inputs[1].as<const T>() + begin,
+          args.inputs[2].as<const T>() + begin, args.inputs[3].as<const T>() + begin,
+          args.outputs[0].as<T>() + begin, args.outputs[1].as<T>() + begin,
+          args.outputs[2].as<T>() + begin, count, c);
+      if (copy)
+        castElements(args.outputs[0].as<T>() + begin, args.outputs[0].dtype,
+                     static_cast<uint8_t *>(copy->data) + begin * dtypeBytes(copy->dtype),
+                     copy->dtype, count);
+    }
   };
   using Yes = std::true_type;
   using No = std::false_type;
@@ -354,9 +372,21 @@ Status adamw(const KernelArgs &args) {
   const char *kernel = "adamw";
   if (Status s = checkOptimizerOperands(
           args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
-          {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4);
+          {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4,
+          /*optionalOutputs=*/1);
       !s.isOk())
     return s;
+  // The optional fourth result: the updated parameter cast to 16 bits.
+  if (args.outputs.size() == 4) {
+    const TensorView &copy = args.outputs[3];
+    if (copy.dtype != plan::F16 && copy.dtype != plan::BF16)
+      return unsupportedDType(kernel, "new_param_copy", copy, "f16 and bf16");
+    if (copy.numElements() != args.inputs[0].numElements())
+      return kernelError(StatusCode::kInvalidArgument, kernel,
+                         "new_param_copy has %lld elements, param %lld",
+                         static_cast<long long>(copy.numElements()),
+                         static_cast<long long>(args.inputs[0].numElements()));
+  }
   OptimizerScalars scalars;
   if (Status s = readScalars(kernel, args.inputs[4], scalars); !s.isOk())
     return s;

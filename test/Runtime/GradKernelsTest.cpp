@@ -24,6 +24,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace zcc::cpu {
@@ -1554,9 +1555,52 @@ TEST(GradKernels, AdamwOutOfPlace) {
   expectNear(decode(separate.input(0)), param, 0, "input param untouched");
 }
 
+// A fourth result, the parameter's 16-bit copy (CPU offload's refresh),
+// holds what a cast of the updated parameter writes, bit for bit, over
+// several of the kernel's blocks and a partial one; the update itself is
+// unchanged.
+TEST(GradKernels, AdamwWritesTheCastCopyBitForBit) {
+  constexpr int64_t kCount = 40000;
+  Hyper h;
+  h.weightDecay = 0.01;
+  h.gradScale = 0.5;
+  std::vector<double> param = quantize(plan::F32, randomValues(kCount, 930));
+  std::vector<double> grad = quantize(plan::F32, randomValues(kCount, 931, -3, 3));
+  std::vector<double> expAvg = quantize(plan::F32, randomValues(kCount, 932, -1, 1));
+  std::vector<double> expAvgSq = quantize(plan::F32, randomValues(kCount, 933, 0, 1));
+  for (DType copyType : {plan::F16, plan::BF16}) {
+    auto build = [&] {
+      Call call("adamw");
+      call.in(f32({kCount}, param))
+          .in(f32({kCount}, grad))
+          .in(f32({kCount}, expAvg))
+          .in(f32({kCount}, expAvgSq))
+          .in(scalarsTensor(h, 4))
+          .inPlace(0)
+          .inPlace(2)
+          .inPlace(3);
+      return call;
+    };
+    Call separate = build();
+    ASSERT_OK(separate.run());
+    Call cast("cast");
+    cast.in(f32({kCount}, separate.values(0))).out(copyType, {kCount});
+    ASSERT_OK(cast.run());
+    Call fused = build();
+    fused.out(copyType, {kCount});
+    ASSERT_OK(fused.run());
+    std::string what = std::string("copy in ") + dtypeName(copyType);
+    for (size_t i = 0; i < 3; ++i)
+      expectNear(fused.values(i), separate.values(i), 0, what);
+    expectNear(fused.values(3), cast.values(0), 0, what);
+  }
+}
+
 TEST(GradKernels, AdamwErrors) {
-  auto base = [](Tensor scalars, std::vector<int64_t> stateShape,
-                 DType paramType) {
+  // Optionally with a fourth result (the 16-bit copy) of `copy`'s type
+  // and element count.
+  auto base = [](Tensor scalars, std::vector<int64_t> stateShape, DType paramType,
+                 std::optional<std::pair<DType, int64_t>> copy = std::nullopt) {
     Call call("adamw");
     call.in(encode(paramType, {3}, {1, 2, 3}))
         .in(encode(paramType, {3}, {1, 2, 3}))
@@ -1567,6 +1611,8 @@ TEST(GradKernels, AdamwErrors) {
         .inPlace(0)
         .inPlace(2)
         .inPlace(3);
+    if (copy)
+      call.out(copy->first, {copy->second});
     return call.run();
   };
   Hyper h;
@@ -1611,6 +1657,13 @@ TEST(GradKernels, AdamwErrors) {
       .out(plan::F32, {2});
   expectError(outputs.run(), StatusCode::kInvalidArgument,
               {"adamw", "'new_exp_avg_sq' has shape [2], but 'param' has [3]"});
+
+  EXPECT_OK(base(scalarsTensor(h, 1), {3}, plan::F32, {{plan::BF16, 3}}));
+  expectError(base(scalarsTensor(h, 1), {3}, plan::F32, {{plan::F32, 3}}),
+              StatusCode::kUnimplemented,
+              {"adamw", "'new_param_copy' has element type f32; this kernel handles f16 and bf16"});
+  expectError(base(scalarsTensor(h, 1), {3}, plan::F32, {{plan::F16, 2}}),
+              StatusCode::kInvalidArgument, {"adamw", "new_param_copy has 2 elements, param 3"});
 
   Call attr("adamw");
   attr.in(f32({1}, {1}))

@@ -341,6 +341,31 @@ bool overlapComm(ModuleOp module) {
 /// an instruction of the run (or of one before it) touches. Each buffer stream 1
 /// touches stays live (in the memory plan) until that wait, or to the end of
 /// the program, so compute never reuses bytes communication still reads.
+/// A host adamw followed by the host cast of its updated f32 parameter into
+/// that parameter's 16-bit copy (CPU offload's refresh) becomes one adamw
+/// with the copy as its fourth result: the kernel casts each block of the
+/// parameter while it is still in cache, instead of a second pass over the
+/// whole model.
+void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &buffers) {
+  std::vector<PlanInstruction> &list = program.instructions;
+  for (size_t i = 0; i + 1 < list.size(); ++i) {
+    PlanInstruction &update = list[i];
+    const PlanInstruction &cast = list[i + 1];
+    if (update.kernel != "adamw" || update.outputs.size() != 3 || cast.kernel != "cast" ||
+        cast.inputs.size() != 1 || cast.outputs.size() != 1 ||
+        cast.inputs.front() != update.outputs.front())
+      continue;
+    const BufferInfo &param = buffers[update.outputs.front()];
+    const BufferInfo &copy = buffers[cast.outputs.front()];
+    Type element = copy.type.getElementType();
+    if (!param.host || !copy.host || copy.kind != Kind::ParameterCopy ||
+        !param.type.getElementType().isF32() || !(element.isF16() || element.isBF16()))
+      continue;
+    update.outputs.push_back(cast.outputs.front());
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  }
+}
+
 void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   auto communicates = [](StringRef kernel) {
     return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather" ||
@@ -806,6 +831,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         outputs.push_back({name, id});
       }
     }
+
+    for (Program &program : programs)
+      fuseHostCopyRefresh(program, buffers);
 
     // A gradient that lives for one step: from the first instruction of
     // the step's timeline that touches it to the last.
