@@ -344,6 +344,37 @@ bool hasF16c() {
   static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
   return has;
 }
+
+/// f32 to bf16 eight at a time: toBFloat16's round to nearest even in
+/// 32-bit integer lanes (bits + 0x7fff + the kept part's lowest bit, then
+/// the high half). A block holding a NaN goes through toBFloat16, which
+/// quiets it. Returns the elements converted.
+__attribute__((target("avx2"))) int64_t floatsToBFloat16Avx2(const float *in, BFloat16 *out,
+                                                              int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 value = _mm256_loadu_ps(in + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(value, value, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j)
+        out[j] = toBFloat16(in[j]);
+      continue;
+    }
+    __m256i bits = _mm256_castps_si256(value);
+    __m256i rounding = _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(bits, 16), one));
+    __m256i high = _mm256_srli_epi32(_mm256_add_epi32(bits, rounding), 16);
+    // Lanes 0-3 and 4-7 packed to 16 bits (each below 2^16, so no
+    // saturation), then the two 64-bit halves that hold them side by side.
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(high, high), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i), _mm256_castsi256_si128(packed));
+  }
+  return i;
+}
+
+bool hasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
 #endif
 
 template <typename From, typename To> void castLoop(const void *in, void *out, int64_t n) {
@@ -356,6 +387,15 @@ template <typename From, typename To> void castLoop(const void *in, void *out, i
         done = floatsToHalfF16c(static_cast<const float *>(in), static_cast<Half *>(out), n);
       else
         done = halvesToFloatF16c(static_cast<const Half *>(in), static_cast<float *>(out), n);
+      for (int64_t i = done; i < n; ++i)
+        storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
+    if (hasAvx2()) {
+      int64_t done = floatsToBFloat16Avx2(static_cast<const float *>(in),
+                                          static_cast<BFloat16 *>(out), n);
       for (int64_t i = done; i < n; ++i)
         storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
       return;

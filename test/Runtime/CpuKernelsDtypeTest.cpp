@@ -603,6 +603,20 @@ TEST(CpuKernelsDType, CastHalfWidthToIntegerTruncatesAndSaturates) {
 
 uint16_t bitsOf(const Tensor &t, size_t i) { return t.values<uint16_t>()[i]; }
 
+/// Casts `source` to the 16-bit type `to` and checks each element's bits
+/// against `scalar`'s.
+template <typename Scalar>
+void expectCastBits(const std::vector<float> &source, DType to, Scalar scalar) {
+  ASSERT_NE(source.size() % 8, 0u) << "the tail after the last block of eight goes untested";
+  int64_t n = static_cast<int64_t>(source.size());
+  Call cast("cast");
+  cast.in(makeTensor(plan::F32, {n}, source)).out(to, {n});
+  ASSERT_OK(cast.run());
+  std::vector<uint16_t> bits = cast.result().values<uint16_t>();
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(bits[i], scalar(source[i])) << "element " << i << ": " << source[i];
+}
+
 // The f32 <-> f16 casts run eight at a time where the processor converts in
 // hardware (the host's cast of offloaded parameters to their fp16 copies):
 // every element must come out as the scalar conversions of Float16.h give
@@ -628,14 +642,7 @@ TEST(CpuKernelsDType, CastF32AndF16MatchTheScalarConversions) {
     std::memcpy(&value, &bits, sizeof value);
     source.push_back(value);
   }
-  ASSERT_NE(source.size() % 8, 0u) << "the tail after the last block of eight goes untested";
-  int64_t n = static_cast<int64_t>(source.size());
-  Call toF16("cast");
-  toF16.in(makeTensor(plan::F32, {n}, source)).out(plan::F16, {n});
-  ASSERT_OK(toF16.run());
-  std::vector<uint16_t> halves = toF16.result().values<uint16_t>();
-  for (int64_t i = 0; i < n; ++i)
-    ASSERT_EQ(halves[i], toHalf(source[i]).bits) << "element " << i << ": " << source[i];
+  expectCastBits(source, plan::F16, [](float value) { return toHalf(value).bits; });
 
   std::vector<uint16_t> every(0x10000 + 3);
   for (size_t h = 0; h < every.size(); ++h)
@@ -652,6 +659,32 @@ TEST(CpuKernelsDType, CastF32AndF16MatchTheScalarConversions) {
     else
       ASSERT_EQ(std::memcmp(&floats[i], &expected, sizeof expected), 0) << "half " << every[i];
   }
+}
+
+// The f32 -> bf16 cast runs eight at a time in integer lanes (the refresh
+// of bf16 copies of offloaded parameters): every element as toBFloat16
+// gives it: ties both ways, the largest finite values (which round to
+// infinity), infinities, subnormals, NaNs of either sign (quieted by the
+// scalar code), and the tail after the last whole block.
+TEST(CpuKernelsDType, CastF32ToBFloat16MatchesTheScalarConversion) {
+  std::vector<float> source = {0.0f, -0.0f, 1.0f, -1.0f, kInfF, -kInfF,
+                               std::numeric_limits<float>::max(),
+                               -std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               -std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::signaling_NaN()};
+  std::mt19937 rng(12);
+  for (int i = 0; i < 100003; ++i) {
+    uint32_t bits = rng();
+    // A third of them exactly on a tie (the low 16 bits 0x8000).
+    if (i % 3 == 0)
+      bits = (bits & 0xffff0000u) | 0x8000u;
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    source.push_back(value);
+  }
+  expectCastBits(source, plan::BF16, [](float value) { return toBFloat16(value).bits; });
 }
 
 // A cast to f16 or bf16 rounds once, from the source value, even where
