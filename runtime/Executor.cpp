@@ -594,19 +594,7 @@ Status Executor::run(const std::string &programName) {
   Communicator *watched[2] = {communicator_, pipelineCommunicator_ != communicator_
                                                  ? pipelineCommunicator_
                                                  : nullptr};
-  struct WatchedRun {
-    Communicator *const (&communicators)[2];
-    explicit WatchedRun(Communicator *const (&communicators)[2]) : communicators(communicators) {
-      for (Communicator *communicator : communicators)
-        if (communicator)
-          communicator->watchRun(true);
-    }
-    ~WatchedRun() {
-      for (Communicator *communicator : communicators)
-        if (communicator)
-          communicator->watchRun(false);
-    }
-  } watchedRun(watched);
+  WatchedRun watchedStage(watched[0]), watchedPipe(watched[1]);
   if (watched[0] || watched[1])
     watchPeers = [&]() -> Status {
       auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -378,31 +378,22 @@ bool hasAvx2() {
 #endif
 
 template <typename From, typename To> void castLoop(const void *in, void *out, int64_t n) {
+  // The blocks of eight the processor converts, then the scalar code for
+  // the rest.
+  int64_t done = 0;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if constexpr ((std::is_same_v<From, float> && std::is_same_v<To, Half>) ||
-                (std::is_same_v<From, Half> && std::is_same_v<To, float>)) {
-    if (hasF16c()) {
-      int64_t done = 0;
-      if constexpr (std::is_same_v<To, Half>)
-        done = floatsToHalfF16c(static_cast<const float *>(in), static_cast<Half *>(out), n);
-      else
-        done = halvesToFloatF16c(static_cast<const Half *>(in), static_cast<float *>(out), n);
-      for (int64_t i = done; i < n; ++i)
-        storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
-      return;
-    }
-  }
-  if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
-    if (hasAvx2()) {
-      int64_t done = floatsToBFloat16Avx2(static_cast<const float *>(in),
-                                          static_cast<BFloat16 *>(out), n);
-      for (int64_t i = done; i < n; ++i)
-        storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
-      return;
-    }
+  if constexpr (std::is_same_v<From, float> && std::is_same_v<To, Half>) {
+    if (hasF16c())
+      done = floatsToHalfF16c(static_cast<const float *>(in), static_cast<Half *>(out), n);
+  } else if constexpr (std::is_same_v<From, Half> && std::is_same_v<To, float>) {
+    if (hasF16c())
+      done = halvesToFloatF16c(static_cast<const Half *>(in), static_cast<float *>(out), n);
+  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, BFloat16>) {
+    if (hasAvx2())
+      done = floatsToBFloat16Avx2(static_cast<const float *>(in), static_cast<BFloat16 *>(out), n);
   }
 #endif
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = done; i < n; ++i)
     storeElement<To>(out, i, convertValue<To>(loadElement<From>(in, i)));
 }
 

@@ -118,6 +118,25 @@ public:
   virtual void watchRun(bool /*running*/) {}
 };
 
+/// Brackets a run for `communicator`'s watchdog: watchRun(true) now,
+/// watchRun(false) at the end of the scope. Null watches nothing.
+class WatchedRun {
+public:
+  explicit WatchedRun(Communicator *communicator) : communicator(communicator) {
+    if (communicator)
+      communicator->watchRun(true);
+  }
+  ~WatchedRun() {
+    if (communicator)
+      communicator->watchRun(false);
+  }
+  WatchedRun(const WatchedRun &) = delete;
+  WatchedRun &operator=(const WatchedRun &) = delete;
+
+private:
+  Communicator *communicator;
+};
+
 } // namespace zcc
 
 #endif // ZCC_RUNTIME_COMM_COMMUNICATOR_H

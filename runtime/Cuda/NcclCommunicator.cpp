@@ -60,19 +60,6 @@ bool isDevicePointer(const void *pointer) {
          attributes.type == cudaMemoryTypeManaged;
 }
 
-/// A collective is a run of its own for the watchdog (or part of the
-/// program run around it).
-class RunScope {
-public:
-  explicit RunScope(Communicator &communicator) : communicator(communicator) {
-    communicator.watchRun(true);
-  }
-  ~RunScope() { communicator.watchRun(false); }
-
-private:
-  Communicator &communicator;
-};
-
 } // namespace
 
 std::string ncclIdToHex(const ncclUniqueId &id) {
@@ -358,7 +345,8 @@ Status NcclCommunicator::staged(const void *input, void *output, uint64_t bytes,
 
 Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, ReduceOp op) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -373,7 +361,8 @@ Status NcclCommunicator::allReduce(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t count,
                                        plan::DType dtype, ReduceOp op) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   if (count % static_cast<uint64_t>(size_) != 0)
     return makeStatus(StatusCode::kInvalidArgument,
                       "reduce-scatter of %llu elements over %d ranks: not a multiple",
@@ -389,7 +378,8 @@ Status NcclCommunicator::reduceScatter(const void *input, void *output, uint64_t
 
 Status NcclCommunicator::allGather(const void *input, void *output, uint64_t count,
                                    plan::DType dtype) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -400,7 +390,8 @@ Status NcclCommunicator::allGather(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t count,
                                    plan::DType dtype, int root) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -412,7 +403,8 @@ Status NcclCommunicator::broadcast(const void *input, void *output, uint64_t cou
 
 Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dtype,
                               int peer) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
@@ -422,7 +414,8 @@ Status NcclCommunicator::send(const void *input, uint64_t count, plan::DType dty
 }
 
 Status NcclCommunicator::recv(void *output, uint64_t count, plan::DType dtype, int peer) {
-  RunScope scope(*this);
+  // A run of its own for the watchdog (or part of the program's run).
+  WatchedRun watched(this);
   StatusOr<ncclDataType_t> type = ncclType(dtype);
   if (!type.isOk())
     return type.takeStatus();
