@@ -107,6 +107,49 @@ MemoryPlan planMemory(std::vector<PlannedBuffer> &buffers, uint64_t alignment) {
         return buffers[a].firstUse < buffers[b].firstUse;
       },
   };
+  // Breadth first: each buffer by the most bytes live at once during its
+  // life (the congested stretches must stack, so their buffers go first),
+  // then largest first.
+  std::vector<uint64_t> breadth(buffers.size(), 0);
+  {
+    std::map<int64_t, int64_t> delta;
+    for (size_t i : shared) {
+      delta[buffers[i].firstUse] += int64_t(buffers[i].bytes);
+      delta[buffers[i].lastUse + 1] -= int64_t(buffers[i].bytes);
+    }
+    // Live bytes from each change point on, and a sparse table of maxima.
+    std::vector<int64_t> points;
+    std::vector<std::vector<int64_t>> most(1);
+    int64_t live = 0;
+    for (const auto &[index, change] : delta) {
+      live += change;
+      points.push_back(index);
+      most[0].push_back(live);
+    }
+    for (size_t width = 1; 2 * width <= points.size(); width *= 2) {
+      const std::vector<int64_t> &row = most.back();
+      std::vector<int64_t> next(row.size() - width);
+      for (size_t k = 0; k < next.size(); ++k)
+        next[k] = std::max(row[k], row[k + width]);
+      most.push_back(std::move(next));
+    }
+    for (size_t i : shared) {
+      // Change points within [firstUse, lastUse]: first is one of them.
+      size_t from = std::lower_bound(points.begin(), points.end(), buffers[i].firstUse) - points.begin();
+      size_t to = std::upper_bound(points.begin(), points.end(), buffers[i].lastUse) - points.begin();
+      size_t level = 0;
+      while ((size_t(2) << level) <= to - from)
+        ++level;
+      breadth[i] = uint64_t(std::max(most[level][from], most[level][to - (size_t(1) << level)]));
+    }
+  }
+  orders.push_back([&](size_t a, size_t b) {
+    if (breadth[a] != breadth[b])
+      return breadth[a] > breadth[b];
+    if (buffers[a].bytes != buffers[b].bytes)
+      return buffers[a].bytes > buffers[b].bytes;
+    return buffers[a].firstUse < buffers[b].firstUse;
+  });
   std::vector<uint64_t> best;
   uint64_t bestEnd = 0;
   std::vector<uint64_t> offsets(buffers.size());

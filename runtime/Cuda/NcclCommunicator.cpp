@@ -108,7 +108,7 @@ NcclCommunicator::create(const ncclUniqueId &id, int rank, int size,
   communicator->rank_ = rank;
   communicator->jobRank_ = rank;
   communicator->size_ = size;
-  communicator->timeout_ = timeout;
+  communicator->timeoutMs_.store(timeout.count());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclResult_t result =
@@ -126,7 +126,7 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::split(int color, i
   if (aborted_.load())
     return abortedStatus();
   std::unique_ptr<NcclCommunicator> child(new NcclCommunicator());
-  child->timeout_ = timeout_;
+  child->timeoutMs_.store(timeoutMs_.load());
   child->jobRank_ = jobRank_;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
@@ -147,7 +147,7 @@ StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::split(int color, i
 }
 
 Status NcclCommunicator::awaitReady(ncclComm_t parent, const char *what) {
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto deadline = std::chrono::steady_clock::now() + timeout();
   for (;;) {
     ncclResult_t state = ncclSuccess, parentState = ncclSuccess;
     if (comm_)
@@ -164,7 +164,7 @@ Status NcclCommunicator::awaitReady(ncclComm_t parent, const char *what) {
     else if (std::chrono::steady_clock::now() > deadline)
       failed = makeStatus(StatusCode::kDeadlineExceeded,
                           "the other ranks did not join within %lld s (--comm-timeout)",
-                          static_cast<long long>(timeout_.count() / 1000));
+                          static_cast<long long>(timeout().count() / 1000));
     if (!failed.isOk()) {
       // Never destroyed as if it were whole.
       if (comm_)
@@ -263,7 +263,7 @@ void NcclCommunicator::watch() {
           now - Clock::time_point(Clock::duration(since)));
       if (!state.isOk())
         abort(state.message());
-      else if (waited > timeout_)
+      else if (waited > timeout())
         abort(timeoutReason(waited));
       continue;
     }
@@ -295,7 +295,7 @@ Status NcclCommunicator::enqueue(const char *what,
   }
   if (result == ncclSuccess)
     return Status::ok();
-  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto deadline = std::chrono::steady_clock::now() + timeout();
   for (;;) {
     bool inProgress = false;
     Status state = asyncState(what, inProgress);
@@ -475,7 +475,7 @@ Status NcclCommunicator::checkHealth(std::chrono::milliseconds waited) {
       abort(failed.message());
     return failed;
   }
-  if (waited > timeout_) {
+  if (waited > timeout()) {
     abort(timeoutReason(waited));
     return makeStatus(StatusCode::kDeadlineExceeded, "%s", abortReason_.c_str());
   }

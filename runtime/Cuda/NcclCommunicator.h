@@ -77,6 +77,9 @@ public:
   void setStream(void *stream) override;
   Status checkHealth(std::chrono::milliseconds waited) override;
   void watchRun(bool running) override;
+  /// How long a run or a collective may take from now on (creation waited
+  /// for the other ranks with the timeout create() was given).
+  void setTimeout(std::chrono::milliseconds timeout) { timeoutMs_.store(timeout.count()); }
 
 private:
   NcclCommunicator() = default;
@@ -110,7 +113,10 @@ private:
   /// from), for messages.
   int jobRank_ = 0;
   void *stream_ = nullptr;
-  std::chrono::milliseconds timeout_{0};
+  /// How long a run or a call may wait (milliseconds; the watchdog reads
+  /// it while the rank's thread may set it).
+  std::atomic<int64_t> timeoutMs_{0};
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeoutMs_.load()); }
   /// A device buffer for host operands (small: loss values, flags).
   void *staging_ = nullptr;
   static constexpr uint64_t kStagingBytes = 4096;

@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <array>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -329,18 +330,6 @@ bool overlapComm(ModuleOp module) {
   return overlap && overlap.getValue();
 }
 
-/// Stream 1 carries the program's communication: collectives, copies
-/// between host and device memory, and the data movement that only feeds
-/// or splits them (a bucket's flattening and slicing, the accumulation or
-/// assignment of a reduce-scattered gradient, a shard's cast for its
-/// all-gather); stream 0 computes. Before a run of stream-1
-/// work that follows compute, stream 1 waits for an event recorded on
-/// stream 0, so it sees everything computed before it in program order;
-/// after each run of stream-1 instructions an event is recorded, and stream
-/// 0 waits for it right before its first instruction that touches a buffer
-/// an instruction of the run (or of one before it) touches. Each buffer stream 1
-/// touches stays live (in the memory plan) until that wait, or to the end of
-/// the program, so compute never reuses bytes communication still reads.
 /// A host adamw followed by the host cast of its updated f32 parameter into
 /// that parameter's 16-bit copy (CPU offload's refresh) becomes one adamw
 /// with the copy as its fourth result: the kernel casts each block of the
@@ -366,6 +355,23 @@ void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &bu
   }
 }
 
+/// Stream 1 carries the program's communication: collectives, copies
+/// from host to device memory, and the data movement that only feeds or
+/// splits them (a bucket's flattening and slicing, the accumulation or
+/// assignment of a reduce-scattered gradient, a shard's cast for its
+/// all-gather); stream 2 carries the copies from device to host memory
+/// (CPU offload's gradients), so that they use the other copy engine while
+/// stream 1 fetches; stream 0 computes. Before a run of stream-1 (or
+/// stream-2) work that follows compute, that stream waits for an event
+/// recorded on stream 0, so it sees everything computed before it in
+/// program order; an instruction that touches a buffer the other side
+/// stream's earlier instructions touch waits for their run to end. After
+/// each run of a side stream's instructions an event is recorded, and
+/// stream 0 waits for it right before its first instruction that touches a
+/// buffer an instruction of the run (or of one before it) touches. Each
+/// buffer a side stream touches stays live (in the memory plan) until that
+/// wait, or to the end of the program, so compute never reuses bytes
+/// communication still reads.
 void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   auto communicates = [](StringRef kernel) {
     return kernel == "all_reduce" || kernel == "reduce_scatter" || kernel == "all_gather" ||
@@ -375,7 +381,7 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
     return kernel == "reshape" || kernel == "slice" || kernel == "concat" ||
            kernel == "accumulate";
   };
-  llvm::DenseSet<unsigned> onComm; // activations stream 1 produced
+  llvm::DenseSet<unsigned> onComm; // activations a side stream produced
   // Buffers something other than communication and its data movement
   // reads.
   llvm::DenseSet<unsigned> readByCompute;
@@ -397,10 +403,15 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
     int event;
     SmallVector<unsigned> touched;
   };
-  std::vector<Pending> pending;
+  // A side stream: its runs in flight and the one being issued.
+  struct Lane {
+    int64_t stream;
+    std::vector<Pending> pending;
+    bool computedSinceEntry = true;
+    int runEvent = -1;
+  };
+  std::array<Lane, 2> lanes = {Lane{1}, Lane{2}};
   std::vector<PlanInstruction> out;
-  bool computedSinceEntry = true;
-  int runEvent = -1;
   int64_t end = program.instructions.empty() ? 0 : program.instructions.back().index;
   auto sync = [&](SyncKind kind, int event, int64_t stream) {
     PlanInstruction instruction;
@@ -409,10 +420,23 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
     instruction.stream = stream;
     out.push_back(instruction);
   };
-  auto closeRun = [&] {
-    if (runEvent >= 0)
-      sync(SyncKind::Record, runEvent, 1);
-    runEvent = -1;
+  auto closeRun = [&](Lane &lane) {
+    if (lane.runEvent >= 0)
+      sync(SyncKind::Record, lane.runEvent, lane.stream);
+    lane.runEvent = -1;
+  };
+  auto conflicts = [](ArrayRef<unsigned> touched, const Pending &waiting) {
+    return llvm::any_of(touched,
+                        [&](unsigned id) { return llvm::is_contained(waiting.touched, id); });
+  };
+  // Stream 0 waits for `lane`'s runs up to and including pending[last];
+  // their buffers stay live until `index`.
+  auto join = [&](Lane &lane, size_t last, int64_t index) {
+    sync(SyncKind::Wait, lane.pending[last].event, 0);
+    for (size_t k = 0; k <= last; ++k)
+      for (unsigned id : lane.pending[k].touched)
+        buffers[id].lastUse = std::max(buffers[id].lastUse, index);
+    lane.pending.erase(lane.pending.begin(), lane.pending.begin() + last + 1);
   };
   for (PlanInstruction &instruction : program.instructions) {
     SmallVector<unsigned> touched(instruction.inputs);
@@ -427,60 +451,72 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
     bool hostKernel = !communicates(instruction.kernel) &&
                       llvm::any_of(touched, [&](unsigned id) { return buffers[id].host; });
     if ((communicates(instruction.kernel) || feedsOrSplits) && !hostKernel) {
-      if (computedSinceEntry) {
+      Lane &lane = lanes[instruction.kernel == "offload" ? 1 : 0];
+      Lane &other = lanes[instruction.kernel == "offload" ? 0 : 1];
+      if (lane.computedSinceEntry) {
         // At most one earlier run stays in flight: compute waits for the
         // runs before the previous one, so their buffers (whole gradient
         // buckets, say) are free again instead of live to the program's
         // end. By now they have long finished.
         size_t older = 0;
-        while (older < pending.size() && pending[older].event != pending.back().event)
+        while (older < lane.pending.size() &&
+               lane.pending[older].event != lane.pending.back().event)
           ++older;
         if (older > 0) {
-          sync(SyncKind::Wait, pending[older - 1].event, 0);
-          for (size_t k = 0; k < older; ++k)
-            for (unsigned id : pending[k].touched)
-              buffers[id].lastUse = std::max(buffers[id].lastUse, instruction.index);
-          pending.erase(pending.begin(), pending.begin() + older);
+          join(lane, older - 1, instruction.index);
+          // Their bytes may be reused from here on: the other side stream
+          // too waits for stream 0 (past this wait) before its next run.
+          other.computedSinceEntry = true;
         }
         int event = program.events++;
         sync(SyncKind::Record, event, 0);
-        sync(SyncKind::Wait, event, 1);
-        computedSinceEntry = false;
+        sync(SyncKind::Wait, event, lane.stream);
+        lane.computedSinceEntry = false;
       }
-      instruction.stream = 1;
+      // What the other side stream touched first: wait for the end of its
+      // latest such run (ending the run being issued there).
+      int cross = -1;
+      for (auto [k, waiting] : llvm::enumerate(other.pending))
+        if (conflicts(touched, waiting))
+          cross = static_cast<int>(k);
+      if (cross >= 0) {
+        if (other.pending[cross].event == other.runEvent)
+          closeRun(other);
+        sync(SyncKind::Wait, other.pending[cross].event, lane.stream);
+      }
+      instruction.stream = lane.stream;
       for (unsigned id : instruction.outputs)
         if (buffers[id].kind == Kind::Activation)
           onComm.insert(id);
       out.push_back(instruction);
-      // One event marks the end of a run of stream-1 instructions: compute
-      // after the run in program order may wait for all of it.
-      if (runEvent < 0)
-        runEvent = program.events++;
-      pending.push_back({runEvent, touched});
+      // One event marks the end of a run of a side stream's instructions:
+      // compute after the run in program order may wait for all of it.
+      if (lane.runEvent < 0)
+        lane.runEvent = program.events++;
+      lane.pending.push_back({lane.runEvent, touched});
       continue;
     }
-    closeRun();
-    // Compute: wait for the latest communication it conflicts with (the
-    // stream runs in order, so the ones before it are done too).
-    int join = -1;
-    for (auto [k, waiting] : llvm::enumerate(pending))
-      if (llvm::any_of(touched, [&](unsigned id) { return llvm::is_contained(waiting.touched, id); }))
-        join = static_cast<int>(k);
-    if (join >= 0) {
-      sync(SyncKind::Wait, pending[join].event, 0);
-      for (int k = 0; k <= join; ++k)
-        for (unsigned id : pending[k].touched)
-          buffers[id].lastUse = std::max(buffers[id].lastUse, instruction.index);
-      pending.erase(pending.begin(), pending.begin() + join + 1);
+    for (Lane &lane : lanes) {
+      closeRun(lane);
+      // Compute: wait for the latest communication it conflicts with (a
+      // stream runs in order, so the ones before it are done too).
+      int last = -1;
+      for (auto [k, waiting] : llvm::enumerate(lane.pending))
+        if (conflicts(touched, waiting))
+          last = static_cast<int>(k);
+      if (last >= 0)
+        join(lane, last, instruction.index);
+      lane.computedSinceEntry = true;
     }
     out.push_back(instruction);
-    computedSinceEntry = true;
   }
-  closeRun();
   // The executor waits for every stream at the end of a program.
-  for (const Pending &waiting : pending)
-    for (unsigned id : waiting.touched)
-      buffers[id].lastUse = std::max(buffers[id].lastUse, end);
+  for (Lane &lane : lanes) {
+    closeRun(lane);
+    for (const Pending &waiting : lane.pending)
+      for (unsigned id : waiting.touched)
+        buffers[id].lastUse = std::max(buffers[id].lastUse, end);
+  }
   program.instructions = std::move(out);
 }
 

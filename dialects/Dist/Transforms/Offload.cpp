@@ -81,11 +81,22 @@ SmallVector<Value> inPlaceTargets(Operation *op) {
   return {};
 }
 
+/// The name of the host value `value` stands for, when it is one a function
+/// reads as a whole: "param:NAME" or "state:NAME.KIND"; empty otherwise.
+std::string hostValueKey(Value value) {
+  if (auto param = value.getDefiningOp<zgraph::ParamOp>())
+    return ("param:" + param.getName()).str();
+  if (auto state = value.getDefiningOp<zgraph::StateOp>())
+    return ("state:" + state.getName() + "." + state.getKind()).str();
+  return "";
+}
+
 class Offloader {
 public:
-  Offloader(ModuleOp module, bool optimizer, bool params, int64_t persistenceThreshold)
+  Offloader(ModuleOp module, bool optimizer, bool params, int64_t persistenceThreshold,
+            Stage3Schedule schedule)
       : module(module), builder(module.getContext()), optimizer(optimizer), params(params),
-        persistenceThreshold(persistenceThreshold) {}
+        persistenceThreshold(persistenceThreshold), schedule(schedule) {}
 
   LogicalResult run();
 
@@ -95,11 +106,13 @@ private:
   LogicalResult moveOptimizer(func::FuncOp update);
   func::FuncOp getOrCreateInit(func::FuncOp update);
   LogicalResult place(func::FuncOp func);
+  void scheduleFetches(func::FuncOp func);
 
   ModuleOp module;
   OpBuilder builder;
   bool optimizer, params;
   int64_t persistenceThreshold;
+  Stage3Schedule schedule;
   /// Parameters whose storage is host memory (offload_param).
   llvm::StringSet<> hostParams;
   /// Training states in host memory, by "name.kind".
@@ -121,10 +134,129 @@ LogicalResult Offloader::run() {
         state && hostStates.contains((state.getName() + "." + state.getKind()).str()))
       markHost(state);
   });
-  for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
+  for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
     if (failed(place(func)))
       return failure();
+    scheduleFetches(func);
+  }
   return success();
+}
+
+/// The fetches of host values that `func` only reads (offload_param's
+/// parameters and their 16-bit copies in a micro-step) and that feed the
+/// device's own ops (not an all-gather: ZeRO-3 scheduled those, and each
+/// fetch sits right before its gather), scheduled the way ZeRO-3 schedules
+/// its gathers on more ranks:
+///  - reuse: a value fetched again while at most stage3_max_reuse_distance
+///    elements of other fetched values were used in between keeps its first
+///    fetch (the backward's recompute and its product read one copy);
+///  - ahead (overlap_comm): each fetch is issued before the previous one's
+///    first use, when both fit stage3_max_live_parameters with what is
+///    resident then, so the copy engine moves the next weight while the
+///    compute stream uses this one.
+void Offloader::scheduleFetches(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::StringSet<> written;
+  for (Operation &op : body)
+    for (Value target : inPlaceTargets(&op))
+      if (std::string key = hostValueKey(target); !key.empty())
+        written.insert(key);
+  struct Fetch {
+    FetchOp op;
+    std::string key;
+    int64_t elements;
+    /// Its uses' first and last positions in the block.
+    int64_t first = 0, last = 0;
+  };
+  SmallVector<Fetch> fetches;
+  for (auto fetch : body.getOps<FetchOp>()) {
+    std::string key = hostValueKey(fetch.getInput());
+    bool feedsCompute = llvm::all_of(fetch->getUsers(), [](Operation *user) {
+      return isa<zgraph::ZGraphDialect>(user->getDialect());
+    });
+    if (key.empty() || written.contains(key) || !feedsCompute || fetch->use_empty())
+      continue;
+    fetches.push_back({fetch, key, cast<RankedTensorType>(fetch.getType()).getNumElements()});
+  }
+  if (fetches.empty())
+    return;
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t index = 0;
+  for (Operation &op : body)
+    position[&op] = index++;
+  auto firstUse = [&](FetchOp fetch) {
+    Operation *first = nullptr;
+    for (Operation *user : fetch->getUsers())
+      if (!first || position.lookup(user) < position.lookup(first))
+        first = user;
+    return first;
+  };
+  for (Fetch &fetch : fetches) {
+    fetch.first = position.lookup(firstUse(fetch.op));
+    for (Operation *user : fetch.op->getUsers())
+      fetch.last = std::max(fetch.last, position.lookup(user));
+  }
+  // Elements of other values fetched for uses strictly between two points.
+  auto distance = [&](StringRef self, int64_t from, int64_t to) {
+    llvm::StringSet<> seen;
+    int64_t elements = 0;
+    for (const Fetch &other : fetches)
+      if (other.key != self && other.first > from && other.first < to &&
+          seen.insert(other.key).second)
+        elements += other.elements;
+    return elements;
+  };
+
+  // Segments: one fetch each, serving the uses of the fetches it absorbed.
+  struct Segment {
+    FetchOp op;
+    int64_t elements, first, last;
+  };
+  SmallVector<Segment> segments;
+  llvm::StringMap<unsigned> open;
+  SmallVector<FetchOp> absorbed;
+  llvm::stable_sort(fetches, [](const Fetch &a, const Fetch &b) { return a.first < b.first; });
+  for (Fetch &fetch : fetches) {
+    auto it = open.find(fetch.key);
+    if (it != open.end()) {
+      Segment &segment = segments[it->second];
+      if (segment.op.getType() == fetch.op.getType() &&
+          distance(fetch.key, segment.last, fetch.first) <= schedule.maxReuseDistance) {
+        segment.last = std::max(segment.last, fetch.last);
+        fetch.op.getResult().replaceAllUsesWith(segment.op.getResult());
+        absorbed.push_back(fetch.op);
+        continue;
+      }
+    }
+    open[fetch.key] = segments.size();
+    segments.push_back({fetch.op, fetch.elements, fetch.first, fetch.last});
+  }
+  for (FetchOp fetch : absorbed) {
+    Operation *source = fetch.getInput().getDefiningOp();
+    fetch->erase();
+    if (source && source->use_empty())
+      source->erase();
+  }
+  if (!schedule.gatherAhead)
+    return;
+  for (size_t k = 1; k < segments.size(); ++k) {
+    Segment previous = segments[k - 1], segment = segments[k];
+    int64_t resident = 0;
+    for (size_t j = 0; j + 1 < k; ++j)
+      if (segments[j].last >= previous.first)
+        resident += segments[j].elements;
+    if (resident + previous.elements + segment.elements > schedule.maxLiveParameters)
+      continue;
+    Operation *before = firstUse(previous.op);
+    // The host value it reads has no operands: it moves along.
+    Operation *source = segment.op.getInput().getDefiningOp();
+    if (source && source->getBlock() == &body && !source->isBeforeInBlock(before)) {
+      if (!source->hasOneUse())
+        continue;
+      source->moveBefore(before);
+    }
+    segment.op->moveBefore(before);
+  }
 }
 
 /// offload_param: the parameters ZeRO-3 partitioned (`zdist.shards`), or on
@@ -351,7 +483,7 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
       return signalPassFailure();
     }
     int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
-    if (failed(Offloader(module, optimizer, params, threshold).run()))
+    if (failed(Offloader(module, optimizer, params, threshold, readStage3Schedule(zero)).run()))
       signalPassFailure();
   }
 };

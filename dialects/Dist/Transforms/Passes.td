@@ -109,7 +109,13 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
     (`zdist.memory = "host"`) only when every tensor operand is there; an
     operand in the other memory is copied right before its op with
     `zdist.offload` (device to host) or `zdist.fetch` (host to device),
-    once per op.
+    once per op. Fetches of host values a function only reads (the
+    parameters and their 16-bit copies in a micro-step) that feed device ops
+    directly (on one rank; on more, ZeRO-3 schedules the all-gathers they
+    feed) are then scheduled by ZeRO-3's knobs: a value read again within
+    `stage3_max_reuse_distance` fetched elements of other values keeps its
+    first fetch, and with `overlap_comm` each fetch is issued before the
+    previous one's first use when both fit `stage3_max_live_parameters`.
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];

@@ -48,23 +48,6 @@ namespace {
 /// its bandwidth, and the bucket's copy in and out would cost more.
 constexpr int64_t kDirectReductionElements = int64_t(1) << 22;
 
-/// Stage 3's fetch schedule knobs, in elements (DeepSpeed's meanings).
-struct Stage3Schedule {
-  /// Gathered parameter elements resident at once, prefetches included.
-  int64_t maxLiveParameters = 1000000000;
-  /// A parameter used again within this many gathered elements of other
-  /// parameters stays resident; otherwise it is released and re-gathered.
-  int64_t maxReuseDistance = 1000000000;
-  /// The most elements one coalesced all-gather prefetches ahead of use.
-  int64_t prefetchBucketSize = 50000000;
-  /// overlap_comm: each bucket's all-gather is issued right before the
-  /// first use of the bucket before it, so the gather runs on the
-  /// communication stream while that bucket computes. (Issued after that
-  /// use, the gather would wait for it: the communication stream starts a
-  /// run when the compute stream has done everything before the run in
-  /// program order.)
-  bool gatherAhead = false;
-};
 
 /// The rewrite of one training step for one stage.
 class ZeroPartitioner {
@@ -809,15 +792,7 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     }
     // "auto" (a string) leaves DeepSpeed's default.
     int64_t bucket = configInt(zero, "reduce_bucket_size", 500000000);
-    Stage3Schedule schedule;
-    schedule.maxLiveParameters =
-        configInt(zero, "stage3_max_live_parameters", schedule.maxLiveParameters);
-    schedule.maxReuseDistance =
-        configInt(zero, "stage3_max_reuse_distance", schedule.maxReuseDistance);
-    schedule.prefetchBucketSize =
-        configInt(zero, "stage3_prefetch_bucket_size", schedule.prefetchBucketSize);
-    if (auto overlap = zero ? zero.getAs<BoolAttr>("overlap_comm") : BoolAttr())
-      schedule.gatherAhead = overlap.getValue();
+    Stage3Schedule schedule = readStage3Schedule(zero);
     int64_t gatherBucket = configInt(zero, "allgather_bucket_size", 500000000);
     // With overlap_comm and one micro-step per step, stages 0 and 1
     // average each bucket of gradients as soon as the backward pass has it,
