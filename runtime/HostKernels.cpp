@@ -17,6 +17,10 @@ std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
       std::none_of(std::begin(kElementwise), std::end(kElementwise),
                    [&](const char *name) { return kernel == name; }))
     return {};
+  // A multi-tensor adamw or fill (several tensors' operands) runs whole.
+  if ((kernel == "adamw" && args.inputs.size() != 5) ||
+      (kernel == "fill" && args.outputs.size() != 1))
+    return {};
   int64_t elements = args.outputs[0].numElements();
   // Chunks of whole cache lines (16 f32 elements), at least minChunk each.
   int64_t chunk = std::max<int64_t>(minChunk, (elements + parts - 1) / parts);

@@ -28,8 +28,8 @@ namespace zcc {
 /// "cast", "accumulate", "fill", "copy") into at most `parts` chunks of
 /// contiguous elements (at least `minChunk` each): every view with as many
 /// elements as the first output is cut, the others (the optimizer's
-/// scalars) are passed whole. Returns no chunks for another kernel, or when
-/// one chunk would do.
+/// scalars) are passed whole. Returns no chunks for another kernel, for a
+/// multi-tensor adamw or fill, or when one chunk would do.
 std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
                                               const cpu::KernelArgs &args, int parts,
                                               int64_t minChunk = 1 << 15);

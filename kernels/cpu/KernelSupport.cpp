@@ -173,8 +173,8 @@ Status kernelError(StatusCode code, const char *kernel, const char *format,
 
 /// Checks one view; `index` numbers the operands of a variadic kernel and is
 /// -1 elsewhere.
-static Status checkView(const char *kernel, const char *role, const char *name,
-                        int index, const TensorView &view) {
+Status checkView(const char *kernel, const char *role, const char *name,
+                 int index, const TensorView &view) {
   std::string label = index < 0 ? std::string() : " #" + std::to_string(index);
   if (dtypeBytes(view.dtype) == 0)
     return kernelError(StatusCode::kInvalidArgument, kernel,
@@ -658,6 +658,33 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+/// Every optimizer tensor but the scalars (input `scalarsIndex`) has the
+/// parameter's dtype, f32 or f64, and shape.
+static Status checkLikeParam(const char *kernel, const TensorView *inputs,
+                             std::initializer_list<const char *> inputNames,
+                             size_t scalarsIndex, const TensorView *outputs,
+                             std::initializer_list<const char *> outputNames) {
+  const TensorView &param = inputs[0];
+  if (param.dtype != plan::F32 && param.dtype != plan::F64)
+    return unsupportedDType(kernel, "param", param, "f32 and f64");
+  size_t i = 0;
+  for (const char *name : inputNames) {
+    if (i != 0 && i != scalarsIndex)
+      if (Status s = expectLike(kernel, name, inputs[i], "param", param);
+          !s.isOk())
+        return s;
+    ++i;
+  }
+  i = 0;
+  for (const char *name : outputNames) {
+    if (Status s = expectLike(kernel, name, outputs[i], "param", param);
+        !s.isOk())
+      return s;
+    ++i;
+  }
+  return Status::ok();
+}
+
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,
@@ -671,23 +698,77 @@ Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
   } else if (Status s = checkOperands(args, kernel, inputs, outputs); !s.isOk()) {
     return s;
   }
-  const TensorView &param = args.inputs[0];
-  if (param.dtype != plan::F32 && param.dtype != plan::F64)
-    return unsupportedDType(kernel, "param", param, "f32 and f64");
+  return checkLikeParam(kernel, args.inputs.data(), inputs, scalarsIndex,
+                        args.outputs.data(), outputs);
+}
+
+Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
+                            std::initializer_list<const char *> inputNames,
+                            const TensorView *outputs,
+                            std::initializer_list<const char *> outputNames) {
   size_t i = 0;
-  for (const char *name : inputs) {
-    if (i != 0 && i != scalarsIndex)
-      if (Status s = expectLike(kernel, name, args.inputs[i], "param", param);
-          !s.isOk())
-        return s;
-    ++i;
-  }
+  for (const char *name : inputNames)
+    if (Status s = checkView(kernel, "operand", name, -1, inputs[i++]); !s.isOk())
+      return s;
   i = 0;
-  for (const char *name : outputs) {
-    if (Status s = expectLike(kernel, name, args.outputs[i], "param", param);
+  for (const char *name : outputNames)
+    if (Status s = checkView(kernel, "result", name, -1, outputs[i++]); !s.isOk())
+      return s;
+  return checkLikeParam(kernel, inputs, inputNames, inputNames.size(), outputs,
+                        outputNames);
+}
+
+Status countMembers(const KernelArgs &args, const char *kernel,
+                    size_t inputsPerMember, size_t sharedInputs,
+                    size_t outputsPerMember, size_t &members) {
+  size_t own = args.inputs.size() >= sharedInputs
+                   ? args.inputs.size() - sharedInputs
+                   : 0;
+  members = outputsPerMember ? args.outputs.size() / outputsPerMember : 0;
+  bool fits = args.inputs.size() >= sharedInputs && members > 0 &&
+              args.outputs.size() == members * outputsPerMember &&
+              own == members * inputsPerMember;
+  if (fits)
+    return Status::ok();
+  return kernelError(StatusCode::kInvalidArgument, kernel,
+                     "expected, for each of N tensors, %zu inputs and %zu "
+                     "outputs, and %zu shared inputs after the tensors' "
+                     "inputs; got %zu inputs and %zu outputs",
+                     inputsPerMember, outputsPerMember, sharedInputs,
+                     args.inputs.size(), args.outputs.size());
+}
+
+Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
+                               size_t &members) {
+  if (Status s = countMembers(args, kernel, 4, 1, 3, members); !s.isOk())
+    return s;
+  for (size_t m = 0; m < members; ++m) {
+    const TensorView *in = &args.inputs[4 * m];
+    Status s = checkOptimizerMember(
+        kernel, in, {"param", "grad", "exp_avg", "exp_avg_sq"},
+        &args.outputs[3 * m], {"new_param", "new_exp_avg", "new_exp_avg_sq"});
+    if (s.isOk() && m > 0)
+      s = expectSameDType(kernel, "param", in[0], "the first tensor's param",
+                          args.inputs[0]);
+    if (!s.isOk())
+      return s.addContext("in tensor #" + std::to_string(m) + " of " +
+                          std::to_string(members));
+  }
+  return Status::ok();
+}
+
+Status checkMultiFillTargets(const KernelArgs &args, const char *kernel) {
+  size_t members = 0;
+  if (Status s = countMembers(args, kernel, 0, 0, 1, members); !s.isOk())
+    return s;
+  for (size_t m = 0; m < members; ++m) {
+    const TensorView &target = args.outputs[m];
+    if (Status s = checkView(kernel, "result", "target", static_cast<int>(m),
+                             target);
         !s.isOk())
       return s;
-    ++i;
+    if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
+      return s.addContext("in target #" + std::to_string(m));
   }
   return Status::ok();
 }

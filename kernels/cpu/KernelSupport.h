@@ -314,6 +314,44 @@ Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> outputs,
                               size_t scalarsIndex, size_t optionalOutputs = 0);
 
+/// A multi-tensor instruction (the compiler fuses the optimizer step's
+/// adamw and fill instructions): members of `inputsPerMember` inputs each,
+/// then `sharedInputs` inputs every member reads (the optimizer's scalars),
+/// and of `outputsPerMember` outputs each. Sets `members` to their number,
+/// or says which layout the operands miss. Member m's operands start at
+/// inputs[m * inputsPerMember] and outputs[m * outputsPerMember].
+Status countMembers(const KernelArgs &args, const char *kernel,
+                    size_t inputsPerMember, size_t sharedInputs,
+                    size_t outputsPerMember, size_t &members);
+
+/// checkOptimizerOperands on one member of a multi-tensor step (the shared
+/// scalars are checked once, apart): `inputs` and `outputs` point to the
+/// member's first input (its param) and first output, named `inputNames`
+/// and `outputNames`.
+Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
+                            std::initializer_list<const char *> inputNames,
+                            const TensorView *outputs,
+                            std::initializer_list<const char *> outputNames);
+
+/// Checks a multi-tensor adamw's operands (countMembers' layout with 4
+/// inputs, 1 shared input and 3 outputs a tensor): each tensor as
+/// checkOptimizerOperands checks a single one, all of the first tensor's
+/// element type. Sets `members` to the number of tensors. The shared
+/// scalars are the caller's to check.
+Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
+                               size_t &members);
+
+/// Checks a multi-tensor fill's targets (no inputs, one output a target):
+/// each a float tensor.
+Status checkMultiFillTargets(const KernelArgs &args, const char *kernel);
+
+/// Checks that `view` can be read or written at all: a known element type,
+/// a supported rank, no negative dimension, data behind a non-empty view.
+/// `role` is "operand" or "result", `index` (when not negative) numbers a
+/// variadic one.
+Status checkView(const char *kernel, const char *role, const char *name,
+                 int index, const TensorView &view);
+
 Status optionalBool(const KernelArgs &args, const char *kernel,
                     const char *name, bool defaultValue, bool &value);
 /// `value` points into the attribute map: valid as long as the map is.

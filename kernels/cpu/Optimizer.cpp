@@ -128,8 +128,12 @@ void adamwElements(const T *param, const T *grad, const T *expAvg, const T *expA
 
 /// torch.optim.Adam(W)'s _single_tensor_adam without amsgrad, maximize or
 /// capturable, with the gradient first multiplied by grad_scale.
+/// `in` points to (param, grad, exp_avg, exp_avg_sq), `out` to (new_param,
+/// new_exp_avg, new_exp_avg_sq); `copy`, when not null, is the parameter's
+/// 16-bit copy to refresh.
 template <typename T>
-void adamwLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+void adamwLoop(const TensorView *in, const TensorView *out,
+               const TensorView *copy, const OptimizerScalars &scalars,
                bool decoupled) {
   // Python-float arithmetic of the torch step, in double ...
   double biasCorrection1 = 1 - std::pow(scalars.beta1, scalars.step);
@@ -150,20 +154,19 @@ void adamwLoop(const KernelArgs &args, const OptimizerScalars &scalars,
 
   // With a fourth result (an offloaded parameter's 16-bit copy), each
   // block of the updated parameter is cast while it is still in cache.
-  const int64_t n = args.inputs[0].numElements();
-  const TensorView *copy = args.outputs.size() == 4 ? &args.outputs[3] : nullptr;
+  const int64_t n = in[0].numElements();
   const int64_t block = copy ? kAdamCopyBlock : std::max<int64_t>(n, 1);
   auto run = [&](auto smallWeight, auto weightDecay, auto isDecoupled) {
     for (int64_t begin = 0; begin < n; begin += block) {
       int64_t count = std::min(block, n - begin);
       adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
                     decltype(isDecoupled)::value>(
-          args.inputs[0].as<const T>() + begin, args.inputs[1].as<const T>() + begin,
-          args.inputs[2].as<const T>() + begin, args.inputs[3].as<const T>() + begin,
-          args.outputs[0].as<T>() + begin, args.outputs[1].as<T>() + begin,
-          args.outputs[2].as<T>() + begin, count, c);
+          in[0].as<const T>() + begin, in[1].as<const T>() + begin,
+          in[2].as<const T>() + begin, in[3].as<const T>() + begin,
+          out[0].as<T>() + begin, out[1].as<T>() + begin,
+          out[2].as<T>() + begin, count, c);
       if (copy)
-        castElements(args.outputs[0].as<T>() + begin, args.outputs[0].dtype,
+        castElements(out[0].as<T>() + begin, out[0].dtype,
                      static_cast<uint8_t *>(copy->data) + begin * dtypeBytes(copy->dtype),
                      copy->dtype, count);
     }
@@ -261,8 +264,37 @@ Status accumulate(const KernelArgs &args) {
   return targetStatus.isOk() ? valueStatus : targetStatus;
 }
 
+namespace {
+
+template <typename T> void fillView(const TensorView &target, double value) {
+  T element = storeDouble<T>(value);
+  T *data = target.as<T>();
+  for (int64_t i = 0, n = target.numElements(); i < n; ++i)
+    data[i] = element;
+}
+
+/// A multi-tensor fill (several targets, the compiler's fusion of the
+/// gradients' zeroing): every target is checked before any is written.
+Status multiFill(const KernelArgs &args) {
+  const char *kernel = "fill";
+  if (Status s = checkMultiFillTargets(args, kernel); !s.isOk())
+    return s;
+  double value = 0;
+  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+    return s;
+  for (const TensorView &target : args.outputs)
+    (void)dispatchFloat(kernel, "target", target, [&](auto tag) {
+      fillView<decltype(tag)>(target, value);
+    });
+  return Status::ok();
+}
+
+} // namespace
+
 Status fill(const KernelArgs &args) {
   const char *kernel = "fill";
+  if (args.outputs.size() > 1)
+    return multiFill(args);
   if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
     return s;
   const TensorView &target = args.outputs[0];
@@ -272,11 +304,7 @@ Status fill(const KernelArgs &args) {
   if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
     return s;
   return dispatchFloat(kernel, "target", target, [&](auto tag) {
-    using T = decltype(tag);
-    T element = storeDouble<T>(value);
-    T *data = target.as<T>();
-    for (int64_t i = 0, n = target.numElements(); i < n; ++i)
-      data[i] = element;
+    fillView<decltype(tag)>(target, value);
   });
 }
 
@@ -368,8 +396,39 @@ Status sumSquaresBlocks(const KernelArgs &args) {
   return Status::ok();
 }
 
+namespace {
+
+/// A multi-tensor adamw (the compiler's fusion of a step's adamw
+/// instructions): (param, grad, exp_avg, exp_avg_sq) for each tensor, then
+/// the scalars they share; (new_param, new_exp_avg, new_exp_avg_sq) for
+/// each. Every tensor is checked before any is updated, then each is
+/// stepped exactly as its single-tensor instruction would step it.
+Status multiAdamw(const KernelArgs &args) {
+  const char *kernel = "adamw";
+  size_t members = 0;
+  if (Status s = checkMultiAdamwOperands(args, kernel, members); !s.isOk())
+    return s;
+  OptimizerScalars scalars;
+  if (Status s = readScalars(kernel, args.inputs.back(), scalars); !s.isOk())
+    return s;
+  bool decoupled = true;
+  if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  for (size_t m = 0; m < members; ++m)
+    (void)dispatchWideFloat(kernel, "param", args.inputs[4 * m], [&](auto tag) {
+      adamwLoop<decltype(tag)>(&args.inputs[4 * m], &args.outputs[3 * m],
+                               nullptr, scalars, decoupled);
+    });
+  return Status::ok();
+}
+
+} // namespace
+
 Status adamw(const KernelArgs &args) {
   const char *kernel = "adamw";
+  if (args.inputs.size() != 5)
+    return multiAdamw(args);
   if (Status s = checkOptimizerOperands(
           args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
           {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4,
@@ -377,14 +436,15 @@ Status adamw(const KernelArgs &args) {
       !s.isOk())
     return s;
   // The optional fourth result: the updated parameter cast to 16 bits.
+  const TensorView *copy = nullptr;
   if (args.outputs.size() == 4) {
-    const TensorView &copy = args.outputs[3];
-    if (copy.dtype != plan::F16 && copy.dtype != plan::BF16)
-      return unsupportedDType(kernel, "new_param_copy", copy, "f16 and bf16");
-    if (copy.numElements() != args.inputs[0].numElements())
+    copy = &args.outputs[3];
+    if (copy->dtype != plan::F16 && copy->dtype != plan::BF16)
+      return unsupportedDType(kernel, "new_param_copy", *copy, "f16 and bf16");
+    if (copy->numElements() != args.inputs[0].numElements())
       return kernelError(StatusCode::kInvalidArgument, kernel,
                          "new_param_copy has %lld elements, param %lld",
-                         static_cast<long long>(copy.numElements()),
+                         static_cast<long long>(copy->numElements()),
                          static_cast<long long>(args.inputs[0].numElements()));
   }
   OptimizerScalars scalars;
@@ -395,7 +455,8 @@ Status adamw(const KernelArgs &args) {
       !s.isOk())
     return s;
   return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
-    adamwLoop<decltype(tag)>(args, scalars, decoupled);
+    adamwLoop<decltype(tag)>(args.inputs.data(), args.outputs.data(), copy,
+                             scalars, decoupled);
   });
 }
 

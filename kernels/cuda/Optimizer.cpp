@@ -17,6 +17,7 @@
 #include "kernels/cuda/OptimizerLaunch.h"
 
 #include <cstring>
+#include <string>
 
 namespace zcc::cuda::kernels {
 
@@ -70,20 +71,14 @@ Status accumulate(const KernelArgs &args, const LaunchContext &context) {
   return launchStatus(kernel, launchAccumulate(params, context.stream));
 }
 
-Status fill(const KernelArgs &args, const LaunchContext &context) {
-  const char *kernel = "fill";
-  if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
+namespace {
+
+/// Checks a fill target's element type and rounds the value to it on the
+/// host exactly as the cpu rounds it (the device copies the bits).
+Status fillBits(const TensorView &target, double value, uint64_t &bits,
+                int &bytes) {
+  if (Status s = expectFloatDType("fill", "target", target); !s.isOk())
     return s;
-  const TensorView &target = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
-    return s;
-  double value = 0;
-  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
-    return s;
-  // The element is rounded on the host exactly as the cpu rounds it; the
-  // device copies its bits.
-  uint64_t bits = 0;
-  int bytes = 0;
   switch (target.dtype) {
   case plan::F32:
     bits = elementBits<float>(value, bytes);
@@ -98,6 +93,59 @@ Status fill(const KernelArgs &args, const LaunchContext &context) {
     bits = elementBits<cpu::BFloat16>(value, bytes);
     break;
   }
+  return Status::ok();
+}
+
+/// A multi-tensor fill (several targets): every target is checked before
+/// any launch, then one launch a kFillTensorsPerLaunch targets.
+Status multiFill(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "fill";
+  if (Status s = checkMultiFillTargets(args, kernel); !s.isOk())
+    return s;
+  size_t members = args.outputs.size();
+  double value = 0;
+  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+    return s;
+  FillTensor chunk[kFillTensorsPerLaunch];
+  int chunkSize = 0;
+  for (size_t m = 0; m <= members; ++m) {
+    if (chunkSize == kFillTensorsPerLaunch || (m == members && chunkSize > 0)) {
+      if (Status s = launchStatus(
+              kernel, launchMultiFill(chunk, chunkSize, context.stream));
+          !s.isOk())
+        return s;
+      chunkSize = 0;
+    }
+    if (m == members)
+      break;
+    const TensorView &target = args.outputs[m];
+    if (target.numElements() == 0)
+      continue;
+    FillTensor &t = chunk[chunkSize++];
+    t.pattern = 0;
+    (void)fillBits(target, value, t.pattern, t.elementBytes);
+    t.target = target.data;
+    t.count = target.numElements();
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status fill(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "fill";
+  if (args.outputs.size() > 1)
+    return multiFill(args, context);
+  if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
+    return s;
+  const TensorView &target = args.outputs[0];
+  double value = 0;
+  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+    return s;
+  uint64_t bits = 0;
+  int bytes = 0;
+  if (Status s = fillBits(target, value, bits, bytes); !s.isOk())
+    return s;
   int64_t count = target.numElements();
   if (count == 0)
     return Status::ok();
@@ -170,8 +218,61 @@ Status sumSquares(const KernelArgs &args, const LaunchContext &context) {
                                                     context.stream));
 }
 
+namespace {
+
+/// A multi-tensor adamw (as the cpu kernel's): every tensor is checked, all
+/// of one element type, before any launch; then one launch a
+/// kAdamwTensorsPerLaunch tensors.
+Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "adamw";
+  size_t members = 0;
+  if (Status s = checkMultiAdamwOperands(args, kernel, members); !s.isOk())
+    return s;
+  const TensorView &scalars = args.inputs.back();
+  if (Status s = checkScalars(kernel, scalars); !s.isOk())
+    return s;
+  bool decoupled = true;
+  if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  AdamwTensor chunk[kAdamwTensorsPerLaunch];
+  int chunkSize = 0;
+  for (size_t m = 0; m <= members; ++m) {
+    if (chunkSize == kAdamwTensorsPerLaunch || (m == members && chunkSize > 0)) {
+      if (Status s = launchStatus(
+              kernel, launchMultiAdamw(chunk, chunkSize,
+                                       elementType(args.inputs[0].dtype),
+                                       scalars.as<const double>(), decoupled,
+                                       context.stream));
+          !s.isOk())
+        return s;
+      chunkSize = 0;
+    }
+    if (m == members)
+      break;
+    const TensorView *in = &args.inputs[4 * m];
+    const TensorView *out = &args.outputs[3 * m];
+    if (in[0].numElements() == 0)
+      continue;
+    AdamwTensor &t = chunk[chunkSize++];
+    t.param = in[0].data;
+    t.grad = in[1].data;
+    t.expAvg = in[2].data;
+    t.expAvgSq = in[3].data;
+    t.paramOut = out[0].data;
+    t.expAvgOut = out[1].data;
+    t.expAvgSqOut = out[2].data;
+    t.count = in[0].numElements();
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Status adamw(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "adamw";
+  if (args.inputs.size() != 5)
+    return multiAdamw(args, context);
   if (Status s = checkOptimizerOperands(
           args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
           {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4);

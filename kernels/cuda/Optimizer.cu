@@ -302,32 +302,33 @@ __device__ __forceinline__ void adamStep(const AdamConstants<T> &c,
   value = addRn(value, divRn(mulRn(c.negativeStepSize, m), denom));
 }
 
-/// The cpu kernel refuses a step below 1 (scalars[5]), which the host
-/// cannot read from device memory: here such a step leaves the parameter
-/// and the state as they are (copied to distinct outputs). With `kWide`
-/// (every pointer 16-byte aligned) each thread moves 16 bytes of each of
-/// the seven tensors at a time, which keeps enough loads in flight to run
-/// at memory bandwidth; the elements past the last whole group one by one.
-template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
-  __shared__ AdamConstants<T> shared;
-  if (threadIdx.x == 0)
-    readAdamConstants(p.scalars, shared);
-  __syncthreads();
-  const AdamConstants<T> c = shared;
-  const T *param = static_cast<const T *>(p.param);
-  const T *grad = static_cast<const T *>(p.grad);
-  const T *expAvg = static_cast<const T *>(p.expAvg);
-  const T *expAvgSq = static_cast<const T *>(p.expAvgSq);
-  T *paramOut = static_cast<T *>(p.paramOut);
-  T *expAvgOut = static_cast<T *>(p.expAvgOut);
-  T *expAvgSqOut = static_cast<T *>(p.expAvgSqOut);
-  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+/// The step over one tensor's elements, by `blocks` blocks of which this is
+/// block `block`. The cpu kernel refuses a step below 1 (scalars[5]), which
+/// the host cannot read from device memory: here such a step leaves the
+/// parameter and the state as they are (copied to distinct outputs). With
+/// `kWide` (every pointer 16-byte aligned) each thread moves 16 bytes of
+/// each of the seven tensors at a time, which keeps enough loads in flight
+/// to run at memory bandwidth; the elements past the last whole group one by
+/// one.
+template <typename T, bool kWide>
+__device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
+                                            bool decoupled,
+                                            const AdamwTensor &t,
+                                            int64_t block, int64_t blocks) {
+  const T *param = static_cast<const T *>(t.param);
+  const T *grad = static_cast<const T *>(t.grad);
+  const T *expAvg = static_cast<const T *>(t.expAvg);
+  const T *expAvgSq = static_cast<const T *>(t.expAvgSq);
+  T *paramOut = static_cast<T *>(t.paramOut);
+  T *expAvgOut = static_cast<T *>(t.expAvgOut);
+  T *expAvgSqOut = static_cast<T *>(t.expAvgSqOut);
+  int64_t stride = blocks * blockDim.x;
+  int64_t first = block * blockDim.x + threadIdx.x;
   int64_t done = 0;
   if constexpr (kWide) {
     constexpr int kGroup = 16 / sizeof(T);
     struct alignas(16) Group { T v[kGroup]; };
-    int64_t groups = p.count / kGroup;
+    int64_t groups = t.count / kGroup;
     for (int64_t i = first; i < groups; i += stride) {
       Group value = reinterpret_cast<const Group *>(param)[i];
       Group g = reinterpret_cast<const Group *>(grad)[i];
@@ -336,7 +337,7 @@ template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
       if (c.valid) {
 #pragma unroll
         for (int k = 0; k < kGroup; ++k)
-          adamStep(c, p.decoupled, value.v[k], g.v[k], m.v[k], v.v[k]);
+          adamStep(c, decoupled, value.v[k], g.v[k], m.v[k], v.v[k]);
       }
       reinterpret_cast<Group *>(paramOut)[i] = value;
       reinterpret_cast<Group *>(expAvgOut)[i] = m;
@@ -344,13 +345,118 @@ template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
     }
     done = groups * kGroup;
   }
-  for (int64_t i = done + first; i < p.count; i += stride) {
+  for (int64_t i = done + first; i < t.count; i += stride) {
     T value = param[i], m = expAvg[i], v = expAvgSq[i];
     if (c.valid)
-      adamStep(c, p.decoupled, value, grad[i], m, v);
+      adamStep(c, decoupled, value, grad[i], m, v);
     paramOut[i] = value;
     expAvgOut[i] = m;
     expAvgSqOut[i] = v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ AdamConstants<T>
+sharedAdamConstants(const double *scalars) {
+  __shared__ AdamConstants<T> shared;
+  if (threadIdx.x == 0)
+    readAdamConstants(scalars, shared);
+  __syncthreads();
+  return shared;
+}
+
+template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
+  const AdamConstants<T> c = sharedAdamConstants<T>(p.scalars);
+  AdamwTensor t{p.param,    p.grad,      p.expAvg,      p.expAvgSq,
+                p.paramOut, p.expAvgOut, p.expAvgSqOut, p.count};
+  adamwTensor<T, kWide>(c, p.decoupled, t, blockIdx.x, gridDim.x);
+}
+
+/// A multi-tensor launch's parameter block: tensor i takes the blocks
+/// [firstBlock[i], firstBlock[i + 1]).
+struct MultiAdamwBatch {
+  AdamwTensor tensors[kAdamwTensorsPerLaunch];
+  int64_t firstBlock[kAdamwTensorsPerLaunch + 1];
+  bool wide[kAdamwTensorsPerLaunch];
+  const double *scalars;
+  int count;
+  bool decoupled;
+};
+static_assert(sizeof(MultiAdamwBatch) <= 4096,
+              "a kernel's parameters must fit in 4 KiB");
+
+/// Each element is computed by adamStep as in adamwKernel, so a fused step
+/// rounds exactly as the single-tensor one.
+template <typename T> __global__ void multiAdamwKernel(MultiAdamwBatch batch) {
+  const AdamConstants<T> c = sharedAdamConstants<T>(batch.scalars);
+  int which = 0;
+  while (which + 1 < batch.count && blockIdx.x >= batch.firstBlock[which + 1])
+    ++which;
+  int64_t block = blockIdx.x - batch.firstBlock[which];
+  int64_t blocks = batch.firstBlock[which + 1] - batch.firstBlock[which];
+  if (batch.wide[which])
+    adamwTensor<T, true>(c, batch.decoupled, batch.tensors[which], block,
+                         blocks);
+  else
+    adamwTensor<T, false>(c, batch.decoupled, batch.tensors[which], block,
+                          blocks);
+}
+
+//===----------------------------------------------------------------------===//
+// Multi-tensor fill
+//===----------------------------------------------------------------------===//
+
+struct MultiFillBatch {
+  FillTensor tensors[kFillTensorsPerLaunch];
+  int64_t firstBlock[kFillTensorsPerLaunch + 1];
+  int count;
+};
+static_assert(sizeof(MultiFillBatch) <= 4096,
+              "a kernel's parameters must fit in 4 KiB");
+
+template <typename U>
+__device__ __forceinline__ void fillTail(void *target, uint64_t pattern,
+                                         int64_t begin, int64_t count,
+                                         int64_t first, int64_t stride) {
+  U element = static_cast<U>(pattern);
+  for (int64_t i = begin + first; i < count; i += stride)
+    static_cast<U *>(target)[i] = element;
+}
+
+/// As fillKernel, each tensor by its own blocks: 16 bytes at a time where
+/// the target is 16-byte aligned, the rest element by element.
+__global__ void multiFillKernel(MultiFillBatch batch) {
+  int which = 0;
+  while (which + 1 < batch.count && blockIdx.x >= batch.firstBlock[which + 1])
+    ++which;
+  const FillTensor &t = batch.tensors[which];
+  int64_t blocks = batch.firstBlock[which + 1] - batch.firstBlock[which];
+  int64_t stride = blocks * blockDim.x;
+  int64_t first = (blockIdx.x - batch.firstBlock[which]) * blockDim.x +
+                  threadIdx.x;
+  bool aligned = reinterpret_cast<uintptr_t>(t.target) % 16 == 0;
+  int64_t perWide = 16 / t.elementBytes;
+  int64_t wideCount = aligned ? t.count / perWide : 0;
+  uint64_t replicated = t.pattern;
+  for (int bits = 8 * t.elementBytes; bits < 64; bits *= 2)
+    replicated |= replicated << bits;
+  uint4 wide;
+  wide.x = wide.z = static_cast<unsigned>(replicated);
+  wide.y = wide.w = static_cast<unsigned>(replicated >> 32);
+  uint4 *wideTarget = static_cast<uint4 *>(t.target);
+  for (int64_t i = first; i < wideCount; i += stride)
+    wideTarget[i] = wide;
+  int64_t begin = wideCount * perWide;
+  switch (t.elementBytes) {
+  case 2:
+    fillTail<uint16_t>(t.target, t.pattern, begin, t.count, first, stride);
+    break;
+  case 4:
+    fillTail<uint32_t>(t.target, t.pattern, begin, t.count, first, stride);
+    break;
+  default:
+    fillTail<uint64_t>(t.target, t.pattern, begin, t.count, first, stride);
+    break;
   }
 }
 
@@ -503,6 +609,67 @@ cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream) {
   default:
     return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
+                             ElementType type, const double *scalars,
+                             bool decoupled, cudaStream_t stream) {
+  if (tensorCount <= 0 || tensorCount > kAdamwTensorsPerLaunch)
+    return cudaErrorInvalidValue;
+  int size = elementBytes(type);
+  if (type != ElementType::kF32 && type != ElementType::kF64)
+    return cudaErrorInvalidValue;
+  MultiAdamwBatch batch{};
+  batch.scalars = scalars;
+  batch.decoupled = decoupled;
+  int64_t blocks = 0;
+  for (int i = 0; i < tensorCount; ++i) {
+    const AdamwTensor &t = tensors[i];
+    bool wide = true;
+    for (const void *p : {t.param, t.grad, t.expAvg, t.expAvgSq,
+                          static_cast<const void *>(t.paramOut),
+                          static_cast<const void *>(t.expAvgOut),
+                          static_cast<const void *>(t.expAvgSqOut)})
+      wide &= reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    int64_t work = wide ? t.count / (16 / size) : t.count;
+    // An empty tensor still gets a block, which finds nothing to do.
+    batch.tensors[i] = t;
+    batch.wide[i] = wide;
+    batch.firstBlock[i] = blocks;
+    blocks += stepBlocks(work > 0 ? work : 1);
+  }
+  batch.firstBlock[tensorCount] = blocks;
+  batch.count = tensorCount;
+  if (type == ElementType::kF32)
+    multiAdamwKernel<float>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+  else
+    multiAdamwKernel<double>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+  return cudaGetLastError();
+}
+
+cudaError_t launchMultiFill(const FillTensor *tensors, int tensorCount,
+                            cudaStream_t stream) {
+  if (tensorCount <= 0 || tensorCount > kFillTensorsPerLaunch)
+    return cudaErrorInvalidValue;
+  MultiFillBatch batch{};
+  int64_t blocks = 0;
+  for (int i = 0; i < tensorCount; ++i) {
+    const FillTensor &t = tensors[i];
+    if (t.elementBytes != 2 && t.elementBytes != 4 && t.elementBytes != 8)
+      return cudaErrorInvalidValue;
+    bool aligned = reinterpret_cast<uintptr_t>(t.target) % 16 == 0;
+    int64_t work = aligned ? t.count / (16 / t.elementBytes) : t.count;
+    batch.tensors[i] = t;
+    batch.firstBlock[i] = blocks;
+    blocks += gridFor(work > 0 ? work : 1, kThreads);
+  }
+  batch.firstBlock[tensorCount] = blocks;
+  batch.count = tensorCount;
+  multiFillKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      batch);
+  return cudaGetLastError();
 }
 
 cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream) {

@@ -76,6 +76,41 @@ struct AdamwParams {
 };
 cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream);
 
+/// One tensor of a multi-tensor adamw: AdamwParams' pointers and count.
+struct AdamwTensor {
+  const void *param = nullptr, *grad = nullptr, *expAvg = nullptr,
+             *expAvgSq = nullptr;
+  void *paramOut = nullptr, *expAvgOut = nullptr, *expAvgSqOut = nullptr;
+  int64_t count = 0;
+};
+
+/// Tensors one multi-tensor adamw launch takes (its parameter block holds
+/// them by value).
+constexpr int kAdamwTensorsPerLaunch = 40;
+
+/// launchAdamw's step over `tensorCount` (1 to kAdamwTensorsPerLaunch)
+/// tensors of `type` (f32 or f64) in one launch: each tensor gets the
+/// blocks launchAdamw would give it, and every element is computed by the
+/// same code.
+cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
+                             ElementType type, const double *scalars,
+                             bool decoupled, cudaStream_t stream);
+
+/// One target of a multi-tensor fill: as launchFillPattern's arguments.
+struct FillTensor {
+  void *target = nullptr;
+  int64_t count = 0;
+  uint64_t pattern = 0;
+  int elementBytes = 0; // 2, 4 or 8
+};
+
+/// Targets one multi-tensor fill launch takes.
+constexpr int kFillTensorsPerLaunch = 64;
+
+/// Fills `tensorCount` (1 to kFillTensorsPerLaunch) targets in one launch.
+cudaError_t launchMultiFill(const FillTensor *tensors, int tensorCount,
+                            cudaStream_t stream);
+
 /// torch.optim.SGD's single-tensor step, as AdamwParams.
 struct SgdParams {
   ElementType type = ElementType::kUnspecified; // f32 or f64

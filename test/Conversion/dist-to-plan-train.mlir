@@ -7,7 +7,9 @@
 // scalars (loss scale, optimizer scalars) are "scalars" buffers; the loss and
 // the squared gradient norm are outputs. The in-place ops write their
 // targets: accumulate and fill the gradient, adamw the parameter and both
-// moments. The token range is the larger of the embedding's rows (10) and
+// moments; the step's adamws become one multi-tensor adamw (each tensor's
+// operands in turn, then the shared scalars) and its fills, like
+// @zero_grads', one multi-tensor fill. The token range is the larger of the embedding's rows (10) and
 // the loss's classes (3).
 // CHECK-LABEL: module attributes
 // CHECK-SAME: zplan.inputs = {{\[}}["ids", @device::@b0], ["labels", @device::@b1], ["zcc.loss_scale", @device::@b2], ["zcc.optimizer_scalars", @device::@b17]]
@@ -56,14 +58,11 @@
 // CHECK-NEXT: zplan.kernel "sum_squares" ins(@device::@b13, @device::@b15) outs(@device::@b16) stream 0
 // CHECK-NEXT: }
 // CHECK-NEXT: zplan.program @optimizer_step {
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@b4, @device::@b13, @device::@b18, @device::@b19, @device::@b17) outs(@device::@b4, @device::@b18, @device::@b19) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b13) stream 0 params {value = 0.000000e+00 : f64}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@b3, @device::@b15, @device::@b20, @device::@b21, @device::@b17) outs(@device::@b3, @device::@b20, @device::@b21) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b15) stream 0 params {value = 0.000000e+00 : f64}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@b4, @device::@b13, @device::@b18, @device::@b19, @device::@b3, @device::@b15, @device::@b20, @device::@b21, @device::@b17) outs(@device::@b4, @device::@b18, @device::@b19, @device::@b3, @device::@b20, @device::@b21) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b13, @device::@b15) stream 0 params {value = 0.000000e+00 : f64}
 // CHECK-NEXT: }
 // CHECK-NEXT: zplan.program @zero_grads {
-// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b13) stream 0 params {value = 0.000000e+00 : f64}
-// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b15) stream 0 params {value = 0.000000e+00 : f64}
+// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b13, @device::@b15) stream 0 params {value = 0.000000e+00 : f64}
 // CHECK-NEXT: }
 module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
   func.func @micro_step(%ids: tensor<2xi64> {zgraph.name = "ids"}, %labels: tensor<2xi64> {zgraph.name = "labels"}, %seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {

@@ -1227,6 +1227,81 @@ TEST(CudaKernelsLinalg, Adamw) {
             }
 }
 
+// The multi-tensor adamw: more tensors than one launch takes, of sizes
+// from 1 element to several blocks' worth (the wide path, its tail, and
+// the element-wise one), each stepped as the cpu steps it.
+TEST(CudaKernelsLinalg, MultiTensorAdamw) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1700;
+  Hyper h;
+  h.weightDecay = 0.1;
+  h.gradScale = 0.25;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (bool decoupled : {true, false}) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) +
+                   (decoupled ? " adamw" : " adam"));
+      Call call("adamw");
+      constexpr int kTensors = 45;
+      for (int t = 0; t < kTensors; ++t) {
+        int64_t n = t % 9 == 0 ? 100003 : (t * 7919) % 3000 + 1;
+        call.in(randomTensor(dtype, {n}, seed))
+            .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+            .in(randomTensor(dtype, {n}, seed + 2, -0.5, 0.5))
+            .in(randomTensor(dtype, {n}, seed + 3, 0, 0.3));
+        seed += 4;
+      }
+      call.in(scalarsTensor(h, 3));
+      for (int t = 0; t < kTensors; ++t)
+        call.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3);
+      if (!decoupled)
+        call.boolAttr("adam_w_mode", false);
+      expectCudaMatchesCpu(call, optimizerToleranceFor(dtype));
+    }
+  // Refusals: a bad tensor among good ones, mixed element types, operands
+  // that are not whole tensors.
+  auto two = [&](DType second, int64_t secondState) {
+    Call call("adamw");
+    call.in(randomTensor(plan::F32, {3}, 1))
+        .in(randomTensor(plan::F32, {3}, 2))
+        .in(randomTensor(plan::F32, {3}, 3))
+        .in(randomTensor(plan::F32, {3}, 4, 0, 1))
+        .in(randomTensor(second, {3}, 5))
+        .in(randomTensor(second, {3}, 6))
+        .in(randomTensor(second, {secondState}, 7))
+        .in(randomTensor(second, {3}, 8, 0, 1))
+        .in(scalarsTensor(h, 1));
+    for (int t = 0; t < 2; ++t)
+      call.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3);
+    return call;
+  };
+  expectCudaRefusesLikeCpu(two(plan::F32, 4));
+  expectCudaRefusesLikeCpu(two(plan::F64, 3));
+  Call layout = two(plan::F32, 3);
+  layout.inPlace(0);
+  expectCudaRefusesLikeCpu(layout);
+}
+
+// The multi-tensor fill: more targets than one launch takes, of every
+// float type, empty and unaligned sizes among them, bit for bit the cpu's.
+TEST(CudaKernelsLinalg, MultiTensorFill) {
+  ZCC_REQUIRE_GPU();
+  for (double value : {0.0, 0.1, -3.0}) {
+    SCOPED_TRACE(value);
+    Call call("fill");
+    for (int t = 0; t < 70; ++t)
+      call.out(kFloatTypes[t % 4], {t % 11 == 0 ? 0 : (t * 977) % 5000 + 1});
+    call.floatAttr("value", value);
+    Call reference = call, actual = call;
+    ASSERT_OK(reference.run());
+    ASSERT_OK(runOnCuda(actual));
+    for (size_t t = 0; t < 70; ++t)
+      EXPECT_EQ(actual.result(t).bytes, reference.result(t).bytes) << t;
+  }
+  Call integer("fill");
+  integer.out(plan::F32, {2}).out(plan::I64, {2}).floatAttr("value", 1);
+  expectCudaRefusesLikeCpu(integer);
+}
+
 TEST(CudaKernelsLinalg, Sgd) {
   ZCC_REQUIRE_GPU();
   uint32_t seed = 1500;

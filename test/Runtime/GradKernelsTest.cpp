@@ -1679,6 +1679,129 @@ TEST(GradKernels, AdamwErrors) {
               {"adamw", "attribute 'adam_w_mode' must be a bool"});
 }
 
+// A multi-tensor adamw (the compiler's fusion of a step's adamw
+// instructions) steps every tensor exactly as its own instruction would:
+// same bits, whatever the tensors' sizes.
+TEST(GradKernels, MultiTensorAdamwStepsEachTensorAsAlone) {
+  Hyper h;
+  h.weightDecay = 0.02;
+  h.gradScale = 0.5;
+  const std::vector<int64_t> sizes = {7, 1, 1000, 33, 4096};
+  uint32_t seed = 940;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (bool decoupled : {true, false}) {
+      Call fused("adamw");
+      std::vector<Call> alone;
+      for (int64_t n : sizes) {
+        auto randomTensor = [&](uint32_t at, double lo = -1, double hi = 1) {
+          return encode(dtype, {n}, randomValues(n, at, lo, hi));
+        };
+        Call one("adamw");
+        one.in(randomTensor(seed))
+            .in(randomTensor(seed + 1, -3, 3))
+            .in(randomTensor(seed + 2, -0.5, 0.5))
+            .in(randomTensor(seed + 3, 0, 0.3))
+            .in(scalarsTensor(h, 5))
+            .inPlace(0)
+            .inPlace(2)
+            .inPlace(3);
+        seed += 4;
+        if (!decoupled)
+          one.boolAttr("adam_w_mode", false);
+        for (size_t i = 0; i < 4; ++i)
+          fused.in(one.input(i));
+        alone.push_back(std::move(one));
+      }
+      fused.in(scalarsTensor(h, 5));
+      for (size_t t = 0; t < sizes.size(); ++t)
+        fused.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3);
+      if (!decoupled)
+        fused.boolAttr("adam_w_mode", false);
+      ASSERT_OK(fused.run());
+      for (size_t t = 0; t < sizes.size(); ++t) {
+        ASSERT_OK(alone[t].run());
+        for (size_t i = 0; i < 3; ++i)
+          EXPECT_EQ(fused.result(3 * t + i).bytes, alone[t].result(i).bytes)
+              << dtypeName(dtype) << " tensor " << t << " output " << i;
+      }
+    }
+}
+
+TEST(GradKernels, MultiTensorAdamwErrors) {
+  Hyper h;
+  // Two tensors of 3 elements; `second` may change the second's state.
+  auto build = [&](DType secondType, std::vector<int64_t> secondState) {
+    Call call("adamw");
+    call.in(f32({3}, {1, 2, 3}))
+        .in(f32({3}, {1, 1, 1}))
+        .in(f32({3}, {0, 0, 0}))
+        .in(f32({3}, {0, 0, 0}))
+        .in(encode(secondType, {3}, {4, 5, 6}))
+        .in(encode(secondType, {3}, {1, 1, 1}))
+        .in(encode(secondType, secondState,
+                   std::vector<double>(countOf(secondState), 0.0)))
+        .in(encode(secondType, {3}, {0, 0, 0}))
+        .in(scalarsTensor(h, 1));
+    for (size_t t = 0; t < 2; ++t)
+      call.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3);
+    return call;
+  };
+  Call good = build(plan::F32, {3});
+  ASSERT_OK(good.run());
+  EXPECT_NE(good.values(3), std::vector<double>({4, 5, 6}));
+
+  // A bad second tensor: nothing is written, the first tensor included.
+  Call shape = build(plan::F32, {4});
+  expectError(shape.run(), StatusCode::kInvalidArgument,
+              {"adamw", "'exp_avg' has shape [4], but 'param' has [3]",
+               "tensor #1 of 2"});
+  EXPECT_EQ(shape.values(0), std::vector<double>({1, 2, 3}));
+  Call mixed = build(plan::F64, {3});
+  expectError(mixed.run(), StatusCode::kInvalidArgument,
+              {"adamw", "'param' has element type f64, but 'the first "
+                        "tensor's param' has f32",
+               "tensor #1 of 2"});
+
+  // Operands that are not whole tensors.
+  Call layout = build(plan::F32, {3});
+  layout.inPlace(0);
+  expectError(layout.run(), StatusCode::kInvalidArgument,
+              {"adamw", "for each of N tensors, 4 inputs and 3 outputs",
+               "got 9 inputs and 7 outputs"});
+}
+
+// A multi-tensor fill writes each target as its own fill would, whatever
+// its type; a target of the wrong type stops it before anything is
+// written.
+TEST(GradKernels, MultiTensorFill) {
+  Call fused("fill");
+  std::vector<Call> alone;
+  const DType types[] = {plan::F32, plan::BF16, plan::F64, plan::F16};
+  for (int t = 0; t < 7; ++t) {
+    Call one("fill");
+    one.out(types[t % 4], {t * 13 + 1}).floatAttr("value", 0.3);
+    fused.out(types[t % 4], {t * 13 + 1});
+    alone.push_back(std::move(one));
+  }
+  fused.floatAttr("value", 0.3);
+  ASSERT_OK(fused.run());
+  for (size_t t = 0; t < alone.size(); ++t) {
+    ASSERT_OK(alone[t].run());
+    EXPECT_EQ(fused.result(t).bytes, alone[t].result().bytes) << "target " << t;
+  }
+
+  Call integer("fill");
+  integer.out(f32({2}, {1, 2})).out(i64({2}, {1, 2})).floatAttr("value", 0);
+  expectError(integer.run(), StatusCode::kUnimplemented,
+              {"fill", "target", "target #1"});
+  EXPECT_EQ(integer.values(0), std::vector<double>({1, 2}));
+  Call input("fill");
+  input.in(f32({2}, {1, 2})).out(plan::F32, {2}).out(plan::F32, {2});
+  input.floatAttr("value", 0);
+  expectError(input.run(), StatusCode::kInvalidArgument,
+              {"fill", "got 1 inputs and 2 outputs"});
+}
+
 /// torch.optim.SGD in double, from torch's _single_tensor_sgd, with the
 /// gradient first multiplied by grad_scale.
 void referenceSgdStep(const Hyper &h, double step, double dampening,

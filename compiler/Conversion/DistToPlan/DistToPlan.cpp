@@ -355,6 +355,117 @@ void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &bu
   }
 }
 
+/// Whether `instruction` is a single-tensor device adamw or fill, the
+/// instructions fuseMultiTensor groups (a host one runs on the pool of
+/// threads, chunk by chunk, and keeps its own instruction).
+bool isMultiTensorCandidate(const PlanInstruction &instruction,
+                            const std::vector<BufferInfo> &buffers) {
+  if (instruction.sync != SyncKind::None)
+    return false;
+  bool shape = (instruction.kernel == "adamw" && instruction.inputs.size() == 5 &&
+                instruction.outputs.size() == 3) ||
+               (instruction.kernel == "fill" && instruction.inputs.empty() &&
+                instruction.outputs.size() == 1);
+  if (!shape)
+    return false;
+  for (const auto *ids : {&instruction.inputs, &instruction.outputs})
+    for (unsigned id : *ids)
+      if (buffers[id].host)
+        return false;
+  return true;
+}
+
+/// The device optimizer step's adamw instructions (one a parameter) become
+/// multi-tensor adamws, and the fills that zero the gradients multi-tensor
+/// fills: an adamw's operands are its members' (param, grad, exp_avg,
+/// exp_avg_sq) in order, then the scalars they share; its results their
+/// (param, exp_avg, exp_avg_sq); a fill's results its members' targets. The
+/// runtime then launches a few kernels over lists of tensors instead of one
+/// (mostly small) kernel a parameter.
+///
+/// A group starts at its first member and takes the later instructions of
+/// the same kernel, stream, attributes and element type (and, for adamw,
+/// scalars) up to the first instruction that is neither an adamw nor a fill.
+/// A member is hoisted over the instructions it passes only when none of
+/// them writes what it reads or touches what it writes; the passed ones
+/// keep their order. Buffers that share bytes with others (views) stay out.
+void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffers,
+                     const llvm::DenseSet<unsigned> &viewed) {
+  std::vector<PlanInstruction> &list = program.instructions;
+  auto touchesView = [&](const PlanInstruction &instruction) {
+    return llvm::any_of(instruction.inputs, [&](unsigned id) { return viewed.contains(id); }) ||
+           llvm::any_of(instruction.outputs, [&](unsigned id) { return viewed.contains(id); });
+  };
+  auto elementOf = [&](const PlanInstruction &instruction) {
+    return buffers[instruction.outputs.front()].type.getElementType();
+  };
+  std::vector<PlanInstruction> out;
+  out.reserve(list.size());
+  std::vector<bool> taken(list.size(), false);
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (taken[i])
+      continue;
+    PlanInstruction head = list[i];
+    if (!isMultiTensorCandidate(head, buffers) || touchesView(head)) {
+      out.push_back(std::move(head));
+      continue;
+    }
+    bool adamw = head.kernel == "adamw";
+    // What the group writes, and what the instructions it passes read and
+    // write.
+    llvm::DenseSet<unsigned> groupWrites(head.outputs.begin(), head.outputs.end());
+    llvm::DenseSet<unsigned> passedReads, passedWrites;
+    SmallVector<size_t> members{i};
+    for (size_t j = i + 1; j < list.size(); ++j) {
+      const PlanInstruction &next = list[j];
+      if (taken[j])
+        continue;
+      if (next.sync != SyncKind::None || (next.kernel != "adamw" && next.kernel != "fill"))
+        break;
+      bool joins = isMultiTensorCandidate(next, buffers) && !touchesView(next) &&
+                   next.kernel == head.kernel && next.stream == head.stream &&
+                   next.params == head.params && elementOf(next) == elementOf(head) &&
+                   (!adamw || next.inputs.back() == head.inputs.back());
+      if (joins) {
+        ArrayRef<unsigned> reads = next.inputs;
+        if (adamw)
+          reads = reads.drop_back(); // the shared scalars
+        joins = llvm::none_of(reads, [&](unsigned id) {
+                  return passedWrites.contains(id) || groupWrites.contains(id);
+                }) &&
+                llvm::none_of(next.outputs, [&](unsigned id) {
+                  return passedReads.contains(id) || passedWrites.contains(id) ||
+                         groupWrites.contains(id);
+                });
+      }
+      if (joins) {
+        members.push_back(j);
+        groupWrites.insert(next.outputs.begin(), next.outputs.end());
+        continue;
+      }
+      passedReads.insert(next.inputs.begin(), next.inputs.end());
+      passedWrites.insert(next.outputs.begin(), next.outputs.end());
+    }
+    if (members.size() > 1) {
+      PlanInstruction fused = head;
+      fused.inputs.clear();
+      fused.outputs.clear();
+      for (size_t member : members) {
+        const PlanInstruction &one = list[member];
+        fused.inputs.append(one.inputs.begin(), adamw ? one.inputs.end() - 1 : one.inputs.end());
+        fused.outputs.append(one.outputs.begin(), one.outputs.end());
+        taken[member] = true;
+      }
+      if (adamw)
+        fused.inputs.push_back(head.inputs.back());
+      out.push_back(std::move(fused));
+    } else {
+      out.push_back(std::move(head));
+    }
+  }
+  list = std::move(out);
+}
+
 /// Stream 1 carries the program's communication: collectives, copies
 /// from host to device memory, and the data movement that only feeds or
 /// splits them (a bucket's flattening and slicing, the accumulation or
@@ -868,8 +979,15 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
     }
 
-    for (Program &program : programs)
+    llvm::DenseSet<unsigned> viewed;
+    for (auto [result, input, offset] : views) {
+      viewed.insert(result);
+      viewed.insert(input);
+    }
+    for (Program &program : programs) {
       fuseHostCopyRefresh(program, buffers);
+      fuseMultiTensor(program, buffers, viewed);
+    }
 
     // A gradient that lives for one step: from the first instruction of
     // the step's timeline that touches it to the last.

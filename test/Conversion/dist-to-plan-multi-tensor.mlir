@@ -1,0 +1,58 @@
+// RUN: zcc-opt %s --split-input-file --zcc-graph-to-dist --zcc-dist-to-plan --zcc-plan-verify | FileCheck %s
+
+// The optimizer step's adamws and fills become multi-tensor instructions:
+// each adamw is hoisted to the group's first one over the fills between
+// them, which then form one fill. An adamw reads a gradient that a fill
+// before it clears (%gb is cleared before b's update reads it), so that
+// adamw stays behind the fill: it starts a group of its own. An adamw of
+// other attributes (adam, not adamw) or over another scalars buffer does
+// not join, and an instruction that is neither (a cast) ends the groups.
+// CHECK-LABEL: zplan.program @optimizer_step {
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[GA:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], @device::@[[GC:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[S:b[0-9]+]]) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@[[GA]], @device::@[[GB:b[0-9]+]], @device::@[[GC]]) stream 0
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@[[GB]], {{.*}}, @device::@[[S]]) outs(@device::@[[B]], {{.*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[D]], {{.*}}) stream 0 params {adam_w_mode = false}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[E:b[0-9]+]], {{.*}}, @device::@[[S2:b[0-9]+]]) outs(@device::@[[E]], {{.*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "cast"
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[F:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[F]], {{.*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: }
+module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
+  func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"},
+                            %other: tensor<8xf64> {zgraph.name = "other_scalars"}) -> (tensor<4xf16> {zgraph.name = "copy"}) {
+    %a = zgraph.param "a" trainable : tensor<4xf32>
+    %ga = zgraph.state "a" kind = "grad" : tensor<4xf32>
+    %ma = zgraph.state "a" kind = "exp_avg" : tensor<4xf32>
+    %va = zgraph.state "a" kind = "exp_avg_sq" : tensor<4xf32>
+    %b = zgraph.param "b" trainable : tensor<4xf32>
+    %gb = zgraph.state "b" kind = "grad" : tensor<4xf32>
+    %mb = zgraph.state "b" kind = "exp_avg" : tensor<4xf32>
+    %vb = zgraph.state "b" kind = "exp_avg_sq" : tensor<4xf32>
+    %c = zgraph.param "c" trainable : tensor<4xf32>
+    %gc = zgraph.state "c" kind = "grad" : tensor<4xf32>
+    %mc = zgraph.state "c" kind = "exp_avg" : tensor<4xf32>
+    %vc = zgraph.state "c" kind = "exp_avg_sq" : tensor<4xf32>
+    %d = zgraph.param "d" trainable : tensor<4xf32>
+    %gd = zgraph.state "d" kind = "grad" : tensor<4xf32>
+    %md = zgraph.state "d" kind = "exp_avg" : tensor<4xf32>
+    %vd = zgraph.state "d" kind = "exp_avg_sq" : tensor<4xf32>
+    %e = zgraph.param "e" trainable : tensor<4xf32>
+    %ge = zgraph.state "e" kind = "grad" : tensor<4xf32>
+    %me = zgraph.state "e" kind = "exp_avg" : tensor<4xf32>
+    %ve = zgraph.state "e" kind = "exp_avg_sq" : tensor<4xf32>
+    %f = zgraph.param "f" trainable : tensor<4xf32>
+    %gf = zgraph.state "f" kind = "grad" : tensor<4xf32>
+    %mf = zgraph.state "f" kind = "exp_avg" : tensor<4xf32>
+    %vf = zgraph.state "f" kind = "exp_avg_sq" : tensor<4xf32>
+    zgraph.adamw %a, %ga, %ma, %va, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    zgraph.fill %ga value = 0.0 : tensor<4xf32>
+    zgraph.fill %gb value = 0.0 : tensor<4xf32>
+    zgraph.adamw %b, %gb, %mb, %vb, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    zgraph.adamw %c, %gc, %mc, %vc, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    zgraph.fill %gc value = 0.0 : tensor<4xf32>
+    zgraph.adamw %d, %gd, %md, %vd, %scalars {adam_w_mode = false} : tensor<4xf32>, tensor<8xf64>
+    zgraph.adamw %e, %ge, %me, %ve, %other {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    %copy = zgraph.cast %a : tensor<4xf32> -> tensor<4xf16>
+    zgraph.adamw %f, %gf, %mf, %vf, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    return %copy : tensor<4xf16>
+  }
+}
