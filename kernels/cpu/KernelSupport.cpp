@@ -660,19 +660,28 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
 
 /// Every optimizer tensor but the scalars (input `scalarsIndex`) has the
 /// parameter's dtype, f32 or f64, and shape.
+/// With `halfGradient`, input 1 of an f32 parameter may be f16 or bf16.
 static Status checkLikeParam(const char *kernel, const TensorView *inputs,
                              std::initializer_list<const char *> inputNames,
                              size_t scalarsIndex, const TensorView *outputs,
-                             std::initializer_list<const char *> outputNames) {
+                             std::initializer_list<const char *> outputNames,
+                             bool halfGradient = false) {
   const TensorView &param = inputs[0];
   if (param.dtype != plan::F32 && param.dtype != plan::F64)
     return unsupportedDType(kernel, "param", param, "f32 and f64");
   size_t i = 0;
   for (const char *name : inputNames) {
-    if (i != 0 && i != scalarsIndex)
-      if (Status s = expectLike(kernel, name, inputs[i], "param", param);
+    const TensorView &view = inputs[i];
+    bool half = halfGradient && i == 1 && param.dtype == plan::F32 &&
+                (view.dtype == plan::F16 || view.dtype == plan::BF16);
+    if (half) {
+      if (Status s = expectShape(kernel, name, view, SmallShape(param.shape));
           !s.isOk())
         return s;
+    } else if (i != 0 && i != scalarsIndex) {
+      if (Status s = expectLike(kernel, name, view, "param", param); !s.isOk())
+        return s;
+    }
     ++i;
   }
   i = 0;
@@ -688,7 +697,8 @@ static Status checkLikeParam(const char *kernel, const TensorView *inputs,
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,
-                              size_t scalarsIndex, size_t optionalOutputs) {
+                              size_t scalarsIndex, size_t optionalOutputs,
+                              bool halfGradient) {
   if (args.outputs.size() > outputs.size() &&
       args.outputs.size() <= outputs.size() + optionalOutputs) {
     if (Status s = checkCount(kernel, "inputs", args.inputs.size(), inputs.size()); !s.isOk())
@@ -699,7 +709,7 @@ Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
     return s;
   }
   return checkLikeParam(kernel, args.inputs.data(), inputs, scalarsIndex,
-                        args.outputs.data(), outputs);
+                        args.outputs.data(), outputs, halfGradient);
 }
 
 Status checkOptimizerMember(const char *kernel, const TensorView *inputs,

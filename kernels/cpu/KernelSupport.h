@@ -309,10 +309,13 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
 /// inputs' own buffers; distinct ones work too, since every element is read
 /// before it is written.
 /// `optionalOutputs` more outputs may follow (the kernel checks them).
+/// With `halfGradient`, input 1 (the gradient) of an f32 parameter may also
+/// be f16 or bf16 of its shape.
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,
-                              size_t scalarsIndex, size_t optionalOutputs = 0);
+                              size_t scalarsIndex, size_t optionalOutputs = 0,
+                              bool halfGradient = false);
 
 /// A multi-tensor instruction (the compiler fuses the optimizer step's
 /// adamw and fill instructions): members of `inputsPerMember` inputs each,

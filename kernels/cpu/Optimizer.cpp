@@ -28,6 +28,9 @@ namespace zcc::cpu::kernels {
 /// Elements of an adamw step done before their 16-bit copy is cast (a
 /// block of param, gradient and moments: 64 KiB each in f32, in L2).
 constexpr int64_t kAdamCopyBlock = 16384;
+/// Elements of a 16-bit gradient an adamw step widens to f32 at a time (on
+/// the stack, 16 KiB).
+constexpr int64_t kAdamWidenBlock = 4096;
 
 using namespace detail;
 
@@ -153,15 +156,28 @@ void adamwLoop(const TensorView *in, const TensorView *out,
   c.negativeStepSize = static_cast<T>(-stepSize);
 
   // With a fourth result (an offloaded parameter's 16-bit copy), each
-  // block of the updated parameter is cast while it is still in cache.
+  // block of the updated parameter is cast while it is still in cache. A
+  // 16-bit gradient is widened a block at a time into `widened` (exactly:
+  // every f16 and bf16 value is an f32), which the step then reads.
   const int64_t n = in[0].numElements();
-  const int64_t block = copy ? kAdamCopyBlock : std::max<int64_t>(n, 1);
+  const bool widen = in[1].dtype != in[0].dtype;
+  const int64_t block = widen  ? kAdamWidenBlock
+                        : copy ? kAdamCopyBlock
+                               : std::max<int64_t>(n, 1);
+  alignas(64) T widened[kAdamWidenBlock];
   auto run = [&](auto smallWeight, auto weightDecay, auto isDecoupled) {
     for (int64_t begin = 0; begin < n; begin += block) {
       int64_t count = std::min(block, n - begin);
+      const T *grad = in[1].as<const T>() + begin;
+      if (widen) {
+        castElements(static_cast<const uint8_t *>(in[1].data) +
+                         begin * dtypeBytes(in[1].dtype),
+                     in[1].dtype, widened, in[0].dtype, count);
+        grad = widened;
+      }
       adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
                     decltype(isDecoupled)::value>(
-          in[0].as<const T>() + begin, in[1].as<const T>() + begin,
+          in[0].as<const T>() + begin, grad,
           in[2].as<const T>() + begin, in[3].as<const T>() + begin,
           out[0].as<T>() + begin, out[1].as<T>() + begin,
           out[2].as<T>() + begin, count, c);
@@ -432,7 +448,7 @@ Status adamw(const KernelArgs &args) {
   if (Status s = checkOptimizerOperands(
           args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
           {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4,
-          /*optionalOutputs=*/1);
+          /*optionalOutputs=*/1, /*halfGradient=*/true);
       !s.isOk())
     return s;
   // The optional fourth result: the updated parameter cast to 16 bits.

@@ -1376,6 +1376,28 @@ TEST(CudaKernelsLinalg, OptimizersRefuseLikeCpu) {
   expectCudaRefusesLikeCpu(damp);
 }
 
+// A 16-bit gradient of an f32 parameter only reaches host updates (the
+// offloaded mixed-precision gradients): the device's adamw says so by
+// refusing it, where the cpu kernel widens it.
+TEST(CudaKernelsLinalg, AdamwRefusesA16BitGradient) {
+  ZCC_REQUIRE_GPU();
+  Hyper h;
+  Call call("adamw");
+  call.in(randomTensor(plan::F32, {3}, 1))
+      .in(randomTensor(plan::BF16, {3}, 2))
+      .in(randomTensor(plan::F32, {3}, 3))
+      .in(randomTensor(plan::F32, {3}, 4, 0, 1))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3);
+  Call host = call;
+  ASSERT_OK(host.run());
+  Status status = runOnCuda(call);
+  expectError(status, StatusCode::kInvalidArgument,
+              {"adamw", "'grad' has element type bf16, but 'param' has f32"});
+}
+
 // The cpu refuses a step below 1 by reading the scalars; the cuda kernel
 // cannot read device memory on the host, so it leaves the state alone.
 TEST(CudaKernelsLinalg, OptimizerStepZeroLeavesStateAlone) {

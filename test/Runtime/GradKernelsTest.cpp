@@ -1679,6 +1679,63 @@ TEST(GradKernels, AdamwErrors) {
               {"adamw", "attribute 'adam_w_mode' must be a bool"});
 }
 
+// A 16-bit gradient of an f32 parameter (a mixed-precision gradient
+// offloaded in 16 bits) steps exactly as the same values in f32: over
+// several widening blocks and a partial one, with and without the 16-bit
+// copy, and cut into chunks for the host's threads.
+TEST(GradKernels, AdamwWidensA16BitGradient) {
+  constexpr int64_t kCount = 10000;
+  Hyper h;
+  h.weightDecay = 0.01;
+  h.gradScale = 0.125;
+  std::vector<double> param = quantize(plan::F32, randomValues(kCount, 950));
+  std::vector<double> expAvg = quantize(plan::F32, randomValues(kCount, 951, -1, 1));
+  std::vector<double> expAvgSq = quantize(plan::F32, randomValues(kCount, 952, 0, 1));
+  for (DType gradType : {plan::BF16, plan::F16})
+    for (bool withCopy : {false, true}) {
+      std::vector<double> grad = quantize(gradType, randomValues(kCount, 953, -3, 3));
+      auto build = [&](DType type) {
+        Call call("adamw");
+        call.in(f32({kCount}, param))
+            .in(encode(type, {kCount}, grad))
+            .in(f32({kCount}, expAvg))
+            .in(f32({kCount}, expAvgSq))
+            .in(scalarsTensor(h, 7))
+            .inPlace(0)
+            .inPlace(2)
+            .inPlace(3);
+        if (withCopy)
+          call.out(plan::BF16, {kCount});
+        return call;
+      };
+      Call wide = build(plan::F32), half = build(gradType);
+      ASSERT_OK(wide.run());
+      ASSERT_OK(half.run());
+      for (size_t i = 0; i < wide.outputCount(); ++i)
+        EXPECT_EQ(half.result(i).bytes, wide.result(i).bytes)
+            << dtypeName(gradType) << " output " << i;
+    }
+  // Only an f32 parameter widens, and only a gradient of its shape.
+  auto step = [&](DType paramType, Tensor grad) {
+    Call call("adamw");
+    call.in(encode(paramType, {3}, {1, 2, 3}))
+        .in(std::move(grad))
+        .in(encode(paramType, {3}, {0, 0, 0}))
+        .in(encode(paramType, {3}, {0, 0, 0}))
+        .in(scalarsTensor(h, 1))
+        .inPlace(0)
+        .inPlace(2)
+        .inPlace(3);
+    return call.run();
+  };
+  expectError(step(plan::F64, encode(plan::BF16, {3}, {1, 1, 1})),
+              StatusCode::kInvalidArgument,
+              {"adamw", "'grad' has element type bf16, but 'param' has f64"});
+  expectError(step(plan::F32, encode(plan::BF16, {2}, {1, 1})),
+              StatusCode::kInvalidArgument,
+              {"adamw", "'grad' has shape [2], expected [3]"});
+}
+
 // A multi-tensor adamw (the compiler's fusion of a step's adamw
 // instructions) steps every tensor exactly as its own instruction would:
 // same bits, whatever the tensors' sizes.

@@ -28,8 +28,9 @@ cpu::TensorView view(std::vector<float> &data) {
 }
 
 /// One Adam step of `n` elements on `threads` threads: the updated
-/// parameter, moments and all.
-std::vector<float> adamStep(int64_t n, int threads) {
+/// parameter, moments and all. With `bf16Gradient`, the gradient is given
+/// in bf16 (its values' upper halves), as an offloaded mixed-precision one.
+std::vector<float> adamStep(int64_t n, int threads, bool bf16Gradient = false) {
   std::mt19937 random(11);
   std::normal_distribution<float> normal;
   std::vector<float> param(n), grad(n), m(n), v(n);
@@ -45,7 +46,18 @@ std::vector<float> adamStep(int64_t n, int threads) {
   scalars.dtype = plan::F64;
   scalars.shape = {8};
   cpu::KernelArgs args;
-  args.inputs = {view(param), view(grad), view(m), view(v), scalars};
+  std::vector<uint16_t> half(n);
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &grad[i], sizeof(bits));
+    half[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  cpu::TensorView gradient = view(grad);
+  if (bf16Gradient) {
+    gradient.data = half.data();
+    gradient.dtype = plan::BF16;
+  }
+  args.inputs = {view(param), gradient, view(m), view(v), scalars};
   args.outputs = {view(param), view(m), view(v)};
   cpu::KernelFn adamw = cpu::findKernel("adamw");
   HostKernelPool pool(threads);
@@ -59,14 +71,19 @@ std::vector<float> adamStep(int64_t n, int threads) {
 }
 
 TEST(HostKernels, ThreadsDoNotChangeAnyBit) {
-  // An odd size, so the last chunk is short.
-  std::vector<float> one = adamStep(100003, 1);
-  for (int threads : {2, 3, 8}) {
-    std::vector<float> many = adamStep(100003, threads);
-    ASSERT_EQ(one.size(), many.size());
-    EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
-        << threads << " threads";
+  // An odd size, so the last chunk is short; an f32 and a bf16 gradient
+  // (each chunk widens its own part).
+  for (bool bf16 : {false, true}) {
+    std::vector<float> one = adamStep(100003, 1, bf16);
+    for (int threads : {2, 3, 8}) {
+      std::vector<float> many = adamStep(100003, threads, bf16);
+      ASSERT_EQ(one.size(), many.size());
+      EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+          << threads << " threads" << (bf16 ? ", bf16 gradient" : "");
+    }
   }
+  // The gradient's bf16 rounding shows in the step: the bf16 one is read.
+  EXPECT_NE(adamStep(1000, 1, true), adamStep(1000, 1, false));
 }
 
 TEST(HostKernels, ChunksCoverEveryElementOnce) {

@@ -510,10 +510,48 @@ private:
                                              func::FuncOp update);
   void eraseUnusedGradients(func::FuncOp func);
 
+  /// The 16-bit element type the host gradients of a mixed-precision
+  /// config travel in (f16 or bf16), or null for fp32 training.
+  Type sixteenBitType();
+  /// The streamed gradients every host reader of which is an adamw that
+  /// takes it as its gradient: they travel in 16 bits.
+  llvm::StringSet<> sixteenBitGradients(func::FuncOp update);
+
   ModuleOp module;
   OpBuilder builder;
   llvm::StringSet<> streamed;
 };
+
+Type GradientStreamer::sixteenBitType() {
+  std::string precision = zgraph::configPrecision(module);
+  if (precision == "fp16")
+    return builder.getF16Type();
+  if (precision == "bf16")
+    return builder.getBF16Type();
+  return {};
+}
+
+llvm::StringSet<> GradientStreamer::sixteenBitGradients(func::FuncOp update) {
+  llvm::StringSet<> names;
+  if (!sixteenBitType())
+    return names;
+  llvm::StringSet<> refused;
+  for (auto offload : update.getOps<OffloadOp>()) {
+    auto state = offload.getOperand().getDefiningOp<zgraph::StateOp>();
+    if (!state || state.getKind() != "grad" || !streamed.contains(state.getName()))
+      continue;
+    bool ok = cast<RankedTensorType>(state.getType()).getElementType().isF32() &&
+              llvm::all_of(offload->getUses(), [](OpOperand &use) {
+                auto adamw = dyn_cast<zgraph::AdamWOp>(use.getOwner());
+                return adamw && use.get() == adamw.getGrad() &&
+                       use.getOperandNumber() == 1;
+              });
+    (ok ? names : refused).insert(state.getName());
+  }
+  for (const auto &name : refused)
+    names.erase(name.getKey());
+  return names;
+}
 
 llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microStep,
                                                             func::FuncOp norm,
@@ -569,6 +607,13 @@ void GradientStreamer::run() {
     return;
   for (StringRef name : chosen)
     streamed.insert(name);
+  llvm::StringSet<> halves = sixteenBitGradients(update);
+  Type half = sixteenBitType();
+  auto hostType = [&](StringRef name, Type type) -> Type {
+    if (!halves.contains(name))
+      return type;
+    return RankedTensorType::get(cast<RankedTensorType>(type).getShape(), half);
+  };
   MLIRContext *context = module.getContext();
   auto stepState = [&](Location loc, StringRef name, StringRef kind, Type type) {
     auto state = builder.create<zgraph::StateOp>(loc, type, builder.getStringAttr(name),
@@ -627,13 +672,20 @@ void GradientStreamer::run() {
     });
     builder.setInsertionPointAfter(write);
     Location loc = write->getLoc();
+    // In a mixed-precision step the gradient crosses in 16 bits (half the
+    // bytes, as DeepSpeed's offload moves the 16-bit gradients), and the
+    // norm is the 16-bit gradient's, so an fp16 overflow of the cast shows
+    // in it and the loss scaler skips the step.
+    Value crossing = gradient;
+    if (Type type = hostType(name, gradient.getType()); type != gradient.getType())
+      crossing = builder.create<zgraph::CastOp>(loc, type, gradient).getResult();
     if (auto found = sumOf.find(name); found != sumOf.end()) {
-      auto squares = builder.create<zgraph::SumSquaresOp>(loc, scalar, ValueRange{gradient});
+      auto squares = builder.create<zgraph::SumSquaresOp>(loc, scalar, ValueRange{crossing});
       builder.create<zgraph::AccumulateOp>(loc, accumulators[found->second],
                                            squares.getResult());
     }
-    auto host = hostState(loc, name, gradient.getType());
-    auto copy = builder.create<OffloadOp>(loc, gradient);
+    auto host = hostState(loc, name, crossing.getType());
+    auto copy = builder.create<OffloadOp>(loc, crossing);
     auto assign = builder.create<zgraph::AssignOp>(loc, host.getResult(), copy.getResult());
     markHost(assign);
   }
@@ -644,7 +696,8 @@ void GradientStreamer::run() {
     if (!state || state.getKind() != "grad" || !streamed.contains(state.getName()))
       continue;
     builder.setInsertionPoint(offload);
-    auto host = hostState(offload.getLoc(), state.getName(), state.getType());
+    auto host = hostState(offload.getLoc(), state.getName(),
+                          hostType(state.getName(), state.getType()));
     offload.getResult().replaceAllUsesWith(host.getResult());
     offload.erase();
   }

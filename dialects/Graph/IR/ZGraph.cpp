@@ -19,8 +19,36 @@ void ZGraphDialect::initialize() {
       >();
 }
 
+/// adamw's gradient type: printed (after `grad`) only where it is not the
+/// parameter's.
+static ParseResult parseGradientType(OpAsmParser &parser, Type &grad, Type param) {
+  if (succeeded(parser.parseOptionalKeyword("grad")))
+    return parser.parseType(grad);
+  grad = param;
+  return success();
+}
+
+static void printGradientType(OpAsmPrinter &printer, Operation *, Type grad, Type param) {
+  if (grad != param)
+    printer << " grad " << grad;
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/ZGraphOps.cpp.inc"
+
+std::string zcc::zgraph::configPrecision(ModuleOp module) {
+  auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+  auto enabled = [&](StringRef section) {
+    auto dict = config ? config.getAs<DictionaryAttr>(section) : DictionaryAttr();
+    auto flag = dict ? dict.getAs<BoolAttr>("enabled") : BoolAttr();
+    return flag && flag.getValue();
+  };
+  if (enabled("fp16"))
+    return "fp16";
+  if (enabled("bf16"))
+    return "bf16";
+  return "";
+}
 
 namespace {
 /// Every zgraph value has a static shape: the plan sizes every buffer.
@@ -712,13 +740,25 @@ LogicalResult SumSquaresOp::verify() {
 }
 
 namespace {
+/// `gradientMayBeHalf`: the gradient (tensors[1]) may also be the f32
+/// parameter's shape in f16 or bf16 (a mixed-precision gradient copied to
+/// the host in 16 bits, which the update widens as it reads).
 LogicalResult verifyOptimizerOperands(Operation *op, ValueRange tensors,
-                                      TypedValue<RankedTensorType> scalars) {
-  Type type = tensors.front().getType();
-  for (Value tensor : tensors)
-    if (tensor.getType() != type)
-      return op->emitOpError() << "param, grad and state must have one type, got "
-                               << tensor.getType() << " and " << type;
+                                      TypedValue<RankedTensorType> scalars,
+                                      bool gradientMayBeHalf = false) {
+  auto type = cast<RankedTensorType>(tensors.front().getType());
+  for (auto [index, tensor] : llvm::enumerate(tensors)) {
+    auto other = cast<RankedTensorType>(tensor.getType());
+    if (other == type)
+      continue;
+    if (index == 1 && gradientMayBeHalf && type.getElementType().isF32() &&
+        other.getShape() == type.getShape() &&
+        (other.getElementType().isF16() || other.getElementType().isBF16()))
+      continue;
+    return op->emitOpError() << "param, grad and state must have one type"
+                             << (gradientMayBeHalf ? " (or an f32 param a 16-bit grad)" : "")
+                             << ", got " << other << " and " << type;
+  }
   if (scalars.getType().getNumElements() != 8)
     return op->emitOpError("scalars must be tensor<8xf64>");
   for (auto [index, tensor] : llvm::enumerate(tensors))
@@ -730,7 +770,7 @@ LogicalResult verifyOptimizerOperands(Operation *op, ValueRange tensors,
 
 LogicalResult AdamWOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
-                                 getScalars());
+                                 getScalars(), /*gradientMayBeHalf=*/true);
 }
 
 LogicalResult SgdOp::verify() {

@@ -15,4 +15,16 @@
 #define GET_OP_CLASSES
 #include "dialects/Graph/IR/ZGraphOps.h.inc"
 
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace zcc::zgraph {
+
+/// The training precision `module`'s `zcc.config` asks for: "fp16", "bf16"
+/// or "" (fp32).
+std::string configPrecision(mlir::ModuleOp module);
+
+} // namespace zcc::zgraph
+
 #endif // ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H

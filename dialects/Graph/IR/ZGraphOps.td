@@ -770,12 +770,15 @@ def ZGraph_SumSquaresOp : ZGraph_Op<"sum_squares", [Pure]> {
 }
 
 def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
-    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
+    AllTypesMatch<["param", "exp_avg", "exp_avg_sq"]>]> {
   let summary = "One Adam step of a parameter, in place";
   let description = [{
     Updates `param`, `exp_avg` and `exp_avg_sq` in place from `grad` as
     torch.optim.AdamW does (`adam_w_mode`: decoupled weight decay) or as
-    torch.optim.Adam does (L2 weight decay added to the gradient).
+    torch.optim.Adam does (L2 weight decay added to the gradient). `grad`
+    has the parameter's type, or for an f32 parameter its shape in f16 or
+    bf16 (printed after `grad`), which the step widens to f32 as it reads
+    it: a mixed-precision gradient that crossed to the host in 16 bits.
     `scalars` is f64[8]: lr, beta1, beta2, eps, weight_decay, step (1-based),
     grad_scale (multiplies the gradient first: unscaling, averaging over
     micro-steps and clipping in one factor), momentum (unused).
@@ -784,7 +787,8 @@ def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
                        ZGraph_FloatTensor:$exp_avg, ZGraph_FloatTensor:$exp_avg_sq,
                        1DTensorOf<[F64]>:$scalars, DefaultValuedAttr<BoolAttr, "true">:$adam_w_mode);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) ``
+    custom<GradientType>(type($grad), ref(type($param))) `,` type($scalars)
   }];
   let hasVerifier = 1;
 }

@@ -37,21 +37,6 @@ RankedTensorType withElement(Type type, Type element) {
   return RankedTensorType::get(tensor.getShape(), element);
 }
 
-/// The precision the config asks for: "fp16", "bf16" or "" (fp32).
-std::string configPrecision(ModuleOp module) {
-  auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
-  auto enabled = [&](StringRef section) {
-    auto dict = config ? config.getAs<DictionaryAttr>(section) : DictionaryAttr();
-    auto flag = dict ? dict.getAs<BoolAttr>("enabled") : BoolAttr();
-    return flag && flag.getValue();
-  };
-  if (enabled("fp16"))
-    return "fp16";
-  if (enabled("bf16"))
-    return "bf16";
-  return "";
-}
-
 struct MixedPrecisionPass : impl::MixedPrecisionPassBase<MixedPrecisionPass> {
   using MixedPrecisionPassBase::MixedPrecisionPassBase;
 

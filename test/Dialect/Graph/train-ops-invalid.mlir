@@ -285,13 +285,37 @@ func.func @adamw_in_place(%s: tensor<8xf64>, %v: tensor<4xf32>) {
 
 // -----
 
-// The parameter and its states have one type: an f16 gradient is
-// accumulated into an f32 state first.
-func.func @adamw_types(%s: tensor<8xf64>, %g: tensor<4xf16>) {
+// The parameter and its states have one type.
+func.func @adamw_types(%s: tensor<8xf64>, %g: tensor<4xf32>, %h: tensor<4xf16>) {
   %w = zgraph.param "w" trainable : tensor<4xf32>
   %m = zgraph.state "w" kind = "exp_avg" : tensor<4xf32>
-  // expected-error @+1 {{'zgraph.adamw' op failed to verify that all of {param, grad, exp_avg, exp_avg_sq} have same type}}
-  "zgraph.adamw"(%w, %g, %m, %m, %s) : (tensor<4xf32>, tensor<4xf16>, tensor<4xf32>, tensor<4xf32>, tensor<8xf64>) -> ()
+  // expected-error @+1 {{'zgraph.adamw' op failed to verify that all of {param, exp_avg, exp_avg_sq} have same type}}
+  "zgraph.adamw"(%w, %g, %m, %h, %s) : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf16>, tensor<8xf64>) -> ()
+  return
+}
+
+// -----
+
+// The gradient has the parameter's type, or an f32 parameter's shape in 16
+// bits; an f64 gradient of an f32 parameter is neither.
+func.func @adamw_gradient_type(%s: tensor<8xf64>, %g: tensor<4xf64>) {
+  %w = zgraph.param "w" trainable : tensor<4xf32>
+  %m = zgraph.state "w" kind = "exp_avg" : tensor<4xf32>
+  %v = zgraph.state "w" kind = "exp_avg_sq" : tensor<4xf32>
+  // expected-error @+1 {{'zgraph.adamw' op param, grad and state must have one type (or an f32 param a 16-bit grad), got 'tensor<4xf64>' and 'tensor<4xf32>'}}
+  zgraph.adamw %w, %g, %m, %v, %s : tensor<4xf32> grad tensor<4xf64>, tensor<8xf64>
+  return
+}
+
+// -----
+
+// A 16-bit gradient has the parameter's shape.
+func.func @adamw_gradient_shape(%s: tensor<8xf64>, %g: tensor<2xbf16>) {
+  %w = zgraph.param "w" trainable : tensor<4xf32>
+  %m = zgraph.state "w" kind = "exp_avg" : tensor<4xf32>
+  %v = zgraph.state "w" kind = "exp_avg_sq" : tensor<4xf32>
+  // expected-error @+1 {{'zgraph.adamw' op param, grad and state must have one type (or an f32 param a 16-bit grad), got 'tensor<2xbf16>' and 'tensor<4xf32>'}}
+  zgraph.adamw %w, %g, %m, %v, %s : tensor<4xf32> grad tensor<2xbf16>, tensor<8xf64>
   return
 }
 
