@@ -22,8 +22,10 @@
 // Placement is then one forward walk over each function: an op runs where
 // its in-place targets live, otherwise on the host only when every tensor
 // it reads is there; an operand on the other side is copied across right
-// before the op (`zdist.offload`, `zdist.fetch`), once per op, never reused
-// across ops, since the states it copies are mutable.
+// before the op (`zdist.offload`, `zdist.fetch`): a state or parameter once
+// per op, never reused across ops, since it is mutable; any other value
+// (the optimizer's scalars, an argument of the function) once per function,
+// by its first reader on the other side, and read from there by the rest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -423,6 +425,12 @@ func::FuncOp Offloader::getOrCreateInit(func::FuncOp update) {
 
 /// Decides where each op of `func` runs and copies operands across.
 LogicalResult Offloader::place(func::FuncOp func) {
+  // Copies of values nothing writes: fetched ones ([0]) and offloaded ones
+  // ([1]).
+  llvm::DenseMap<Value, Value> immutableCopies[2];
+  auto isMutable = [](Value value) {
+    return isa_and_nonnull<zgraph::StateOp, zgraph::ParamOp>(value.getDefiningOp());
+  };
   for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
     if (isa<zgraph::ParamOp, zgraph::StateOp, OffloadOp, FetchOp>(op))
       continue;
@@ -443,7 +451,7 @@ LogicalResult Offloader::place(func::FuncOp func) {
       Value value = operand.get();
       if (!isa<RankedTensorType>(value.getType()) || onHost(value) == host)
         continue;
-      Value &copy = copied[value];
+      Value &copy = isMutable(value) ? copied[value] : immutableCopies[host][value];
       if (!copy)
         copy = host ? Value(builder.create<OffloadOp>(op.getLoc(), value))
                     : Value(builder.create<FetchOp>(op.getLoc(), value));

@@ -109,7 +109,9 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
     (`zdist.memory = "host"`) only when every tensor operand is there; an
     operand in the other memory is copied right before its op with
     `zdist.offload` (device to host) or `zdist.fetch` (host to device),
-    once per op. Fetches of host values a function only reads (the
+    once per op for a state or parameter (they are mutable), once per
+    function for any other value (the optimizer's scalars: one offload for
+    all the host updates of a step). Fetches of host values a function only reads (the
     parameters and their 16-bit copies in a micro-step) that feed device ops
     directly (on one rank; on more, ZeRO-3 schedules the all-gathers they
     feed) are then scheduled by ZeRO-3's knobs: a value read again within
