@@ -168,13 +168,13 @@ void adamwLoop(const TensorView *in, const TensorView *out,
   auto run = [&](auto smallWeight, auto weightDecay, auto isDecoupled) {
     for (int64_t begin = 0; begin < n; begin += block) {
       int64_t count = std::min(block, n - begin);
-      const T *grad = in[1].as<const T>() + begin;
-      if (widen) {
+      const T *grad = widened;
+      if (widen)
         castElements(static_cast<const uint8_t *>(in[1].data) +
                          begin * dtypeBytes(in[1].dtype),
                      in[1].dtype, widened, in[0].dtype, count);
-        grad = widened;
-      }
+      else
+        grad = in[1].as<const T>() + begin;
       adamwElements<T, decltype(smallWeight)::value, decltype(weightDecay)::value,
                     decltype(isDecoupled)::value>(
           in[0].as<const T>() + begin, grad,

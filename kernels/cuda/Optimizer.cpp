@@ -139,6 +139,8 @@ Status fill(const KernelArgs &args, const LaunchContext &context) {
   if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
     return s;
   const TensorView &target = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
+    return s;
   double value = 0;
   if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
     return s;

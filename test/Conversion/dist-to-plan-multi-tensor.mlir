@@ -56,3 +56,32 @@ module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
     return %copy : tensor<4xf16>
   }
 }
+
+// -----
+
+// A member writes nothing an earlier member reads (the device runs the
+// members at once): "b"'s update writes the moment "a"'s reads as its
+// gradient, so "b" stays out of "a"'s group, and "c" joins it over "b".
+// CHECK-LABEL: zplan.program @optimizer_step {
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[MB:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], {{[^)]*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@[[MB]], {{[^)]*}}) outs(@device::@[[B]], @device::@[[MB]], @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: }
+module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
+  func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {
+    %a = zgraph.param "a" trainable : tensor<4xf32>
+    %ma = zgraph.state "a" kind = "exp_avg" : tensor<4xf32>
+    %va = zgraph.state "a" kind = "exp_avg_sq" : tensor<4xf32>
+    %b = zgraph.param "b" trainable : tensor<4xf32>
+    %gb = zgraph.state "b" kind = "grad" : tensor<4xf32>
+    %mb = zgraph.state "b" kind = "exp_avg" : tensor<4xf32>
+    %vb = zgraph.state "b" kind = "exp_avg_sq" : tensor<4xf32>
+    %c = zgraph.param "c" trainable : tensor<4xf32>
+    %gc = zgraph.state "c" kind = "grad" : tensor<4xf32>
+    %mc = zgraph.state "c" kind = "exp_avg" : tensor<4xf32>
+    %vc = zgraph.state "c" kind = "exp_avg_sq" : tensor<4xf32>
+    zgraph.adamw %a, %mb, %ma, %va, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    zgraph.adamw %b, %gb, %mb, %vb, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    zgraph.adamw %c, %gc, %mc, %vc, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    return
+  }
+}

@@ -368,6 +368,11 @@ bool isMultiTensorCandidate(const PlanInstruction &instruction,
                 instruction.outputs.size() == 1);
   if (!shape)
     return false;
+  // A 16-bit gradient (one crossed to the host) is a host adamw's alone.
+  if (instruction.kernel == "adamw" &&
+      buffers[instruction.inputs[1]].type.getElementType() !=
+          buffers[instruction.inputs[0]].type.getElementType())
+    return false;
   for (const auto *ids : {&instruction.inputs, &instruction.outputs})
     for (unsigned id : *ids)
       if (buffers[id].host)
@@ -411,9 +416,11 @@ void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffer
       continue;
     }
     bool adamw = head.kernel == "adamw";
-    // What the group writes, and what the instructions it passes read and
-    // write.
+    // What the group reads and writes, and what the instructions it passes
+    // read and write. A member writes nothing another member reads: the
+    // cuda kernel runs the members at once.
     llvm::DenseSet<unsigned> groupWrites(head.outputs.begin(), head.outputs.end());
+    llvm::DenseSet<unsigned> groupReads(head.inputs.begin(), head.inputs.end());
     llvm::DenseSet<unsigned> passedReads, passedWrites;
     SmallVector<size_t> members{i};
     for (size_t j = i + 1; j < list.size(); ++j) {
@@ -435,12 +442,13 @@ void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffer
                 }) &&
                 llvm::none_of(next.outputs, [&](unsigned id) {
                   return passedReads.contains(id) || passedWrites.contains(id) ||
-                         groupWrites.contains(id);
+                         groupWrites.contains(id) || groupReads.contains(id);
                 });
       }
       if (joins) {
         members.push_back(j);
         groupWrites.insert(next.outputs.begin(), next.outputs.end());
+        groupReads.insert(next.inputs.begin(), next.inputs.end());
         continue;
       }
       passedReads.insert(next.inputs.begin(), next.inputs.end());
