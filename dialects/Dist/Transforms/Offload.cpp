@@ -666,6 +666,7 @@ void GradientStreamer::run() {
 
   // @micro_step: right after each gradient's last write, its sum of
   // squares on the device and one copy to the host.
+  llvm::StringSet<> bypassed;
   llvm::StringMap<Operation *> lastWrite;
   for (Operation &op : microStep.getBody().front())
     for (Value target : inPlaceTargets(&op))
@@ -684,9 +685,23 @@ void GradientStreamer::run() {
     // bytes, as DeepSpeed's offload moves the 16-bit gradients), and the
     // norm is the 16-bit gradient's, so an fp16 overflow of the cast shows
     // in it and the loss scaler skips the step.
+    // A gradient last assigned from a value already in those 16 bits (a
+    // layer norm's, a bias's: the assignment, or a cast before it, widens
+    // it) crosses as that value: the round trip through f32 is exact.
     Value crossing = gradient;
-    if (Type type = hostType(name, gradient.getType()); type != gradient.getType())
-      crossing = builder.create<zgraph::CastOp>(loc, type, gradient).getResult();
+    if (Type type = hostType(name, gradient.getType()); type != gradient.getType()) {
+      auto assign = dyn_cast<zgraph::AssignOp>(write);
+      Value source = assign ? assign.getValue() : Value();
+      if (auto widen = source ? source.getDefiningOp<zgraph::CastOp>() : zgraph::CastOp();
+          widen && widen.getInput().getType() == type)
+        source = widen.getInput();
+      if (source && source.getType() == type) {
+        crossing = source;
+        bypassed.insert(name);
+      } else {
+        crossing = builder.create<zgraph::CastOp>(loc, type, gradient).getResult();
+      }
+    }
     if (auto found = sumOf.find(name); found != sumOf.end()) {
       auto squares = builder.create<zgraph::SumSquaresOp>(loc, scalar, ValueRange{crossing});
       builder.create<zgraph::AccumulateOp>(loc, accumulators[found->second],
@@ -696,6 +711,29 @@ void GradientStreamer::run() {
     auto copy = builder.create<OffloadOp>(loc, crossing);
     auto assign = builder.create<zgraph::AssignOp>(loc, host.getResult(), copy.getResult());
     markHost(assign);
+  }
+
+  // The f32 gradients a 16-bit value crossed in place of are written and
+  // no longer read: their writes go, and the widening casts they read.
+  for (auto state : llvm::to_vector(microStep.getOps<zgraph::StateOp>())) {
+    if (state.getKind() != "grad" || !bypassed.contains(state.getName()))
+      continue;
+    bool onlyWritten = llvm::all_of(state->getUses(), [](OpOperand &use) {
+      Operation *user = use.getOwner();
+      return isa<zgraph::AssignOp, zgraph::AccumulateOp, zgraph::AccumulateMatMulOp,
+                 zgraph::FillOp>(user) &&
+             llvm::is_contained(inPlaceTargets(user), use.get());
+    });
+    if (!onlyWritten)
+      continue;
+    for (Operation *user : llvm::to_vector(state->getUsers())) {
+      SmallVector<Value> operands(user->getOperands());
+      user->erase();
+      for (Value operand : operands)
+        if (auto cast = operand.getDefiningOp<zgraph::CastOp>(); cast && cast->use_empty())
+          cast.erase();
+    }
+    state.erase();
   }
 
   // @optimizer_step: the host updates read the host gradient.

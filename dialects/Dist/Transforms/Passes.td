@@ -136,7 +136,12 @@ def OffloadGradientsPass : Pass<"zcc-dist-offload-gradients", "mlir::ModuleOp"> 
     copy runs on the communication stream while the backward goes on, the
     device gradient is live only from its write to that copy, and
     `@optimizer_step` reads the host gradient instead of offloading it
-    after the backward. In `@grad_norm`, the sums of squares over such
+    after the backward. With `fp16` or `bf16` enabled, a gradient every
+    host reader of which is an adamw crosses in those 16 bits, as
+    DeepSpeed's offload moves its 16-bit gradients: its f32 value is cast
+    on the device (a gradient assigned from a value already in 16 bits
+    crosses as that value, and its f32 buffer goes), the norm sums the
+    squares of the 16-bit copy, and the host adamw widens it as it reads. In `@grad_norm`, the sums of squares over such
     gradients run on the host over the host copies (a sum over both kinds
     splits in two) and their result is fetched.
 
