@@ -767,20 +767,29 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
-Status checkMultiFillTargets(const KernelArgs &args, const char *kernel) {
-  size_t members = 0;
-  if (Status s = countMembers(args, kernel, 0, 0, 1, members); !s.isOk())
-    return s;
-  for (size_t m = 0; m < members; ++m) {
-    const TensorView &target = args.outputs[m];
-    if (Status s = checkView(kernel, "result", "target", static_cast<int>(m),
-                             target);
+Status checkFillOperands(const KernelArgs &args, const char *kernel,
+                         double &value) {
+  if (args.outputs.size() > 1) {
+    size_t members = 0;
+    if (Status s = countMembers(args, kernel, 0, 0, 1, members); !s.isOk())
+      return s;
+    for (size_t m = 0; m < members; ++m) {
+      const TensorView &target = args.outputs[m];
+      if (Status s = checkView(kernel, "result", "target", static_cast<int>(m),
+                               target);
+          !s.isOk())
+        return s;
+      if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
+        return s.addContext("in target #" + std::to_string(m));
+    }
+  } else {
+    if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
+      return s;
+    if (Status s = expectFloatDType(kernel, "target", args.outputs[0]);
         !s.isOk())
       return s;
-    if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
-      return s.addContext("in target #" + std::to_string(m));
   }
-  return Status::ok();
+  return requiredFloat(args, kernel, "value", value);
 }
 
 Status optionalBool(const KernelArgs &args, const char *kernel,

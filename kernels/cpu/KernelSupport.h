@@ -344,9 +344,10 @@ Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
 Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
                                size_t &members);
 
-/// Checks a multi-tensor fill's targets (no inputs, one output a target):
-/// each a float tensor.
-Status checkMultiFillTargets(const KernelArgs &args, const char *kernel);
+/// Checks fill's operands, one target or several (a multi-tensor fill: no
+/// inputs, one output a target), each a float tensor, and reads `value`.
+Status checkFillOperands(const KernelArgs &args, const char *kernel,
+                         double &value);
 
 /// Checks that `view` can be read or written at all: a known element type,
 /// a supported rank, no negative dimension, data behind a non-empty view.

@@ -289,39 +289,19 @@ template <typename T> void fillView(const TensorView &target, double value) {
     data[i] = element;
 }
 
-/// A multi-tensor fill (several targets, the compiler's fusion of the
-/// gradients' zeroing): every target is checked before any is written.
-Status multiFill(const KernelArgs &args) {
-  const char *kernel = "fill";
-  if (Status s = checkMultiFillTargets(args, kernel); !s.isOk())
-    return s;
+} // namespace
+
+/// One target, or several (the compiler's fusion of the gradients'
+/// zeroing): every target is checked before any is written.
+Status fill(const KernelArgs &args) {
   double value = 0;
-  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+  if (Status s = checkFillOperands(args, "fill", value); !s.isOk())
     return s;
   for (const TensorView &target : args.outputs)
-    (void)dispatchFloat(kernel, "target", target, [&](auto tag) {
+    (void)dispatchFloat("fill", "target", target, [&](auto tag) {
       fillView<decltype(tag)>(target, value);
     });
   return Status::ok();
-}
-
-} // namespace
-
-Status fill(const KernelArgs &args) {
-  const char *kernel = "fill";
-  if (args.outputs.size() > 1)
-    return multiFill(args);
-  if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
-    return s;
-  const TensorView &target = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
-    return s;
-  double value = 0;
-  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
-    return s;
-  return dispatchFloat(kernel, "target", target, [&](auto tag) {
-    fillView<decltype(tag)>(target, value);
-  });
 }
 
 namespace {

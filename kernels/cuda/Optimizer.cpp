@@ -73,12 +73,10 @@ Status accumulate(const KernelArgs &args, const LaunchContext &context) {
 
 namespace {
 
-/// Checks a fill target's element type and rounds the value to it on the
-/// host exactly as the cpu rounds it (the device copies the bits).
-Status fillBits(const TensorView &target, double value, uint64_t &bits,
-                int &bytes) {
-  if (Status s = expectFloatDType("fill", "target", target); !s.isOk())
-    return s;
+/// The value rounded to a (checked) fill target's element type on the host
+/// exactly as the cpu rounds it: the device copies the bits.
+void fillBits(const TensorView &target, double value, uint64_t &bits,
+              int &bytes) {
   switch (target.dtype) {
   case plan::F32:
     bits = elementBits<float>(value, bytes);
@@ -93,19 +91,14 @@ Status fillBits(const TensorView &target, double value, uint64_t &bits,
     bits = elementBits<cpu::BFloat16>(value, bytes);
     break;
   }
-  return Status::ok();
 }
 
-/// A multi-tensor fill (several targets): every target is checked before
-/// any launch, then one launch a kFillTensorsPerLaunch targets.
-Status multiFill(const KernelArgs &args, const LaunchContext &context) {
+/// A multi-tensor fill (several checked targets): one launch a
+/// kFillTensorsPerLaunch targets.
+Status multiFill(const KernelArgs &args, double value,
+                 const LaunchContext &context) {
   const char *kernel = "fill";
-  if (Status s = checkMultiFillTargets(args, kernel); !s.isOk())
-    return s;
   size_t members = args.outputs.size();
-  double value = 0;
-  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
-    return s;
   FillTensor chunk[kFillTensorsPerLaunch];
   int chunkSize = 0;
   for (size_t m = 0; m <= members; ++m) {
@@ -123,7 +116,7 @@ Status multiFill(const KernelArgs &args, const LaunchContext &context) {
       continue;
     FillTensor &t = chunk[chunkSize++];
     t.pattern = 0;
-    (void)fillBits(target, value, t.pattern, t.elementBytes);
+    fillBits(target, value, t.pattern, t.elementBytes);
     t.target = target.data;
     t.count = target.numElements();
   }
@@ -134,20 +127,15 @@ Status multiFill(const KernelArgs &args, const LaunchContext &context) {
 
 Status fill(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "fill";
-  if (args.outputs.size() > 1)
-    return multiFill(args, context);
-  if (Status s = checkOperands(args, kernel, {}, {"target"}); !s.isOk())
-    return s;
-  const TensorView &target = args.outputs[0];
-  if (Status s = expectFloatDType(kernel, "target", target); !s.isOk())
-    return s;
   double value = 0;
-  if (Status s = requiredFloat(args, kernel, "value", value); !s.isOk())
+  if (Status s = checkFillOperands(args, kernel, value); !s.isOk())
     return s;
+  if (args.outputs.size() > 1)
+    return multiFill(args, value, context);
+  const TensorView &target = args.outputs[0];
   uint64_t bits = 0;
   int bytes = 0;
-  if (Status s = fillBits(target, value, bits, bytes); !s.isOk())
-    return s;
+  fillBits(target, value, bits, bytes);
   int64_t count = target.numElements();
   if (count == 0)
     return Status::ok();
