@@ -353,7 +353,8 @@ static Status loadFileWeight(const plan::Plan &plan, const plan::Weight &weight,
 }
 
 //===----------------------------------------------------------------------===//
-// Weights by name: --weights MODEL.onnx and --weights FILE.safetensors
+// Weights by name: --weights MODEL.onnx and --weights FILE.safetensors (a
+// partitioned weight reads its rows of the whole tensor)
 //===----------------------------------------------------------------------===//
 
 static std::vector<int64_t> bufferShape(const plan::Buffer &buffer) {
@@ -386,23 +387,49 @@ static plan::DType planDType(int32_t onnxType) {
   }
 }
 
-/// The checks every named source shares: the file's tensor has the buffer's
-/// dtype, shape and byte count. `fileDtype` is the file's own spelling.
+/// The part of a named tensor that fills `buffer`: all of it, or for a
+/// weight partitioned over `shards` ranks (ZeRO-3) the block of rows of
+/// rank `shardIndex`, as the plan's own files are read (Weight.shards).
+struct NamedPart {
+  /// The whole tensor's shape, as the file must hold it.
+  std::vector<int64_t> shape;
+  uint64_t shards = 1;
+  uint64_t shardIndex = 0;
+};
+
+static NamedPart namedPartOf(const plan::Weight &weight, const plan::Buffer &buffer,
+                             int shardIndex) {
+  NamedPart part;
+  part.shape = bufferShape(buffer);
+  part.shards = std::max<uint32_t>(1, weight.shards());
+  if (part.shards > 1 && !part.shape.empty()) {
+    part.shape[0] *= static_cast<int64_t>(part.shards);
+    part.shardIndex = static_cast<uint64_t>(shardIndex);
+  }
+  return part;
+}
+
+/// The checks every named source shares: the file's tensor has the whole
+/// weight's dtype, shape and byte count. `fileDtype` is the file's own
+/// spelling.
 static Status checkNamedWeight(const std::string &item, const std::string &file,
                                const std::string &fileDtype,
                                plan::DType dtype,
                                const std::vector<int64_t> &shape,
-                               uint64_t length, const plan::Buffer &buffer) {
-  std::vector<int64_t> expected = bufferShape(buffer);
-  if (!convertibleDType(dtype, buffer.dtype()) || shape != expected)
+                               uint64_t length, const plan::Buffer &buffer,
+                               const NamedPart &part) {
+  if (!convertibleDType(dtype, buffer.dtype()) || shape != part.shape)
     return Status(StatusCode::kInvalidArgument,
                   item + " is " + fileDtype + " of shape " + shapeText(shape) +
                       " in '" + file + "', but the plan's buffer is " +
                       dtypeText(buffer.dtype()) + " of shape " +
-                      shapeText(expected) +
+                      shapeText(part.shape) +
+                      (part.shards > 1 ? formatString(" (the whole weight's, partitioned over %llu ranks)",
+                                                      static_cast<unsigned long long>(part.shards))
+                                       : std::string()) +
                       "; pass weights of the model the plan was compiled "
                       "from (or recompile the plan for this one)");
-  uint64_t needed = fileBytesFor(dtype, buffer.dtype(), buffer.bytes());
+  uint64_t needed = fileBytesFor(dtype, buffer.dtype(), buffer.bytes()) * part.shards;
   if (length != needed)
     return Status(StatusCode::kDataLoss,
                   item +
@@ -413,6 +440,18 @@ static Status checkNamedWeight(const std::string &item, const std::string &file,
                                    file.c_str(),
                                    static_cast<unsigned long long>(needed)));
   return Status::ok();
+}
+
+/// Copies the part of a named tensor at [offset, offset + length) of `path`
+/// that fills the buffer (checkNamedWeight has checked the length).
+static Status copyNamedPart(const std::string &path, uint64_t offset, uint64_t length,
+                            plan::DType fileDType, const plan::Buffer &buffer,
+                            const NamedPart &part, const std::string &item,
+                            std::vector<uint8_t> &staging, Backend &backend,
+                            uint8_t *destination) {
+  uint64_t partBytes = length / part.shards;
+  return copyFileRangeAs(path, offset + partBytes * part.shardIndex, partBytes, fileDType,
+                         buffer.dtype(), item, staging, backend, destination);
 }
 
 static Status missingWeight(const std::string &item, const std::string &file,
@@ -461,12 +500,13 @@ static const char *onnxTypeName(int32_t dtype) {
 }
 
 static Status loadOnnxWeight(const plan::Weight &weight,
-                             const plan::Buffer &buffer,
+                             const plan::Buffer &buffer, int shardIndex,
                              const std::string &model,
                              const OnnxInitializers &initializers,
                              std::vector<uint8_t> &staging, Backend &backend,
                              uint8_t *destination) {
   std::string item = describeWeight(weight);
+  NamedPart part = namedPartOf(weight, buffer, shardIndex);
   auto found = initializers.find(weight.name());
   if (found == initializers.end())
     return missingWeight(item, model, initializers.size(), "initializers");
@@ -483,8 +523,9 @@ static Status loadOnnxWeight(const plan::Weight &weight,
                                    planDType(tensor.dtype), tensor.dims,
                                    inPlace ? tensor.length
                                            : fileBytesFor(planDType(tensor.dtype), buffer.dtype(),
-                                                          buffer.bytes()),
-                                   buffer);
+                                                          buffer.bytes()) *
+                                                 part.shards,
+                                   buffer, part);
   if (!status.isOk())
     return status;
   if (!inPlace)
@@ -520,12 +561,12 @@ static Status loadOnnxWeight(const plan::Weight &weight,
                                       static_cast<unsigned long long>(end),
                                       path.c_str(),
                                       static_cast<unsigned long long>(*size)));
-  return copyFileRangeAs(path, tensor.offset, tensor.length, planDType(tensor.dtype), buffer.dtype(),
-                         item, staging, backend, destination);
+  return copyNamedPart(path, tensor.offset, tensor.length, planDType(tensor.dtype), buffer, part,
+                       item, staging, backend, destination);
 }
 
 static Status loadSafetensorsWeight(const plan::Weight &weight,
-                                    const plan::Buffer &buffer,
+                                    const plan::Buffer &buffer, int shardIndex,
                                     const std::string &file,
                                     const SafetensorsIndex &index,
                                     std::vector<uint8_t> &staging,
@@ -536,22 +577,13 @@ static Status loadSafetensorsWeight(const plan::Weight &weight,
     return missingWeight(item, file, index.size(), "tensors");
   const SafetensorsTensor &tensor = found->second;
   plan::DType dtype = safetensorsDType(tensor.dtype);
+  NamedPart part = namedPartOf(weight, buffer, shardIndex);
   Status status = checkNamedWeight(item, file, tensor.dtype, dtype,
-                                   tensor.shape, tensor.length, buffer);
+                                   tensor.shape, tensor.length, buffer, part);
   if (!status.isOk())
     return status;
-  return copyFileRangeAs(file, tensor.offset, tensor.length, dtype, buffer.dtype(), item, staging,
-                         backend, destination);
-}
-
-/// A file read by name holds whole tensors, not one rank's shard of them.
-static Status partitionedByNameUnsupported(const plan::Weight &weight) {
-  return Status(StatusCode::kUnimplemented,
-                describeWeight(weight) + " is partitioned over " +
-                    std::to_string(weight.shards()) +
-                    " ranks (ZeRO-3); loading partitioned weights by name is "
-                    "not supported yet (use the plan's weight files or "
-                    "--weights random)");
+  return copyNamedPart(file, tensor.offset, tensor.length, dtype, buffer, part, item, staging,
+                       backend, destination);
 }
 
 Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
@@ -571,16 +603,12 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
       return found.takeStatus();
     tensors = std::move(*found);
   }
-  bool byName = options.source == WeightSource::kOnnxFile ||
-                options.source == WeightSource::kSafetensorsFile;
   std::vector<uint8_t> staging;
   for (int i = 0; i < plan.weights_size(); ++i) {
     const plan::Weight &weight = plan.weights(i);
     const plan::Buffer &buffer = plan.buffers(weight.buffer());
     uint8_t *destination =
         (buffer.space() == plan::HOST ? hostArena : arena) + buffer.offset();
-    if (byName && weight.shards() > 1)
-      return partitionedByNameUnsupported(weight);
     Status status = Status::ok();
     switch (options.source) {
     case WeightSource::kRandom:
@@ -593,11 +621,11 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
                               destination);
       break;
     case WeightSource::kOnnxFile:
-      status = loadOnnxWeight(weight, buffer, options.file, initializers,
+      status = loadOnnxWeight(weight, buffer, options.shardIndex, options.file, initializers,
                               staging, backend, destination);
       break;
     case WeightSource::kSafetensorsFile:
-      status = loadSafetensorsWeight(weight, buffer, options.file, tensors,
+      status = loadSafetensorsWeight(weight, buffer, options.shardIndex, options.file, tensors,
                                      staging, backend, destination);
       break;
     }
