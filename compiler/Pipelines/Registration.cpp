@@ -18,7 +18,9 @@ void zcc::registerZccDialects(mlir::DialectRegistry &registry) {
                   zdist::ZDistDialect, zplan::ZPlanDialect>();
 }
 
-void zcc::buildGraphPipeline(mlir::OpPassManager &pm) {
+void zcc::buildGraphPipeline(mlir::OpPassManager &pm, bool inference) {
+  if (inference)
+    pm.addPass(zgraph::createStripDropoutPass());
   pm.addPass(zgraph::createFuseAttentionPass());
   pm.addPass(zgraph::createFuseGeluPass());
   pm.addPass(mlir::createCSEPass());
@@ -90,7 +92,7 @@ void zcc::registerZccPasses() {
   mlir::PassPipelineRegistration<>(
       "zcc-graph-pipeline",
       "The graph phase after import: fuse attention and GELU, CSE, canonicalize, verify",
-      buildGraphPipeline);
+      [](mlir::OpPassManager &pm) { buildGraphPipeline(pm); });
   mlir::PassPipelineRegistration<>(
       "zcc-train-pipeline",
       "The training step: autodiff, optimizer step, CSE, canonicalize, verify",

@@ -23,9 +23,10 @@ void registerZccDialects(mlir::DialectRegistry &registry);
 /// Every zcc pass and pass pipeline, for command-line parsing.
 void registerZccPasses();
 
-/// After import: fuse attention, clean up, and close the graph phase
-/// (`zcc-graph-pipeline` in zcc-opt).
-void buildGraphPipeline(mlir::OpPassManager &pm);
+/// After import: for an inference plan (`inference`) drop the dropouts,
+/// then fuse attention, clean up, and close the graph phase
+/// (`zcc-graph-pipeline` in zcc-opt, for training).
+void buildGraphPipeline(mlir::OpPassManager &pm, bool inference = false);
 
 /// The dist phase: place the graph on the mesh, ZeRO partitioning, CPU
 /// offload (what `zcc --emit dist` prints).

@@ -151,6 +151,7 @@ class GraphBuilder:
         self.scopes = []
         self.name_counts = {}
         self.constants = set()
+        self.dropout_ratio = 0.0  # > 0: Dropout nodes in training mode where GPT-2 has them
 
     @contextlib.contextmanager
     def scope(self, name):
@@ -193,6 +194,14 @@ class GraphBuilder:
             node.output[:] = [name if t == tensor else t for t in node.output]
             node.input[:] = [name if t == tensor else t for t in node.input]
         self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+
+    def dropout(self, x):
+        """x through Dropout in training mode (as torch.onnx.export writes it under model.train()),
+        or x itself without --dropout."""
+        if not self.dropout_ratio:
+            return x
+        return self.op("Dropout", x, self.constant("dropout_ratio", self.dropout_ratio, np.float32),
+                       self.constant("dropout_training", True, bool))
 
     def param_bytes(self):
         return sum(4 * math.prod(shape) for _, shape, _ in self.params)
@@ -322,11 +331,11 @@ def gpt2_attention(b, x, width, heads, seq):
     scores = b.op("Div", b.op("MatMul", q, k), b.constant("attn_scale", math.sqrt(head_dim), np.float32))
     causal_mask = b.constant("causal_mask", np.tril(np.ones((seq, seq), dtype=bool))[None, None], bool)
     mask_fill = b.constant("mask_fill", np.finfo(np.float32).min, np.float32)
-    probs = b.op("Softmax", b.op("Where", causal_mask, scores, mask_fill), axis=-1)
+    probs = b.dropout(b.op("Softmax", b.op("Where", causal_mask, scores, mask_fill), axis=-1))
     context = b.op("Transpose", b.op("MatMul", probs, v), perm=[0, 2, 1, 3])  # [B, T, H, D]
     context = b.op("Reshape", context, b.constant("merged_heads_shape", [-1, seq, width], np.int64))
     with b.scope("c_proj"):
-        return conv1d(b, context, width, width)
+        return b.dropout(conv1d(b, context, width, width))
 
 
 def gelu(b, x, form="erf"):
@@ -359,7 +368,7 @@ def gpt2_block(b, x, width, heads, seq, gelu_form="erf"):
         with b.scope("act"):
             h = gelu(b, h, gelu_form)
         with b.scope("c_proj"):
-            h = conv1d(b, h, 4 * width, width)
+            h = b.dropout(conv1d(b, h, 4 * width, width))
     return b.op("Add", x, h)
 
 
@@ -371,7 +380,7 @@ def build_gpt2(b, with_loss, layers, width, heads, vocab, seq, gelu_form="erf"):
         tokens = b.op("Gather", wte, input_ids)
     with b.scope("wpe"):
         positions = b.op("Gather", wpe, b.constant("position_ids", np.arange(seq), np.int64))
-    x = b.op("Add", tokens, positions)
+    x = b.dropout(b.op("Add", tokens, positions))
     for i in range(layers):
         with b.scope(f"h.{i}"):
             x = gpt2_block(b, x, width, heads, seq, gelu_form)
@@ -410,6 +419,10 @@ def parse_args(argv):
                                      for name, size in GPT2_PRESETS.items()) + " (default tiny)")
     for key, meaning in SIZE_OPTIONS.items():
         gpt2.add_argument(f"--{key}", type=int, metavar="N", help=meaning)
+    gpt2.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                      help="Dropout in training mode with ratio P where GPT-2 has it (embeddings, "
+                           "attention probabilities, both residual branches), as torch.onnx.export "
+                           "writes a model in train() mode; default 0: none")
     gpt2.add_argument("--gelu", choices=["erf", "tanh"], default="erf",
                       help="the MLP's GELU: the exact erf form (torch.nn.GELU; default) or GPT-2's "
                            "tanh approximation (HF gelu_new)")
@@ -418,12 +431,14 @@ def parse_args(argv):
         parser.error("--batch must be positive")
     given = {key: getattr(args, key) for key in SIZE_OPTIONS if getattr(args, key) is not None}
     if args.model != "gpt2":
-        if given or args.preset or args.gelu != "erf":
-            parser.error(f"--preset, size options and --gelu apply to gpt2 only, not {args.model}")
+        if given or args.preset or args.gelu != "erf" or args.dropout:
+            parser.error(f"--preset, size options, --gelu and --dropout apply to gpt2 only, not {args.model}")
         return args
     args.gpt2_size = {**GPT2_PRESETS[args.preset or "tiny"], **given}
     if min(args.gpt2_size.values()) < 1:
         parser.error("gpt2 sizes must be positive")
+    if not 0.0 <= args.dropout < 1.0:
+        parser.error(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.gpt2_size["width"] % args.gpt2_size["heads"]:
         parser.error(f"width {args.gpt2_size['width']} is not a multiple of heads {args.gpt2_size['heads']}")
     return args
@@ -438,7 +453,10 @@ def main(argv):
     elif args.model == "simple-transformer":
         doc = build_simple_transformer(b, with_loss)
     else:
+        b.dropout_ratio = args.dropout
         doc = build_gpt2(b, with_loss, **args.gpt2_size, gelu_form=args.gelu)
+        if args.dropout:
+            doc += f" dropout={args.dropout:g}"
 
     param_bytes = b.param_bytes()
     if param_bytes > INLINE_WEIGHTS_LIMIT and not args.external_data:

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cpu/DropoutMask.h"
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/Kernels.h"
 
@@ -666,6 +667,30 @@ Status gelu(const KernelArgs &args) {
   return kernelError(StatusCode::kInvalidArgument, kernel,
                      "approximate must be \"none\" or \"tanh\", got \"%s\"",
                      approximate);
+}
+
+Status dropout(const KernelArgs &args) {
+  const char *kernel = "dropout";
+  DropoutAttributes attributes;
+  if (Status s = checkDropoutOperands(args, kernel, attributes); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  const int64_t *state = args.inputs[1].as<const int64_t>();
+  const uint64_t stream = dropout::stream(static_cast<uint64_t>(state[0]), attributes.key);
+  const uint64_t first = static_cast<uint64_t>(state[1]) *
+                         static_cast<uint64_t>(attributes.sampleElements);
+  const uint32_t threshold = dropout::threshold(attributes.ratio);
+  return dispatchFloat(kernel, "input", in, [&](auto tag) {
+    using T = decltype(tag);
+    using C = Compute<T>;
+    const C scale = static_cast<C>(1.0 / (1.0 - attributes.ratio));
+    const T *x = in.as<const T>();
+    T *y = out.as<T>();
+    for (int64_t i = 0, n = in.numElements(); i < n; ++i)
+      y[i] = dropout::keep(stream, first + static_cast<uint64_t>(i), threshold)
+                 ? store<T>(load(x[i]) * scale)
+                 : store<T>(C(0));
+  });
 }
 
 } // namespace zcc::cpu::kernels

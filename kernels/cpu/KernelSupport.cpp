@@ -767,6 +767,43 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
   return Status::ok();
 }
 
+Status checkDropoutOperands(const KernelArgs &args, const char *kernel,
+                            DropoutAttributes &attributes) {
+  if (Status s = checkOperands(args, kernel, {"input", "state"}, {"result"}); !s.isOk())
+    return s;
+  const TensorView &input = args.inputs[0], &state = args.inputs[1], &result = args.outputs[0];
+  if (Status s = expectFloatDType(kernel, "input", input); !s.isOk())
+    return s;
+  if (Status s = expectDType(kernel, "state", state, plan::I64); !s.isOk())
+    return s;
+  SmallShape pair;
+  pair.push_back(2);
+  if (Status s = expectShape(kernel, "state", state, pair); !s.isOk())
+    return s;
+  if (Status s = expectLike(kernel, "result", result, "input", input); !s.isOk())
+    return s;
+  if (Status s = requiredFloat(args, kernel, "ratio", attributes.ratio); !s.isOk())
+    return s;
+  if (!(attributes.ratio > 0.0 && attributes.ratio < 1.0))
+    return kernelError(StatusCode::kInvalidArgument, kernel, "ratio must be in (0, 1), got %g",
+                       attributes.ratio);
+  int64_t key = 0;
+  if (Status s = requiredInt(args, kernel, "key", key); !s.isOk())
+    return s;
+  attributes.key = static_cast<uint64_t>(key);
+  if (Status s = requiredInt(args, kernel, "sample_elements", attributes.sampleElements);
+      !s.isOk())
+    return s;
+  int64_t count = input.numElements();
+  if (attributes.sampleElements <= 0 || count % attributes.sampleElements != 0)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "sample_elements %lld must be positive and divide the input's %lld "
+                       "elements",
+                       static_cast<long long>(attributes.sampleElements),
+                       static_cast<long long>(count));
+  return Status::ok();
+}
+
 Status checkFillOperands(const KernelArgs &args, const char *kernel,
                          double &value) {
   if (args.outputs.size() > 1) {

@@ -349,6 +349,20 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
 Status checkFillOperands(const KernelArgs &args, const char *kernel,
                          double &value);
 
+/// What a dropout kernel reads besides its tensors (the attributes).
+struct DropoutAttributes {
+  double ratio = 0;
+  uint64_t key = 0;
+  int64_t sampleElements = 1;
+};
+
+/// Checks dropout's operands (a float input, the i64[2] state: the seed
+/// and the micro-batch's first sample; a result like the input) and reads
+/// its attributes: `ratio` in (0, 1), `key`, and `sample_elements`
+/// dividing the input's elements.
+Status checkDropoutOperands(const KernelArgs &args, const char *kernel,
+                            DropoutAttributes &attributes);
+
 /// Checks that `view` can be read or written at all: a known element type,
 /// a supported rank, no negative dimension, data behind a non-empty view.
 /// `role` is "operand" or "result", `index` (when not negative) numbers a

@@ -40,6 +40,8 @@ Status log(const KernelArgs &args);
 Status erf(const KernelArgs &args);
 Status reciprocal(const KernelArgs &args);
 Status gelu(const KernelArgs &args);
+/// Inverted dropout keyed by sample (DropoutMask.h).
+Status dropout(const KernelArgs &args);
 
 // Linalg.cpp
 Status matmul(const KernelArgs &args);

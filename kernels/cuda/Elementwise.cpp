@@ -292,6 +292,19 @@ Status gelu(const KernelArgs &args, const LaunchContext &context) {
                      approximate);
 }
 
+Status dropout(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "dropout";
+  DropoutAttributes attributes;
+  if (Status s = checkDropoutOperands(args, kernel, attributes); !s.isOk())
+    return s;
+  const TensorView &in = args.inputs[0], &out = args.outputs[0];
+  return launchStatus(launchDropout(elementType(in.dtype), in.data,
+                                    args.inputs[1].as<const int64_t>(), attributes.key,
+                                    attributes.sampleElements, attributes.ratio, out.data,
+                                    in.numElements(), context.stream),
+                      kernel);
+}
+
 Status geluGrad(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "gelu_grad";
   if (Status s = checkOperands(args, kernel, {"input", "grad"}, {"result"});

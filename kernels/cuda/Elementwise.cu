@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "kernels/cpu/DropoutMask.h"
 #include "kernels/cuda/DeviceSupport.cuh"
 #include "kernels/cuda/ElementwiseLaunch.h"
 
@@ -781,6 +782,45 @@ cudaError_t launchGeluGrad(bool tanhForm, ElementType type, const void *input,
       error = launchFlat(stream, GeluGradFn<true, T>{}, dx, count, x, dy);
     else
       error = launchFlat(stream, GeluGradFn<false, T>{}, dx, count, x, dy);
+  });
+  return error;
+}
+
+namespace {
+
+/// The cpu's dropout: the same draw and the same product in Acc<T>.
+template <typename T>
+__global__ void dropoutKernel(const T *input, const int64_t *state, uint64_t key,
+                              int64_t sampleElements, uint32_t threshold, Acc<T> scale, T *output,
+                              int64_t count) {
+  const uint64_t stream = dropout::stream(static_cast<uint64_t>(state[0]), key);
+  const uint64_t first =
+      static_cast<uint64_t>(state[1]) * static_cast<uint64_t>(sampleElements);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    Acc<T> value = dropout::keep(stream, first + static_cast<uint64_t>(i), threshold)
+                       ? widen(input[i]) * scale
+                       : Acc<T>(0);
+    output[i] = narrow<T>(value);
+  }
+}
+
+} // namespace
+
+cudaError_t launchDropout(ElementType type, const void *input, const int64_t *state,
+                          uint64_t key, int64_t sampleElements, double ratio, void *output,
+                          int64_t count, cudaStream_t stream) {
+  if (count <= 0)
+    return cudaSuccess;
+  cudaError_t error = cudaErrorInvalidValue;
+  const uint32_t threshold = dropout::threshold(ratio);
+  dispatchFloat(type, [&](auto tag) {
+    using T = decltype(tag);
+    const Acc<T> scale = static_cast<Acc<T>>(1.0 / (1.0 - ratio));
+    dropoutKernel<T><<<gridFor(count, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T *>(input), state, key, sampleElements, threshold, scale,
+        static_cast<T *>(output), count);
+    error = cudaGetLastError();
   });
   return error;
 }

@@ -81,6 +81,14 @@ cudaError_t launchGeluGrad(bool tanhForm, ElementType type, const void *input,
                            const void *grad, void *result, int64_t count,
                            cudaStream_t stream);
 
+/// dropout: `count` float elements of `input` into `output`, each kept (and
+/// multiplied by 1 / (1 - ratio) in the cpu kernel's compute type) when
+/// dropout::keep draws so for counter state[1] * sampleElements + i of
+/// stream (state[0], key); `state` is the i64[2] in device memory.
+cudaError_t launchDropout(ElementType type, const void *input, const int64_t *state,
+                          uint64_t key, int64_t sampleElements, double ratio, void *output,
+                          int64_t count, cudaStream_t stream);
+
 } // namespace zcc::cuda
 
 #endif // ZCC_KERNELS_CUDA_ELEMENTWISELAUNCH_H

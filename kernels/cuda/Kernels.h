@@ -58,6 +58,7 @@ ZCC_CUDA_KERNEL(erf);
 ZCC_CUDA_KERNEL(reciprocal);
 ZCC_CUDA_KERNEL(gelu);
 ZCC_CUDA_KERNEL(geluGrad);
+ZCC_CUDA_KERNEL(dropout);
 
 // Shape.cpp
 ZCC_CUDA_KERNEL(copy);

@@ -76,7 +76,7 @@ TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
   const char *expected[] = {
       "add", "sub", "mul", "div", "pow", "max", "min", "equal", "less",
       "greater", "where", "cast", "is_nan", "neg", "exp", "sqrt", "tanh",
-      "relu", "sigmoid", "log", "erf", "reciprocal", "gelu", "matmul",
+      "relu", "sigmoid", "log", "erf", "reciprocal", "gelu", "dropout", "matmul",
       "softmax", "log_softmax", "layer_norm", "reduce_sum", "reduce_mean",
       "reduce_max", "attention", "qkv_attention", "reshape", "transpose", "concat", "slice",
       "gather", "broadcast", "trilu", "mse_loss", "cross_entropy", "nll_loss",
@@ -691,6 +691,96 @@ TEST(CpuKernels, GeluRejectsUnknownApproximation) {
   expectError(
       call.run(), StatusCode::kInvalidArgument,
       {"gelu", "approximate must be \"none\" or \"tanh\"", "\"sigmoid\""});
+}
+
+//===----------------------------------------------------------------------===//
+// dropout
+//===----------------------------------------------------------------------===//
+
+/// A dropout call over `x` of `rows` samples, keyed by (seed, first).
+Call dropoutCall(Tensor x, int64_t rows, int64_t seed, int64_t first, int64_t key = 11,
+                 double ratio = 0.25) {
+  int64_t elements = countOf(x.shape);
+  plan::DType dtype = x.dtype;
+  std::vector<int64_t> shape = x.shape;
+  Call call("dropout");
+  call.in(std::move(x)).in(i64({2}, {seed, first})).out(dtype, shape);
+  call.floatAttr("ratio", ratio).intAttr("key", key).intAttr("sample_elements", elements / rows);
+  return call;
+}
+
+TEST(CpuKernels, DropoutDropsAboutTheRatioAndScalesTheRest) {
+  const int64_t n = 200000;
+  Call call = dropoutCall(f32({4, n / 4}, std::vector<float>(n, 1.0f)), 4, 5, 0);
+  ASSERT_OK(call.run());
+  const float kept = static_cast<float>(1.0 / 0.75);
+  int64_t dropped = 0;
+  for (double v : call.floats()) {
+    ASSERT_TRUE(v == 0.0 || v == kept) << v;
+    dropped += v == 0.0;
+  }
+  // 0.25 +- 0.005: five standard deviations of the fraction over n draws.
+  EXPECT_NEAR(static_cast<double>(dropped) / n, 0.25, 0.005);
+}
+
+TEST(CpuKernels, DropoutMaskIsKeyedBySampleSeedAndKey) {
+  std::vector<float> values(4 * 6);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = 1.0f + static_cast<float>(i);
+  auto run = [](Call call) {
+    EXPECT_OK(call.run());
+    return call.floats();
+  };
+  // Samples 8..11 at once, and as two micro-batches of 2 (8, 9 and 10, 11):
+  // each sample gets the same mask.
+  std::vector<float> whole = run(dropoutCall(f32({4, 6}, values), 4, 3, 8, 11, 0.5));
+  std::vector<float> front(values.begin(), values.begin() + 12), back(values.begin() + 12,
+                                                                      values.end());
+  std::vector<float> parts = run(dropoutCall(f32({2, 6}, front), 2, 3, 8, 11, 0.5));
+  std::vector<float> second = run(dropoutCall(f32({2, 6}, back), 2, 3, 10, 11, 0.5));
+  parts.insert(parts.end(), second.begin(), second.end());
+  EXPECT_EQ(whole, parts);
+  EXPECT_EQ(whole, run(dropoutCall(f32({4, 6}, values), 4, 3, 8, 11, 0.5)));
+  // Another sample, seed or key draws another mask.
+  EXPECT_NE(whole, run(dropoutCall(f32({4, 6}, values), 4, 3, 12, 11, 0.5)));
+  EXPECT_NE(whole, run(dropoutCall(f32({4, 6}, values), 4, 4, 8, 11, 0.5)));
+  EXPECT_NE(whole, run(dropoutCall(f32({4, 6}, values), 4, 3, 8, 12, 0.5)));
+}
+
+TEST(CpuKernels, DropoutOf16BitValuesRoundsTheScaledValue) {
+  std::vector<double> values = {0.1, -1.7, 3.3, 1e-3, 250.0, -0.01, 7.0, 2.5};
+  for (plan::DType dtype : {plan::BF16, plan::F16}) {
+    SCOPED_TRACE(cpu::dtypeName(dtype));
+    Call call = dropoutCall(encode(dtype, {2, 4}, values), 2, 1, 0, 11, 0.3);
+    ASSERT_OK(call.run());
+    std::vector<double> in = decode(encode(dtype, {2, 4}, values));
+    std::vector<double> out = decode(call.result(0));
+    const float scale = static_cast<float>(1.0 / 0.7);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i] == 0.0)
+        continue;
+      double expected = decode(encode(dtype, {1}, {static_cast<float>(in[i]) * scale}))[0];
+      EXPECT_EQ(out[i], expected) << "element " << i;
+    }
+  }
+}
+
+TEST(CpuKernels, DropoutRefusesBadOperands) {
+  Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Call ratio = dropoutCall(x, 2, 0, 0, 1, 1.0);
+  expectError(ratio.run(), StatusCode::kInvalidArgument, {"dropout", "ratio must be in (0, 1)"});
+  Call elements = dropoutCall(x, 2, 0, 0);
+  elements.intAttr("sample_elements", 4);
+  expectError(elements.run(), StatusCode::kInvalidArgument,
+              {"dropout", "sample_elements 4 must be positive and divide the input's 6"});
+  Call state("dropout");
+  state.in(x).in(i64({3}, {0, 0, 0})).out(plan::F32, {2, 3});
+  state.floatAttr("ratio", 0.5).intAttr("key", 1).intAttr("sample_elements", 3);
+  expectError(state.run(), StatusCode::kInvalidArgument, {"dropout", "state"});
+  Call key("dropout");
+  key.in(x).in(i64({2}, {0, 0})).out(plan::F32, {2, 3});
+  key.floatAttr("ratio", 0.5).intAttr("sample_elements", 3);
+  expectError(key.run(), StatusCode::kInvalidArgument, {"dropout", "key"});
 }
 
 //===----------------------------------------------------------------------===//

@@ -535,6 +535,32 @@ TEST(CudaKernelsElementwise, UnaryFunctionsMatchCpu) {
       }
 }
 
+TEST(CudaKernelsElementwise, DropoutDropsWhatTheCpuDrops) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 900;
+  for (DType dtype : kFloatTypes)
+    for (auto [shape, rows] : {std::pair<std::vector<int64_t>, int64_t>{{3, 1031}, 3},
+                               {{7, 4, 2500}, 7},
+                               {{70001}, 1}}) {
+      SCOPED_TRACE(std::string(name(dtype)) + " " + shapeText(shape));
+      int64_t elements = 1;
+      for (int64_t d : shape)
+        elements *= d;
+      Call call("dropout");
+      call.in(randomTensor(dtype, shape, seed++, -4, 4))
+          .in(i64({2}, {static_cast<int64_t>(seed), 12345}))
+          .out(dtype, shape);
+      call.floatAttr("ratio", 0.1).intAttr("key", -77).intAttr("sample_elements",
+                                                                elements / rows);
+      // The same elements dropped and the same products kept: bit for bit.
+      expectCudaMatchesCpu(call, 0.0);
+    }
+  Call ratio("dropout");
+  ratio.in(randomTensor(plan::F32, {2, 3}, 7, -1, 1)).in(i64({2}, {0, 0})).out(plan::F32, {2, 3});
+  ratio.floatAttr("ratio", 0.0).intAttr("key", 1).intAttr("sample_elements", 3);
+  expectCudaRefusesLikeCpu(ratio);
+}
+
 TEST(CudaKernelsElementwise, UnaryFunctionsOfSpecialValues) {
   ZCC_REQUIRE_GPU();
   std::vector<double> v = {0.0,  -0.0, kNaN,  kInf, -kInf, 1.0,

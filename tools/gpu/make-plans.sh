@@ -48,6 +48,14 @@ for world in 1 2; do
   "$zcc" "$out/gpt2-tanh.onnx" -c "$out/z0r$world-bf16.json" --world-size $world \
     -o "$out/z0r$world-tanh-bf16.plan"
 done
+# Dropout in training mode: the cuda kernel must drop what the cpu's drops,
+# through recomputation-free ZeRO 0 and ZeRO 3, in fp32 and bf16.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --dropout 0.1 -o "$out/gpt2-dropout.onnx"
+for name in z0r1-fp32 z0r1-bf16 z3r2-fp32 z3r2-bf16; do
+  world=${name:3:1}
+  "$zcc" "$out/gpt2-dropout.onnx" -c "$out/${name%-*}-${name#*-}.json" --world-size $world \
+    -o "$out/${name%-*}-dropout-${name#*-}.plan"
+done
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
 # GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,

@@ -554,8 +554,19 @@ int main(int argc, char **argv) {
         (*config)["train_micro_batch_size_per_gpu"].get<int64_t>();
   if (failed(zcc::onnx_import::importOnnxModel(*module, modelPath, importOptions)))
     return 1;
+  // Training or inference, from the imported graph: an inference plan
+  // evaluates the model (its training-mode dropouts are the identity).
+  bool hasLossOutput = false;
+  module->walk([&](mlir::func::FuncOp func) {
+    for (mlir::Type type : func.getFunctionType().getResults())
+      if (auto tensor = dyn_cast<mlir::RankedTensorType>(type))
+        hasLossOutput |= tensor.getRank() == 0 && isa<mlir::FloatType>(tensor.getElementType());
+  });
+  bool haveOptimizer = config && !(*config)["optimizer"].is_null();
+  bool training = mode == Mode::Train ||
+                  (mode == Mode::Auto && haveOptimizer && (hasLossOutput || !lossKind.empty()));
   mlir::PassManager graphPipeline(&context);
-  zcc::buildGraphPipeline(graphPipeline);
+  zcc::buildGraphPipeline(graphPipeline, /*inference=*/!training);
   if (failed(graphPipeline.run(*module)))
     return 1;
   if (emit == EmitKind::Graph) {
@@ -563,17 +574,8 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  bool hasLossOutput = false;
-  module->walk([&](mlir::func::FuncOp func) {
-    for (mlir::Type type : func.getFunctionType().getResults())
-      if (auto tensor = dyn_cast<mlir::RankedTensorType>(type))
-        hasLossOutput |= tensor.getRank() == 0 && isa<mlir::FloatType>(tensor.getElementType());
-  });
   if (!lossKind.empty() && lossKind != "cross-entropy" && lossKind != "mse")
     fail("--loss takes cross-entropy or mse, got '" + lossKind + "'");
-  bool haveOptimizer = config && !(*config)["optimizer"].is_null();
-  bool training = mode == Mode::Train ||
-                  (mode == Mode::Auto && haveOptimizer && (hasLossOutput || !lossKind.empty()));
   if (!training && !lossKind.empty())
     fail("--loss adds a loss for training, but this is an inference plan" +
          Twine(haveOptimizer ? "" : " (the config has no optimizer)"));

@@ -109,17 +109,26 @@ void drawProgress(int64_t step, int64_t steps, double loss) {
 }
 
 /// Fills the micro-step's data inputs from --data or the synthetic source.
+/// The input that keys a plan's dropout masks (plan.proto, Training).
+constexpr const char *kDropoutState = "zcc.dropout_state";
+
 struct Feeder {
   std::vector<HostTensor> inputs;
   std::vector<HostTensor *> pointers;
   std::unique_ptr<DataSource> source;
   int64_t rows = 1;
   int64_t tokensPerRow = 1;
+  /// Whether the plan has dropout (its `zcc.dropout_state` input), and the
+  /// seed of its masks (--seed).
+  bool dropout = false;
+  int64_t dropoutSeed = 0;
 
   static StatusOr<Feeder> create(Executor &executor, const TrainOptions &options) {
     const plan::Plan &plan = executor.plan().plan;
     const plan::Training &training = plan.training();
     Feeder feeder;
+    feeder.dropout = executor.hasInput(kDropoutState);
+    feeder.dropoutSeed = static_cast<int64_t>(options.dataSeed);
     feeder.inputs.resize(training.data_inputs_size());
     feeder.rows = training.micro_batch_size();
     bool tokenModel = false;
@@ -169,9 +178,20 @@ struct Feeder {
     return feeder;
   }
 
-  /// Writes samples [first, first + rows) into the plan's data inputs.
+  /// Keys the dropout masks of the programs that run next by the seed and
+  /// the global index `first` of their micro-batch's first sample.
+  Status keyDropout(Executor &executor, int64_t first) {
+    if (!dropout)
+      return Status::ok();
+    const int64_t state[2] = {dropoutSeed, first};
+    return executor.setInput(kDropoutState, state, sizeof state, plan::I64, {2});
+  }
+
+  /// Writes samples [first, first + rows) into the plan's data inputs (and
+  /// keys the dropout masks by them).
   Status feed(Executor &executor, int64_t first) {
     const plan::Training &training = executor.plan().plan.training();
+    ZCC_RETURN_IF_ERROR(keyDropout(executor, first), "while keying the dropout masks");
     ZCC_RETURN_IF_ERROR(source->fill(first, rows, pointers), "while reading the data");
     for (int i = 0; i < training.data_inputs_size(); ++i)
       // A pipeline stage reads only the data inputs its programs use.
@@ -689,11 +709,14 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
     double lossSum = 0;
     for (const plan::PipelineStep &instruction : steps) {
       bool forward = instruction.kind() == plan::PipelineStep::FORWARD;
-      if (forward && hasData) {
-        int64_t first = layout.sampleIndex(stepStart, instruction.micro_batch(), dataRank, 0);
+      int64_t first = layout.sampleIndex(stepStart, instruction.micro_batch(), dataRank, 0);
+      if (forward && hasData)
         ZCC_RETURN_IF_ERROR(run->feeder.feed(executor, first), "step %lld",
                             static_cast<long long>(step));
-      }
+      else
+        // A backward program applies its micro-batch's masks again.
+        ZCC_RETURN_IF_ERROR(run->feeder.keyDropout(executor, first), "step %lld",
+                            static_cast<long long>(step));
       ZCC_RETURN_IF_ERROR(executor.run(instruction.program()), "step %lld, micro-batch %lld",
                           static_cast<long long>(step),
                           static_cast<long long>(instruction.micro_batch()));

@@ -883,6 +883,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         } else if (!isa_and_nonnull<zgraph::ZGraphDialect>(op.getDialect())) {
           op.emitError() << "'" << op.getName() << "' cannot be lowered to a kernel";
           return signalPassFailure();
+        } else if (auto dropout = dyn_cast<zgraph::DropoutOp>(op);
+                   dropout && (!dropout.getState() || !dropout.getSampleElements())) {
+          op.emitError("a dropout runs in a training step, keyed by its zcc.dropout_state "
+                       "(zcc-graph-autodiff); an inference plan drops it "
+                       "(zcc-graph-strip-dropout)");
+          return signalPassFailure();
         }
         // An assign whose value the op before it already wrote into the
         // state (below) moves nothing.

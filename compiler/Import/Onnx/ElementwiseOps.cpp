@@ -8,6 +8,8 @@
 
 #include "compiler/Import/Onnx/ImporterContext.h"
 
+#include "llvm/Support/xxhash.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -299,17 +301,43 @@ LogicalResult importIdentity(NodeContext &ctx) {
 }
 
 LogicalResult importDropout(NodeContext &ctx) {
-  // Exported models carry Dropout in inference mode (training_mode false),
-  // where ONNX defines it as the identity.
+  // Inference mode (training_mode absent or false) is the identity. In
+  // training mode a ratio above zero gives zgraph.dropout, keyed by the
+  // node's output name (and its seed attribute) so that its mask does not
+  // depend on the order of the graph.
+  bool training = false;
   if (ctx.hasInput(2)) {
-    const Literal *training = ctx.inputLiteral(2);
-    if (!training || training->asInt(0) != 0)
-      return ctx.error("Dropout in training mode is not supported yet; export the model "
-                       "with model.eval()");
+    const Literal *mode = ctx.inputLiteral(2);
+    if (!mode)
+      return ctx.error("training_mode must be a constant (an initializer or a Constant); "
+                       "export the model with the mode fixed");
+    training = mode->asInt(0) != 0;
   }
   if (ctx.hasOutput(1))
-    return ctx.error("Dropout's mask output is not supported");
-  return importIdentity(ctx);
+    return ctx.error("Dropout's mask output is not supported; export the model without "
+                     "reading the mask");
+  double ratio = 0.5;
+  if (ctx.hasInput(1)) {
+    const Literal *value = ctx.inputLiteral(1);
+    if (!value || value->size() != 1)
+      return ctx.error("ratio must be a constant scalar (an initializer or a Constant)");
+    ratio = value->asDouble(0);
+  }
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return ctx.error("ratio must be in [0, 1), got " + llvm::Twine(std::to_string(ratio)));
+  if (!training || ratio == 0.0)
+    return importIdentity(ctx);
+  mlir::OpBuilder &builder = ctx.builder();
+  std::string keyText = ctx.node().output(0);
+  if (ctx.hasAttr("seed"))
+    keyText += "#" + std::to_string(ctx.intAttr("seed", 0));
+  auto key = static_cast<int64_t>(llvm::xxh3_64bits(keyText));
+  auto dropout = builder.create<zgraph::DropoutOp>(
+      ctx.loc(), ctx.inputType(0), ctx.input(0), /*state=*/mlir::Value(),
+      builder.getF64FloatAttr(ratio), builder.getI64IntegerAttr(key),
+      /*sample_elements=*/mlir::IntegerAttr());
+  ctx.setOutput(0, dropout.getResult());
+  return success();
 }
 
 LogicalResult importConstant(NodeContext &ctx) {

@@ -117,6 +117,28 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult DropoutOp::verify() {
+  if (failed(verifyStaticShapes(*this)))
+    return failure();
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio > 0.0 && ratio < 1.0))
+    return emitOpError() << "ratio must be in (0, 1), got " << ratio;
+  if (Value state = getState()) {
+    auto type = cast<RankedTensorType>(state.getType());
+    if (type.getRank() != 1 || type.getDimSize(0) != 2)
+      return emitOpError() << "state must be tensor<2xi64> (the seed and the first sample), got "
+                           << type;
+  }
+  if (std::optional<int64_t> elements = getSampleElements()) {
+    int64_t count = getInput().getType().getNumElements();
+    if (*elements <= 0 || count % *elements != 0)
+      return emitOpError() << "sample_elements " << *elements
+                           << " must be positive and divide the input's " << count
+                           << " elements";
+  }
+  return success();
+}
+
 LogicalResult MatMulOp::verify() {
   if (failed(verifyStaticShapes(*this)))
     return failure();

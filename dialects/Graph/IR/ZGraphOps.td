@@ -167,6 +167,35 @@ def ZGraph_GeluOp : ZGraph_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
+def ZGraph_DropoutOp : ZGraph_Op<"dropout", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "Inverted dropout in training mode (ONNX Dropout, training_mode true)";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the others by
+    1 / (1 - ratio). Whether element i of the micro-batch is kept is a pure
+    function of the run's seed, `key` (one per dropout of the model) and
+    the element's place in the run's data: with `state` = [seed, global
+    index of the micro-batch's first sample] and `sample_elements` the
+    elements of one sample, element i is counter first * sample_elements +
+    i of the stream of (seed, key). A sample gets the same mask at any world
+    size, ZeRO stage or accumulation, and the backward pass (the same op
+    applied to the result's gradient) and a recomputation get the forward
+    pass's mask without storing it.
+
+    Imported without `state`; the training step (zcc-graph-autodiff) gives
+    every dropout the step's `zcc.dropout_state` argument and its
+    `sample_elements`. An inference plan drops it (zcc-graph-strip-dropout).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$input,
+                       Optional<RankedTensorOf<[I64]>>:$state,
+                       F64Attr:$ratio, I64Attr:$key,
+                       OptionalAttr<I64Attr>:$sample_elements);
+  let results = (outs ZGraph_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`state` $state^ `:` type($state))? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Linear algebra and normalisation
 //===----------------------------------------------------------------------===//

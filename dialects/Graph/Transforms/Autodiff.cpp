@@ -296,6 +296,14 @@ LogicalResult GradientBuilder::differentiate(Operation *op, const llvm::DenseSet
         addGradient(neg.getInput(), unary<NegOp>(dy));
         return success();
       })
+      .Case([&](DropoutOp dropout) {
+        // The same mask and scale: the same dropout over the gradient.
+        addGradient(dropout.getInput(),
+                    builder.create<DropoutOp>(loc, dy.getType(), dy, dropout.getState(),
+                                              dropout.getRatioAttr(), dropout.getKeyAttr(),
+                                              dropout.getSampleElementsAttr()));
+        return success();
+      })
       .Case([&](ExpOp exp) {
         addGradient(exp.getInput(), binary<MulOp>(dy, exp.getResult()));
         return success();
@@ -604,6 +612,48 @@ LogicalResult addLoss(func::FuncOp main, StringRef kind) {
   return success();
 }
 
+/// Gives every dropout of the step its key: the step's `zcc.dropout_state`
+/// argument (the seed and the micro-batch's first sample, written by the
+/// runtime before each micro-batch) and the elements of one sample, the
+/// input's over the micro-batch's rows (the first data argument's first
+/// dimension).
+LogicalResult addDropoutState(func::FuncOp step) {
+  SmallVector<DropoutOp> dropouts(step.getOps<DropoutOp>());
+  if (dropouts.empty())
+    return success();
+  int64_t rows = 0;
+  for (BlockArgument argument : step.getArguments()) {
+    auto name = step.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "zgraph.name");
+    auto type = dyn_cast<RankedTensorType>(argument.getType());
+    if ((name && name.getValue().starts_with("zcc.")) || !type || type.getRank() == 0)
+      continue;
+    rows = type.getDimSize(0);
+    break;
+  }
+  if (rows <= 0)
+    return dropouts.front().emitError(
+        "dropout in training needs the micro-batch's rows, the first dimension of the "
+        "model's first input; the model has no input with one");
+  OpBuilder builder(step.getContext());
+  auto stateType = RankedTensorType::get({2}, builder.getI64Type());
+  unsigned index = step.getNumArguments();
+  step.insertArgument(index, stateType,
+                      builder.getDictionaryAttr(builder.getNamedAttr(
+                          "zgraph.name", builder.getStringAttr("zcc.dropout_state"))),
+                      step.getLoc());
+  Value state = step.getArgument(index);
+  for (DropoutOp dropout : dropouts) {
+    int64_t elements = dropout.getInput().getType().getNumElements();
+    if (elements % rows != 0)
+      return dropout.emitError() << "dropout over " << dropout.getInput().getType()
+                                 << " is not made of the micro-batch's " << rows
+                                 << " samples (its elements are no multiple of the rows)";
+    dropout.getStateMutable().assign(state);
+    dropout.setSampleElements(elements / rows);
+  }
+  return success();
+}
+
 struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
   using AutodiffPassBase::AutodiffPassBase;
 
@@ -643,6 +693,8 @@ struct AutodiffPass : impl::AutodiffPassBase<AutodiffPass> {
                             "zgraph.name", builder.getStringAttr("zcc.loss_scale"))),
                         step.getLoc());
     returnOp->setOperands(loss);
+    if (failed(addDropoutState(step)))
+      return signalPassFailure();
     step.setType(builder.getFunctionType(step.getArgumentTypes(), {lossType}));
     step.setAllResultAttrs(ArrayRef<DictionaryAttr>{lossAttrs});
 

@@ -40,6 +40,19 @@ def FuseAttentionPass : Pass<"zcc-graph-fuse-attention", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
+def StripDropoutPass : Pass<"zcc-graph-strip-dropout", "mlir::ModuleOp"> {
+  let summary = "An inference plan's dropouts become the identity";
+  let description = [{
+    A model exported in training mode keeps its Dropout nodes
+    (`zgraph.dropout`); an inference plan evaluates the model, as
+    `model.eval()` and DeepSpeed's inference do, so each dropout is replaced
+    by its input, with one warning that says how many were dropped. Runs
+    before the graph's fusions, so that attention with dropout on its
+    probabilities still fuses.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
 def FuseGeluPass : Pass<"zcc-graph-fuse-gelu", "mlir::ModuleOp"> {
   let summary = "Fuses exported GELU subgraphs into zgraph.gelu";
   let description = [{

@@ -286,3 +286,27 @@ func.func @qkv_attention_grad_output_alone(%qkv: tensor<2x8x3x2x4xf32>, %dy: ten
   %d = "zgraph.qkv_attention_grad"(%qkv, %dy, %dy) {operandSegmentSizes = array<i32: 1, 1, 1, 0>, scale = 5.000000e-01 : f64} : (tensor<2x8x3x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>) -> tensor<2x8x3x2x4xf32>
   return %d : tensor<2x8x3x2x4xf32>
 }
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{ratio must be in (0, 1), got 1}}
+  %0 = zgraph.dropout %x {key = 1 : i64, ratio = 1.0 : f64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_state(%x: tensor<4xf32>, %s: tensor<3xi64>) -> tensor<4xf32> {
+  // expected-error @+1 {{state must be tensor<2xi64> (the seed and the first sample), got 'tensor<3xi64>'}}
+  %0 = zgraph.dropout %x state %s : tensor<3xi64> {key = 1 : i64, ratio = 0.5 : f64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @dropout_sample_elements(%x: tensor<4x3xf32>, %s: tensor<2xi64>) -> tensor<4x3xf32> {
+  // expected-error @+1 {{sample_elements 5 must be positive and divide the input's 12 elements}}
+  %0 = zgraph.dropout %x state %s : tensor<2xi64> {key = 1 : i64, ratio = 0.5 : f64, sample_elements = 5 : i64} : tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}

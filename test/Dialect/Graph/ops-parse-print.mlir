@@ -116,3 +116,13 @@ func.func @mse_loss(%p: tensor<4x10xf32>, %t: tensor<4x10xf32>) -> tensor<f32> {
   %0 = zgraph.mse_loss %p, %t : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<f32>
   return %0 : tensor<f32>
 }
+
+// Dropout as imported (no state) and in a training step.
+// CHECK-LABEL: func.func @dropout
+// CHECK: zgraph.dropout %{{.*}} {key = -3 : i64, ratio = 1.000000e-01 : f64} : tensor<2x3xbf16>
+// CHECK: zgraph.dropout %{{.*}} state %{{.*}} : tensor<2xi64> {key = -3 : i64, ratio = 1.000000e-01 : f64, sample_elements = 3 : i64} : tensor<2x3xbf16>
+func.func @dropout(%x: tensor<2x3xbf16>, %s: tensor<2xi64>) -> (tensor<2x3xbf16>, tensor<2x3xbf16>) {
+  %0 = zgraph.dropout %x {key = -3 : i64, ratio = 0.1 : f64} : tensor<2x3xbf16>
+  %1 = zgraph.dropout %x state %s : tensor<2xi64> {key = -3 : i64, ratio = 0.1 : f64, sample_elements = 3 : i64} : tensor<2x3xbf16>
+  return %0, %1 : tensor<2x3xbf16>, tensor<2x3xbf16>
+}
