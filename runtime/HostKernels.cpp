@@ -11,7 +11,7 @@ namespace zcc {
 std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
                                               const cpu::KernelArgs &args, int parts,
                                               int64_t minChunk) {
-  static const char *const kElementwise[] = {"adamw", "sgd",  "cast",
+  static const char *const kElementwise[] = {"adamw",      "lion", "sgd", "cast",
                                              "accumulate", "fill", "copy"};
   if (parts < 2 || args.outputs.empty() ||
       std::none_of(std::begin(kElementwise), std::end(kElementwise),

@@ -40,7 +40,8 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
 - Optimizer: "adam"/"adamw" (any case). AdamW, and Adam with adam_w_mode
   true (DeepSpeed's default), are torch.optim.AdamW (decoupled decay);
   Adam with adam_w_mode false is torch.optim.Adam (L2 decay added to the
-  gradient). "sgd" is torch.optim.SGD. Weight decay applies to every
+  gradient). "sgd" is torch.optim.SGD. "lion" is Lion as DeepSpeed's
+  FusedLion computes it (Lion below; torch has none). Weight decay applies to every
   parameter, biases and norms included (DeepSpeed's default param group).
   foreach=False: one parameter at a time, the plainest arithmetic.
 - Scheduler: WarmupLR, WarmupDecayLR, WarmupCosineLR with the formulas of
@@ -223,6 +224,30 @@ def resolve_batch(config, world_size=1):
     return tb, mb, gas
 
 
+class Lion(torch.optim.Optimizer):
+    """Lion (Chen et al. 2023) as DeepSpeed's FusedLion: p *= 1 - lr * wd;
+    p -= lr * sign(beta1 * m + (1 - beta1) * g); m = beta2 * m + (1 - beta2) * g."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "exp_avg" not in state:
+                    state["exp_avg"] = torch.zeros_like(p)
+                m = state["exp_avg"]
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                update = (m * beta1).add_(p.grad * (1 - beta1)).sign_()
+                p.add_(update, alpha=-group["lr"])
+                m.mul_(beta2).add_(p.grad * (1 - beta2))
+
+
 def make_optimizer(config, parameters):
     section = config.get("optimizer")
     if not section:
@@ -258,8 +283,17 @@ def make_optimizer(config, parameters):
                       weight_decay=float(params.get("weight_decay", 0.0)),
                       nesterov=bool(params.get("nesterov", False)))
         return torch.optim.SGD(parameters, foreach=False, **kwargs), f"SGD({kwargs})"
+    if kind == "lion":
+        unknown = sorted(set(params) - {"lr", "betas", "weight_decay", "set_grad_none"})
+        if unknown:
+            raise UsageError(f"config: optimizer.params: unknown key(s) {', '.join(unknown)}")
+        lr = float(params.get("lr", 1e-3))
+        betas = tuple(float(b) for b in params.get("betas", (0.9, 0.999)))
+        weight_decay = float(params.get("weight_decay", 0.0))
+        return (Lion(parameters, lr=lr, betas=betas, weight_decay=weight_decay),
+                f"Lion(lr={lr:g}, betas={betas}, weight_decay={weight_decay:g})")
     raise UsageError(f"config: optimizer type {section.get('type')!r} is not supported here "
-                     f"(Adam, AdamW, SGD)")
+                     f"(Adam, AdamW, Lion, SGD)")
 
 
 def warmup_gamma(t, warmup_steps, warmup_type):

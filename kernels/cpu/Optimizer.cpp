@@ -244,6 +244,32 @@ void sgdLoop(const KernelArgs &args, const OptimizerScalars &scalars,
   }
 }
 
+/// One Lion step (DeepSpeed's FusedLion; torch-style operations rounded
+/// one by one in T): p *= 1 - lr wd; c = beta1 m + (1 - beta1) g;
+/// p += -lr sign(c); m = beta2 m + (1 - beta2) g, with g the gradient times
+/// grad_scale.
+template <typename T>
+void lionLoop(const KernelArgs &args, const OptimizerScalars &scalars) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *grad = args.inputs[1].as<const T>();
+  const T *avg = args.inputs[2].as<const T>();
+  T *paramOut = args.outputs[0].as<T>();
+  T *avgOut = args.outputs[1].as<T>();
+  const T gradScale = static_cast<T>(scalars.gradScale);
+  const T decay = static_cast<T>(1 - scalars.lr * scalars.weightDecay);
+  const T beta1 = static_cast<T>(scalars.beta1), beta2 = static_cast<T>(scalars.beta2);
+  const T rest1 = static_cast<T>(1 - scalars.beta1), rest2 = static_cast<T>(1 - scalars.beta2);
+  const T negativeLr = static_cast<T>(-scalars.lr);
+  for (int64_t i = 0, n = args.inputs[0].numElements(); i < n; ++i) {
+    T g = grad[i] * gradScale;
+    T m = avg[i];
+    T c = m * beta1 + rest1 * g;
+    T sign = c > T(0) ? T(1) : c < T(0) ? T(-1) : T(0);
+    paramOut[i] = param[i] * decay + negativeLr * sign;
+    avgOut[i] = m * beta2 + rest2 * g;
+  }
+}
+
 /// target += value, each sum rounded once to the target's type.
 template <typename T, typename V>
 void accumulateLoop(const TensorView &target, const TensorView &value) {
@@ -454,6 +480,19 @@ Status adamw(const KernelArgs &args) {
     adamwLoop<decltype(tag)>(args.inputs.data(), args.outputs.data(), copy,
                              scalars, decoupled);
   });
+}
+
+Status lion(const KernelArgs &args) {
+  const char *kernel = "lion";
+  if (Status s = checkOptimizerOperands(args, kernel, {"param", "grad", "exp_avg", "scalars"},
+                                        {"new_param", "new_exp_avg"}, /*scalarsIndex=*/3);
+      !s.isOk())
+    return s;
+  OptimizerScalars scalars;
+  if (Status s = readScalars(kernel, args.inputs[3], scalars); !s.isOk())
+    return s;
+  return dispatchWideFloat(kernel, "param", args.inputs[0],
+                           [&](auto tag) { lionLoop<decltype(tag)>(args, scalars); });
 }
 
 Status sgd(const KernelArgs &args) {

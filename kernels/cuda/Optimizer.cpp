@@ -289,6 +289,26 @@ Status adamw(const KernelArgs &args, const LaunchContext &context) {
   return launchStatus(kernel, launchAdamw(params, context.stream));
 }
 
+Status lion(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "lion";
+  if (Status s = checkOptimizerOperands(args, kernel, {"param", "grad", "exp_avg", "scalars"},
+                                        {"new_param", "new_exp_avg"}, /*scalarsIndex=*/3);
+      !s.isOk())
+    return s;
+  if (Status s = checkScalars(kernel, args.inputs[3]); !s.isOk())
+    return s;
+  LionParams params;
+  params.type = elementType(args.inputs[0].dtype);
+  params.param = args.inputs[0].data;
+  params.grad = args.inputs[1].data;
+  params.expAvg = args.inputs[2].data;
+  params.scalars = args.inputs[3].as<const double>();
+  params.paramOut = args.outputs[0].data;
+  params.expAvgOut = args.outputs[1].data;
+  params.count = args.inputs[0].numElements();
+  return launchStatus(kernel, launchLion(params, context.stream));
+}
+
 Status sgd(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "sgd";
   if (Status s = checkOptimizerOperands(

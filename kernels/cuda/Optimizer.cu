@@ -514,6 +514,54 @@ template <typename T> __global__ void sgdKernel(SgdParams p) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// lion
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct LionConstants {
+  T gradScale, decay, beta1, beta2, rest1, rest2, negativeLr;
+  bool valid;
+};
+
+/// As adamwKernel, a step below 1 leaves everything as it is.
+template <typename T> __global__ void lionKernel(LionParams p) {
+  __shared__ LionConstants<T> shared;
+  if (threadIdx.x == 0) {
+    const double *s = p.scalars;
+    double lr = s[0], beta1 = s[1], beta2 = s[2], weightDecay = s[4], step = s[5],
+           gradScale = s[6];
+    shared.valid = step >= 1;
+    shared.gradScale = static_cast<T>(gradScale);
+    shared.decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, weightDecay)));
+    shared.beta1 = static_cast<T>(beta1);
+    shared.beta2 = static_cast<T>(beta2);
+    shared.rest1 = static_cast<T>(__dsub_rn(1.0, beta1));
+    shared.rest2 = static_cast<T>(__dsub_rn(1.0, beta2));
+    shared.negativeLr = static_cast<T>(-lr);
+  }
+  __syncthreads();
+  const LionConstants<T> c = shared;
+  const T *param = static_cast<const T *>(p.param);
+  const T *grad = static_cast<const T *>(p.grad);
+  const T *avg = static_cast<const T *>(p.expAvg);
+  T *paramOut = static_cast<T *>(p.paramOut);
+  T *avgOut = static_cast<T *>(p.expAvgOut);
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.count; i += stride) {
+    T value = param[i], m = avg[i];
+    if (c.valid) {
+      T g = mulRn(grad[i], c.gradScale);
+      T mix = addRn(mulRn(m, c.beta1), mulRn(c.rest1, g));
+      T sign = mix > T(0) ? T(1) : mix < T(0) ? T(-1) : T(0);
+      value = addRn(mulRn(value, c.decay), mulRn(c.negativeLr, sign));
+      m = addRn(mulRn(m, c.beta2), mulRn(c.rest2, g));
+    }
+    paramOut[i] = value;
+    avgOut[i] = m;
+  }
+}
+
 } // namespace
 
 cudaError_t launchAccumulate(const AccumulateParams &params,
@@ -672,20 +720,36 @@ cudaError_t launchMultiFill(const FillTensor *tensors, int tensorCount,
   return cudaGetLastError();
 }
 
-cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream) {
+namespace {
+
+/// Launches a single-tensor step over `params.count` elements of f32
+/// (`f32`) or f64 (`f64`).
+template <typename Params>
+cudaError_t launchStep(void (*f32)(Params), void (*f64)(Params), const Params &params,
+                       cudaStream_t stream) {
   if (params.count == 0)
     return cudaSuccess;
   unsigned blocks = stepBlocks(params.count);
   switch (params.type) {
   case ElementType::kF32:
-    sgdKernel<float><<<blocks, kThreads, 0, stream>>>(params);
+    f32<<<blocks, kThreads, 0, stream>>>(params);
     return cudaGetLastError();
   case ElementType::kF64:
-    sgdKernel<double><<<blocks, kThreads, 0, stream>>>(params);
+    f64<<<blocks, kThreads, 0, stream>>>(params);
     return cudaGetLastError();
   default:
     return cudaErrorInvalidValue;
   }
+}
+
+} // namespace
+
+cudaError_t launchLion(const LionParams &params, cudaStream_t stream) {
+  return launchStep(lionKernel<float>, lionKernel<double>, params, stream);
+}
+
+cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream) {
+  return launchStep(sgdKernel<float>, sgdKernel<double>, params, stream);
 }
 
 } // namespace zcc::cuda

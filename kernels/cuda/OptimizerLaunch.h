@@ -123,6 +123,16 @@ struct SgdParams {
 };
 cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream);
 
+/// The cpu's lion step, operation by operation, as AdamwParams.
+struct LionParams {
+  ElementType type = ElementType::kUnspecified; // f32 or f64
+  const void *param = nullptr, *grad = nullptr, *expAvg = nullptr;
+  void *paramOut = nullptr, *expAvgOut = nullptr;
+  const double *scalars = nullptr;
+  int64_t count = 0;
+};
+cudaError_t launchLion(const LionParams &params, cudaStream_t stream);
+
 } // namespace zcc::cuda
 
 #endif // ZCC_KERNELS_CUDA_OPTIMIZERLAUNCH_H

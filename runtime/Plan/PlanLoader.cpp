@@ -625,10 +625,11 @@ private:
                      "batch sizes and loop buffers)");
     const plan::Training &settings = plan_.training();
     const std::string &optimizer = settings.optimizer();
-    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "sgd")
+    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "lion" &&
+        optimizer != "sgd")
       return invalid(path_, "training",
                      "optimizer " + quoted(optimizer) +
-                         " is not one this runtime has ('adamw', 'adam' or "
+                         " is not one this runtime has ('adamw', 'adam', 'lion' or "
                          "'sgd')");
     struct Count {
       const char *name;

@@ -1331,6 +1331,27 @@ TEST(CudaKernelsLinalg, Sgd) {
             }
 }
 
+TEST(CudaKernelsLinalg, Lion) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1700;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (double step : {1.0, 5.0})
+        for (int64_t n : {int64_t{6}, int64_t{100003}}) {
+          SCOPED_TRACE(describe(dtype, {n}, {}) + " step " + std::to_string(step));
+          seed += 3;
+          Call call("lion");
+          call.in(randomTensor(dtype, {n}, seed))
+              .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+              .in(randomTensor(dtype, {n}, seed + 2))
+              .in(scalarsTensor(h, step))
+              .inPlace(0)
+              .inPlace(2);
+          // The same products, each rounded alone: bit for bit.
+          expectCudaMatchesCpu(call, 0.0);
+        }
+}
+
 TEST(CudaKernelsLinalg, OptimizersRefuseLikeCpu) {
   ZCC_REQUIRE_GPU();
   Hyper h;

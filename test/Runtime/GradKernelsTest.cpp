@@ -1927,6 +1927,75 @@ TEST(GradKernels, SgdMatchesTorchFormulas) {
   }
 }
 
+/// DeepSpeed's FusedLion step in double, for the elements where the
+/// direction's sign is not in doubt.
+void referenceLionStep(const Hyper &h, const std::vector<double> &grad,
+                       std::vector<double> &param, std::vector<double> &avg) {
+  for (size_t i = 0; i < param.size(); ++i) {
+    double g = grad[i] * h.gradScale;
+    double c = h.beta1 * avg[i] + (1 - h.beta1) * g;
+    double sign = c > 0 ? 1 : c < 0 ? -1 : 0;
+    param[i] = param[i] * (1 - h.lr * h.weightDecay) - h.lr * sign;
+    avg[i] = h.beta2 * avg[i] + (1 - h.beta2) * g;
+  }
+}
+
+TEST(GradKernels, LionMatchesItsFormula) {
+  Hyper h;
+  h.lr = 0.01;
+  h.beta1 = 0.9;
+  h.beta2 = 0.99;
+  h.weightDecay = 0.1;
+  h.gradScale = 0.5;
+  const int64_t kCount = 257;
+  for (DType dtype : {plan::F64, plan::F32}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    double tolerance = dtype == plan::F64 ? 1e-13 : 1e-5;
+    std::vector<double> param = quantize(dtype, randomValues(kCount, 60, -1, 1));
+    std::vector<double> avg(kCount, 0.0);
+    Call call("lion");
+    call.in(encode(dtype, {kCount}, param))
+        .in(encode(dtype, {kCount}, param))
+        .in(encode(dtype, {kCount}, avg))
+        .in(scalarsTensor(h, 1))
+        .inPlace(0)
+        .inPlace(2);
+    for (int step = 1; step <= 5; ++step) {
+      std::vector<double> grad = quantize(dtype, randomValues(kCount, 70 + step, -3, 3));
+      // A zero gradient on a zero average: sign 0, the parameter only decays.
+      if (step == 1)
+        grad[0] = 0;
+      call.input(1) = encode(dtype, {kCount}, grad);
+      call.input(3) = scalarsTensor(h, step);
+      ASSERT_OK(call.run());
+      referenceLionStep(h, grad, param, avg);
+      expectNear(call.values(0), param, tolerance, "param, step " + std::to_string(step));
+      expectNear(call.values(1), avg, tolerance, "exp_avg, step " + std::to_string(step));
+      // Every step moves each element by lr (the sign) up to the decay.
+      param = call.values(0);
+      avg = call.values(1);
+    }
+  }
+}
+
+TEST(GradKernels, LionErrors) {
+  Hyper h;
+  Call state("lion");
+  state.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 2, 3}))
+      .in(f64({2}, {0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2);
+  expectError(state.run(), StatusCode::kInvalidArgument,
+              {"lion", "'exp_avg' has shape [2], but 'param' has [3]"});
+  Call step("lion");
+  step.in(f64({1}, {1})).in(f64({1}, {1})).in(f64({1}, {0})).in(scalarsTensor(h, 0));
+  step.inPlace(0).inPlace(2);
+  expectError(step.run(), StatusCode::kInvalidArgument,
+              {"lion", "step (scalars[5]) must be at least 1"});
+}
+
 TEST(GradKernels, SgdErrors) {
   Hyper h;
   Call buffer("sgd");

@@ -149,6 +149,19 @@ TEST(ConfigImport, AutoIsKeptWhereTheCostModelChooses) {
   EXPECT_EQ((*result.config)["zero_optimization"]["contiguous_gradients"], true);
 }
 
+TEST(ConfigImport, LionTakesFusedLionsDefaults) {
+  ConfigImportResult result = import(R"({"train_batch_size": 1,
+      "optimizer": {"type": "LION", "params": {"weight_decay": 0.1}}})");
+  ASSERT_TRUE(result.succeeded()) << firstError(result);
+  const Json &optimizer = (*result.config)["optimizer"];
+  EXPECT_EQ(optimizer["type"], "lion");
+  EXPECT_DOUBLE_EQ(optimizer["params"]["lr"].get<double>(), 1e-3);
+  EXPECT_DOUBLE_EQ(optimizer["params"]["betas"][0].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(optimizer["params"]["betas"][1].get<double>(), 0.999);
+  EXPECT_DOUBLE_EQ(optimizer["params"]["weight_decay"].get<double>(), 0.1);
+  EXPECT_FALSE(optimizer["params"].contains("eps"));
+}
+
 TEST(ConfigImport, SchedulerDefaultsFollowDeepSpeed) {
   ConfigImportResult warmup = import(R"({"train_batch_size": 1,
       "optimizer": {"type": "Adam", "params": {"lr": 0.02}},

@@ -56,6 +56,23 @@ for name in z0r1-fp32 z0r1-bf16 z3r2-fp32 z3r2-bf16; do
   "$zcc" "$out/gpt2-dropout.onnx" -c "$out/${name%-*}-${name#*-}.json" --world-size $world \
     -o "$out/${name%-*}-dropout-${name#*-}.plan"
 done
+# Lion: the cuda step against the cpu's, on the device (ZeRO 0 and 3) and
+# on the host (ZeRO 2 with the optimizer offloaded).
+for name in z0r1-fp32 z3r2-bf16 z2r1-off-fp32; do
+  world=${name:3:1}
+  case $name in
+    z2r1-off-*) $python "$inputs/use_lion.py" "$inputs/ds_zero2_gas2.json" "$out/$name-lion.json" --offload
+                $python - "$out/$name-lion.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["gradient_accumulation_steps"] = 4
+json.dump(c, open(sys.argv[1], "w"))
+PY
+                ;;
+    *) $python "$inputs/use_lion.py" "$out/${name%-*}-${name#*-}.json" "$out/$name-lion.json" ;;
+  esac
+  "$zcc" "$out/gpt2.onnx" -c "$out/$name-lion.json" --world-size $world \
+    -o "$out/${name%-*}-lion-${name##*-}.plan"
+done
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
 # GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,

@@ -177,6 +177,11 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
     writes.append({sgd.getParam(), sgd.getMomentumBuffer()});
     return true;
   }
+  if (auto lion = dyn_cast<zgraph::LionOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.append({lion.getParam(), lion.getExpAvg()});
+    return true;
+  }
   return false;
 }
 

@@ -416,7 +416,18 @@ const SectionSpec &optimizerParamsSchema(const std::string &canonicalType) {
           boolKey("fused", false).noEffect("zcc's update is one fused kernel"),
       },
       {}};
-  return canonicalType == "sgd" ? sgd : adam;
+  // DeepSpeed's FusedLion / DeepSpeedCPULion (ops/lion): decoupled weight
+  // decay, no eps, no bias correction.
+  static const SectionSpec lion{
+      "params",
+      {
+          numberKey("lr", 1e-3).atLeast(0.0).autoRejected(),
+          key("betas", ValueKind::NumberList, Json::array({0.9, 0.999})).autoRejected(),
+          numberKey("weight_decay", 0.0).atLeast(0.0).autoRejected(),
+          boolKey("set_grad_none", true).noEffect("zcc's gradient buffers are planned"),
+      },
+      {}};
+  return canonicalType == "sgd" ? sgd : canonicalType == "lion" ? lion : adam;
 }
 
 const std::vector<std::string> &schedulerNames() {
@@ -504,7 +515,7 @@ struct KnownOptimizer {
 const KnownOptimizer kOptimizers[] = {
     {"adam", true},       {"adamw", true},      {"sgd", true},
     {"lamb", false},      {"onebitadam", false}, {"zerooneadam", false},
-    {"onebitlamb", false}, {"adagrad", false},  {"lion", false},
+    {"onebitlamb", false}, {"adagrad", false},  {"lion", true},
     {"muon", false},      {"muadam", false},    {"muadamw", false},
     {"musgd", false},     {"adadelta", false},  {"adamax", false},
     {"asgd", false},      {"lbfgs", false},     {"nadam", false},

@@ -149,7 +149,8 @@ struct SectionSpec {
 /// The top level of a DeepSpeed config.
 const SectionSpec &topLevelSchema();
 
-/// Parameters of the optimizers zcc implements ("adam", "adamw", "sgd").
+/// Parameters of the optimizers zcc implements ("adam", "adamw", "lion",
+/// "sgd").
 const SectionSpec &optimizerParamsSchema(const std::string &canonicalType);
 
 /// Parameters of each LR scheduler, by its DeepSpeed name ("WarmupLR", ...).

@@ -435,7 +435,7 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     }
   auto type = input.find("type");
   if (type == input.end()) {
-    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\" or \"SGD\"");
+    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\", \"Lion\" or \"SGD\"");
     return std::nullopt;
   }
   if (!type->is_string()) {
@@ -448,13 +448,13 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     std::string message = "unknown optimizer '" + name + "'";
     if (std::optional<std::string> suggestion = closestSpelling(name, optimizerSpellings()))
       message += "; did you mean '" + *suggestion + "'?";
-    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW' and 'SGD')");
+    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW', 'Lion' and 'SGD')");
     return std::nullopt;
   }
   if (!known->supported) {
     error("optimizer.type", "optimizer '" + name +
                                 "' is not supported yet; zcc supports 'Adam', "
-                                "'AdamW' and 'SGD'");
+                                "'AdamW', 'Lion' and 'SGD'");
     return std::nullopt;
   }
   auto legacyFusion = input.find("legacy_fusion");
@@ -474,7 +474,8 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
       double beta = (*params)["betas"][i].get<double>();
       if (beta < 0.0 || beta >= 1.0) {
         error("optimizer.params.betas[" + std::to_string(i) + "]",
-              formatNumber(beta) + " is out of range: Adam's betas must be in [0, 1)");
+              formatNumber(beta) + " is out of range: " +
+                  (known->canonical == "lion" ? "Lion" : "Adam") + "'s betas must be in [0, 1)");
         return std::nullopt;
       }
     }

@@ -80,6 +80,8 @@ SmallVector<Value> inPlaceTargets(Operation *op) {
     return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
   if (auto sgd = dyn_cast<zgraph::SgdOp>(op))
     return {sgd.getParam(), sgd.getMomentumBuffer()};
+  if (auto lion = dyn_cast<zgraph::LionOp>(op))
+    return {lion.getParam(), lion.getExpAvg()};
   return {};
 }
 
@@ -357,7 +359,7 @@ void Offloader::keepComputeCopies() {
   // And @optimizer_step after each update.
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
     SmallVector<Value> targets = inPlaceTargets(&op);
-    if (!isa<zgraph::AdamWOp, zgraph::SgdOp>(op) || targets.empty())
+    if (!isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(op) || targets.empty())
       continue;
     auto param = targets.front().getDefiningOp<zgraph::ParamOp>();
     if (!param || !copied.contains(param.getName()))
@@ -373,7 +375,7 @@ void Offloader::keepComputeCopies() {
 /// parameter by @init and fetched back into it after each update.
 LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
-    if (!isa<zgraph::AdamWOp, zgraph::SgdOp>(op))
+    if (!isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(op))
       continue;
     SmallVector<Value> targets = inPlaceTargets(&op);
     for (Value state : ArrayRef<Value>(targets).drop_front()) {
@@ -580,7 +582,7 @@ llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microS
         if (func == microStep) {
           SmallVector<Value> targets = inPlaceTargets(user);
           ok &= llvm::is_contained(targets, state.getResult()) &&
-                !isa<zgraph::AdamWOp, zgraph::SgdOp>(user);
+                !isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(user);
         } else if (func == update) {
           auto offload = dyn_cast<OffloadOp>(user);
           ok &= offload && llvm::all_of(offload->getUsers(), [](Operation *reader) {

@@ -684,6 +684,9 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     } else if (auto sgd = dyn_cast<zgraph::SgdOp>(op)) {
       param = sgd.getParam();
       grad = sgd.getGrad();
+    } else if (auto lion = dyn_cast<zgraph::LionOp>(op)) {
+      param = lion.getParam();
+      grad = lion.getGrad();
     } else {
       continue;
     }

@@ -795,6 +795,10 @@ LogicalResult AdamWOp::verify() {
                                  getScalars(), /*gradientMayBeHalf=*/true);
 }
 
+LogicalResult LionOp::verify() {
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg()}, getScalars());
+}
+
 LogicalResult SgdOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getMomentumBuffer()},
                                  getScalars());

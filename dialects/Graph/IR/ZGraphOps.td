@@ -822,6 +822,25 @@ def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
   let hasVerifier = 1;
 }
 
+def ZGraph_LionOp : ZGraph_Op<"lion", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "grad", "exp_avg"]>]> {
+  let summary = "One Lion step of a parameter, in place";
+  let description = [{
+    DeepSpeed's FusedLion and DeepSpeedCPULion (Chen et al., "Symbolic
+    Discovery of Optimization Algorithms"): with g the gradient times
+    grad_scale, param *= 1 - lr * weight_decay, then param -= lr *
+    sign(beta1 * exp_avg + (1 - beta1) * g), then exp_avg = beta2 * exp_avg
+    + (1 - beta2) * g. `scalars` as for `adamw` (eps, step and momentum
+    unused).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
+                       ZGraph_FloatTensor:$exp_avg, 1DTensorOf<[F64]>:$scalars);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+  }];
+  let hasVerifier = 1;
+}
+
 def ZGraph_SgdOp : ZGraph_Op<"sgd", [MemoryEffects<[MemWrite]>,
     AllTypesMatch<["param", "grad", "momentum_buffer"]>]> {
   let summary = "One SGD step (with momentum) of a parameter, in place";

@@ -119,8 +119,27 @@ module attributes {zcc.config = {optimizer = {type = "sgd", params = {lr = 1 : i
 
 // -----
 
+// Lion: one state, exp_avg, per parameter; its update reads the scalars.
+// CHECK-LABEL: module attributes
+// CHECK: func.func @optimizer_step(%[[S:.*]]: tensor<8xf64>
+// CHECK: %[[W:.*]] = zgraph.param "w" trainable
+// CHECK: %[[G:.*]] = zgraph.state "w" kind = "grad"
+// CHECK: %[[M:.*]] = zgraph.state "w" kind = "exp_avg"
+// CHECK: zgraph.lion %[[W]], %[[G]], %[[M]], %[[S]] : tensor<4xf32>, tensor<8xf64>
+// CHECK-NOT: exp_avg_sq
+module attributes {zcc.config = {optimizer = {type = "lion", params = {lr = 1.0e-4 : f64}}}} {
+  func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
+    %w = zgraph.param "w" trainable : tensor<4xf32>
+    %g = zgraph.state "w" kind = "grad" : tensor<4xf32>
+    zgraph.accumulate %w into %g : tensor<4xf32> into tensor<4xf32>
+    return %seed : tensor<f32>
+  }
+}
+
+// -----
+
 // An optimizer zcc does not implement is named, with the supported ones.
-// expected-error @+1 {{optimizer 'Lamb' is not supported yet; zcc implements Adam, AdamW and SGD}}
+// expected-error @+1 {{optimizer 'Lamb' is not supported yet; zcc implements Adam, AdamW, Lion and SGD}}
 module attributes {zcc.config = {optimizer = {type = "Lamb", params = {lr = 1.0e-3 : f64}}}} {
   func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
     %w = zgraph.param "w" trainable : tensor<4xf32>
