@@ -11,8 +11,8 @@ namespace zcc {
 std::vector<cpu::KernelArgs> splitElementwise(const std::string &kernel,
                                               const cpu::KernelArgs &args, int parts,
                                               int64_t minChunk) {
-  static const char *const kElementwise[] = {"adamw",      "lion", "sgd", "cast",
-                                             "accumulate", "fill", "copy"};
+  static const char *const kElementwise[] = {"adamw", "adagrad",    "lion", "sgd",
+                                             "cast",  "accumulate", "fill", "copy"};
   if (parts < 2 || args.outputs.empty() ||
       std::none_of(std::begin(kElementwise), std::end(kElementwise),
                    [&](const char *name) { return kernel == name; }))

@@ -24,7 +24,7 @@
 
 namespace zcc {
 
-/// Splits `args` of the element-wise kernel `kernel` ("adamw", "lion", "sgd",
+/// Splits `args` of the element-wise kernel `kernel` ("adamw", "adagrad", "lion", "sgd",
 /// "cast", "accumulate", "fill", "copy") into at most `parts` chunks of
 /// contiguous elements (at least `minChunk` each): every view with as many
 /// elements as the first output is cut, the others (the optimizer's

@@ -41,7 +41,8 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
   true (DeepSpeed's default), are torch.optim.AdamW (decoupled decay);
   Adam with adam_w_mode false is torch.optim.Adam (L2 decay added to the
   gradient). "sgd" is torch.optim.SGD. "lion" is Lion as DeepSpeed's
-  FusedLion computes it (Lion below; torch has none). Weight decay applies to every
+  FusedLion computes it (Lion below; torch has none); "adagrad" is
+  torch.optim.Adagrad. Weight decay applies to every
   parameter, biases and norms included (DeepSpeed's default param group).
   foreach=False: one parameter at a time, the plainest arithmetic.
 - Scheduler: WarmupLR, WarmupDecayLR, WarmupCosineLR with the formulas of
@@ -283,6 +284,16 @@ def make_optimizer(config, parameters):
                       weight_decay=float(params.get("weight_decay", 0.0)),
                       nesterov=bool(params.get("nesterov", False)))
         return torch.optim.SGD(parameters, foreach=False, **kwargs), f"SGD({kwargs})"
+    if kind == "adagrad":
+        known = {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "foreach", "fused"}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise UsageError(f"config: optimizer.params: unknown or unsupported key(s) {', '.join(unknown)}")
+        kwargs = dict(lr=float(params.get("lr", 1e-2)), lr_decay=float(params.get("lr_decay", 0.0)),
+                      weight_decay=float(params.get("weight_decay", 0.0)),
+                      initial_accumulator_value=float(params.get("initial_accumulator_value", 0.0)),
+                      eps=float(params.get("eps", 1e-10)))
+        return torch.optim.Adagrad(parameters, foreach=False, **kwargs), f"Adagrad({kwargs})"
     if kind == "lion":
         unknown = sorted(set(params) - {"lr", "betas", "weight_decay", "set_grad_none"})
         if unknown:
@@ -293,7 +304,7 @@ def make_optimizer(config, parameters):
         return (Lion(parameters, lr=lr, betas=betas, weight_decay=weight_decay),
                 f"Lion(lr={lr:g}, betas={betas}, weight_decay={weight_decay:g})")
     raise UsageError(f"config: optimizer type {section.get('type')!r} is not supported here "
-                     f"(Adam, AdamW, Lion, SGD)")
+                     f"(Adam, AdamW, Adagrad, Lion, SGD)")
 
 
 def warmup_gamma(t, warmup_steps, warmup_type):

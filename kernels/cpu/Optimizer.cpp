@@ -244,6 +244,33 @@ void sgdLoop(const KernelArgs &args, const OptimizerScalars &scalars,
   }
 }
 
+/// One torch.optim.Adagrad step (foreach=False), operation by operation in
+/// T: g = grad * grad_scale (+ weight_decay * p); sum += g * g;
+/// p += -clr * (g / (sqrt(sum) + eps)), clr = lr / (1 + (step - 1) lr_decay).
+template <typename T>
+void adagradLoop(const KernelArgs &args, const OptimizerScalars &scalars, double lrDecay) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *grad = args.inputs[1].as<const T>();
+  const T *sum = args.inputs[2].as<const T>();
+  T *paramOut = args.outputs[0].as<T>();
+  T *sumOut = args.outputs[1].as<T>();
+  const bool weightDecay = scalars.weightDecay != 0;
+  const T gradScale = static_cast<T>(scalars.gradScale);
+  const T l2 = static_cast<T>(scalars.weightDecay);
+  const T eps = static_cast<T>(scalars.eps);
+  const T negativeLr =
+      static_cast<T>(-(scalars.lr / (1 + (scalars.step - 1) * lrDecay)));
+  for (int64_t i = 0, n = args.inputs[0].numElements(); i < n; ++i) {
+    T p = param[i];
+    T g = grad[i] * gradScale;
+    if (weightDecay)
+      g = g + l2 * p;
+    T s = sum[i] + g * g;
+    paramOut[i] = p + negativeLr * (g / (std::sqrt(s) + eps));
+    sumOut[i] = s;
+  }
+}
+
 /// One Lion step (DeepSpeed's FusedLion; torch-style operations rounded
 /// one by one in T): p *= 1 - lr wd; c = beta1 m + (1 - beta1) g;
 /// p += -lr sign(c); m = beta2 m + (1 - beta2) g, with g the gradient times
@@ -479,6 +506,24 @@ Status adamw(const KernelArgs &args) {
   return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
     adamwLoop<decltype(tag)>(args.inputs.data(), args.outputs.data(), copy,
                              scalars, decoupled);
+  });
+}
+
+Status adagrad(const KernelArgs &args) {
+  const char *kernel = "adagrad";
+  if (Status s = checkOptimizerOperands(args, kernel, {"param", "grad", "sum", "scalars"},
+                                        {"new_param", "new_sum"}, /*scalarsIndex=*/3);
+      !s.isOk())
+    return s;
+  OptimizerScalars scalars;
+  if (Status s = readScalars(kernel, args.inputs[3], scalars); !s.isOk())
+    return s;
+  double lrDecay = 0;
+  if (findAttr(args, "lr_decay"))
+    if (Status s = requiredFloat(args, kernel, "lr_decay", lrDecay); !s.isOk())
+      return s;
+  return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
+    adagradLoop<decltype(tag)>(args, scalars, lrDecay);
   });
 }
 

@@ -108,6 +108,7 @@ ZCC_CUDA_KERNEL(accumulate);
 ZCC_CUDA_KERNEL(fill);
 ZCC_CUDA_KERNEL(sumSquares);
 ZCC_CUDA_KERNEL(adamw);
+ZCC_CUDA_KERNEL(adagrad);
 ZCC_CUDA_KERNEL(lion);
 ZCC_CUDA_KERNEL(sgd);
 

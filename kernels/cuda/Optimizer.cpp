@@ -289,6 +289,29 @@ Status adamw(const KernelArgs &args, const LaunchContext &context) {
   return launchStatus(kernel, launchAdamw(params, context.stream));
 }
 
+Status adagrad(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "adagrad";
+  if (Status s = checkOptimizerOperands(args, kernel, {"param", "grad", "sum", "scalars"},
+                                        {"new_param", "new_sum"}, /*scalarsIndex=*/3);
+      !s.isOk())
+    return s;
+  if (Status s = checkScalars(kernel, args.inputs[3]); !s.isOk())
+    return s;
+  AdagradParams params;
+  if (findAttr(args, "lr_decay"))
+    if (Status s = requiredFloat(args, kernel, "lr_decay", params.lrDecay); !s.isOk())
+      return s;
+  params.type = elementType(args.inputs[0].dtype);
+  params.param = args.inputs[0].data;
+  params.grad = args.inputs[1].data;
+  params.sum = args.inputs[2].data;
+  params.scalars = args.inputs[3].as<const double>();
+  params.paramOut = args.outputs[0].data;
+  params.sumOut = args.outputs[1].data;
+  params.count = args.inputs[0].numElements();
+  return launchStatus(kernel, launchAdagrad(params, context.stream));
+}
+
 Status lion(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "lion";
   if (Status s = checkOptimizerOperands(args, kernel, {"param", "grad", "exp_avg", "scalars"},

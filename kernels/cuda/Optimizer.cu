@@ -515,6 +515,53 @@ template <typename T> __global__ void sgdKernel(SgdParams p) {
 }
 
 //===----------------------------------------------------------------------===//
+// adagrad
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct AdagradConstants {
+  T gradScale, l2, eps, negativeLr;
+  bool weightDecay, valid;
+};
+
+/// As adamwKernel, a step below 1 leaves everything as it is.
+template <typename T> __global__ void adagradKernel(AdagradParams p) {
+  __shared__ AdagradConstants<T> shared;
+  if (threadIdx.x == 0) {
+    const double *s = p.scalars;
+    double lr = s[0], eps = s[3], weightDecay = s[4], step = s[5], gradScale = s[6];
+    shared.valid = step >= 1;
+    shared.weightDecay = weightDecay != 0;
+    shared.gradScale = static_cast<T>(gradScale);
+    shared.l2 = static_cast<T>(weightDecay);
+    shared.eps = static_cast<T>(eps);
+    // lr / (1 + (step - 1) * lr_decay), in double as the cpu computes it.
+    shared.negativeLr = static_cast<T>(
+        -__ddiv_rn(lr, __dadd_rn(1.0, __dmul_rn(__dsub_rn(step, 1.0), p.lrDecay))));
+  }
+  __syncthreads();
+  const AdagradConstants<T> c = shared;
+  const T *param = static_cast<const T *>(p.param);
+  const T *grad = static_cast<const T *>(p.grad);
+  const T *sum = static_cast<const T *>(p.sum);
+  T *paramOut = static_cast<T *>(p.paramOut);
+  T *sumOut = static_cast<T *>(p.sumOut);
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < p.count; i += stride) {
+    T value = param[i], s = sum[i];
+    if (c.valid) {
+      T g = mulRn(grad[i], c.gradScale);
+      if (c.weightDecay)
+        g = addRn(g, mulRn(c.l2, value));
+      s = addRn(s, mulRn(g, g));
+      value = addRn(value, mulRn(c.negativeLr, divRn(g, addRn(sqrtRn(s), c.eps))));
+    }
+    paramOut[i] = value;
+    sumOut[i] = s;
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // lion
 //===----------------------------------------------------------------------===//
 
@@ -743,6 +790,10 @@ cudaError_t launchStep(void (*f32)(Params), void (*f64)(Params), const Params &p
 }
 
 } // namespace
+
+cudaError_t launchAdagrad(const AdagradParams &params, cudaStream_t stream) {
+  return launchStep(adagradKernel<float>, adagradKernel<double>, params, stream);
+}
 
 cudaError_t launchLion(const LionParams &params, cudaStream_t stream) {
   return launchStep(lionKernel<float>, lionKernel<double>, params, stream);

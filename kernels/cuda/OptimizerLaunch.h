@@ -123,6 +123,17 @@ struct SgdParams {
 };
 cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream);
 
+/// torch.optim.Adagrad's single-tensor step, as AdamwParams.
+struct AdagradParams {
+  ElementType type = ElementType::kUnspecified; // f32 or f64
+  const void *param = nullptr, *grad = nullptr, *sum = nullptr;
+  void *paramOut = nullptr, *sumOut = nullptr;
+  const double *scalars = nullptr;
+  int64_t count = 0;
+  double lrDecay = 0;
+};
+cudaError_t launchAdagrad(const AdagradParams &params, cudaStream_t stream);
+
 /// The cpu's lion step, operation by operation, as AdamwParams.
 struct LionParams {
   ElementType type = ElementType::kUnspecified; // f32 or f64

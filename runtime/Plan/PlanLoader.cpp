@@ -625,12 +625,12 @@ private:
                      "batch sizes and loop buffers)");
     const plan::Training &settings = plan_.training();
     const std::string &optimizer = settings.optimizer();
-    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "lion" &&
-        optimizer != "sgd")
+    if (optimizer != "adamw" && optimizer != "adam" && optimizer != "adagrad" &&
+        optimizer != "lion" && optimizer != "sgd")
       return invalid(path_, "training",
                      "optimizer " + quoted(optimizer) +
-                         " is not one this runtime has ('adamw', 'adam', 'lion' or "
-                         "'sgd')");
+                         " is not one this runtime has ('adamw', 'adam', 'adagrad', 'lion' "
+                         "or 'sgd')");
     struct Count {
       const char *name;
       int64_t value;

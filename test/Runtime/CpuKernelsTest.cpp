@@ -86,7 +86,7 @@ TEST(CpuKernels, EveryOpHasAKernelAndNamesAreSorted) {
       "qkv_attention_grad",
       "cross_entropy_grad", "nll_loss_grad", "mse_loss_grad", "gather_grad",
       "slice_grad", "gelu_grad", "accumulate", "accumulate_matmul", "fill", "sum_squares", "adamw",
-      "lion",
+      "adagrad", "lion",
       "sgd"};
   std::vector<std::string> names = kernelNames();
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));

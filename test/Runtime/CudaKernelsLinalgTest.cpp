@@ -1331,6 +1331,30 @@ TEST(CudaKernelsLinalg, Sgd) {
             }
 }
 
+TEST(CudaKernelsLinalg, Adagrad) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1900;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (double lrDecay : {0.0, 0.05})
+        for (double step : {1.0, 5.0})
+          for (int64_t n : {int64_t{6}, int64_t{100003}}) {
+            SCOPED_TRACE(describe(dtype, {n}, {}) + " step " + std::to_string(step));
+            seed += 3;
+            Call call("adagrad");
+            call.in(randomTensor(dtype, {n}, seed))
+                .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+                .in(randomTensor(dtype, {n}, seed + 2, 0, 2))
+                .in(scalarsTensor(h, step))
+                .inPlace(0)
+                .inPlace(2);
+            if (lrDecay != 0)
+              call.floatAttr("lr_decay", lrDecay);
+            // Each operation rounded alone, sqrt and division included.
+            expectCudaMatchesCpu(call, 0.0);
+          }
+}
+
 TEST(CudaKernelsLinalg, Lion) {
   ZCC_REQUIRE_GPU();
   uint32_t seed = 1700;

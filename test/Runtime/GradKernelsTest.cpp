@@ -1978,6 +1978,47 @@ TEST(GradKernels, LionMatchesItsFormula) {
   }
 }
 
+TEST(GradKernels, AdagradMatchesTorchFormulas) {
+  Hyper h;
+  h.lr = 0.05;
+  h.eps = 1e-10;
+  h.weightDecay = 0.01;
+  h.gradScale = 0.5;
+  const double lrDecay = 0.1;
+  const int64_t kCount = 129;
+  for (DType dtype : {plan::F64, plan::F32}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    double tolerance = dtype == plan::F64 ? 1e-13 : 1e-5;
+    std::vector<double> param = quantize(dtype, randomValues(kCount, 90, -1, 1));
+    std::vector<double> sum(kCount, 0.0);
+    Call call("adagrad");
+    call.in(encode(dtype, {kCount}, param))
+        .in(encode(dtype, {kCount}, param))
+        .in(encode(dtype, {kCount}, sum))
+        .in(scalarsTensor(h, 1))
+        .inPlace(0)
+        .inPlace(2)
+        .floatAttr("lr_decay", lrDecay);
+    for (int step = 1; step <= 5; ++step) {
+      std::vector<double> grad = quantize(dtype, randomValues(kCount, 95 + step, -3, 3));
+      call.input(1) = encode(dtype, {kCount}, grad);
+      call.input(3) = scalarsTensor(h, step);
+      ASSERT_OK(call.run());
+      // torch.optim.Adagrad: g += wd p; sum += g^2; p -= clr g / (sqrt(sum) + eps).
+      double clr = h.lr / (1 + (step - 1) * lrDecay);
+      for (int64_t i = 0; i < kCount; ++i) {
+        double g = grad[i] * h.gradScale + h.weightDecay * param[i];
+        sum[i] += g * g;
+        param[i] -= clr * g / (std::sqrt(sum[i]) + h.eps);
+      }
+      expectNear(call.values(0), param, tolerance, "param, step " + std::to_string(step));
+      expectNear(call.values(1), sum, tolerance, "sum, step " + std::to_string(step));
+      param = call.values(0);
+      sum = call.values(1);
+    }
+  }
+}
+
 TEST(GradKernels, LionErrors) {
   Hyper h;
   Call state("lion");

@@ -617,9 +617,9 @@ TEST(TrainingValidation, Optimizer) {
               p.mutable_training()->set_optimizer("lamb");
             }),
             std::string("p.bin: training: optimizer 'lamb' is not one this "
-                        "runtime has ('adamw', 'adam', 'lion' or 'sgd')") +
+                        "runtime has ('adamw', 'adam', 'adagrad', 'lion' or 'sgd')") +
                 kFix);
-  for (const char *optimizer : {"adam", "lion", "sgd"}) {
+  for (const char *optimizer : {"adam", "adagrad", "lion", "sgd"}) {
     plan::Plan plan = test::trainingPlan();
     plan.mutable_training()->set_optimizer(optimizer);
     EXPECT_TRUE(validatePlan(plan, "p.bin").isOk()) << optimizer;

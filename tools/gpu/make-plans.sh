@@ -61,18 +61,25 @@ done
 for name in z0r1-fp32 z3r2-bf16 z2r1-off-fp32; do
   world=${name:3:1}
   case $name in
-    z2r1-off-*) $python "$inputs/use_lion.py" "$inputs/ds_zero2_gas2.json" "$out/$name-lion.json" --offload
+    z2r1-off-*) $python "$inputs/use_optimizer.py" "$inputs/ds_zero2_gas2.json" "$out/$name-lion.json" --offload
                 $python - "$out/$name-lion.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1])); c["gradient_accumulation_steps"] = 4
 json.dump(c, open(sys.argv[1], "w"))
 PY
                 ;;
-    *) $python "$inputs/use_lion.py" "$out/${name%-*}-${name#*-}.json" "$out/$name-lion.json" ;;
+    *) $python "$inputs/use_optimizer.py" "$out/${name%-*}-${name#*-}.json" "$out/$name-lion.json" ;;
   esac
   "$zcc" "$out/gpt2.onnx" -c "$out/$name-lion.json" --world-size $world \
     -o "$out/${name%-*}-lion-${name##*-}.plan"
 done
+# Adagrad, likewise: on the device and, offloaded, on the host.
+$python "$inputs/use_optimizer.py" "$out/z0r1-fp32.json" "$out/z0r1-adagrad.json" --type adagrad \
+  --lr 1e-2 --lr-decay 0.01
+"$zcc" "$out/gpt2.onnx" -c "$out/z0r1-adagrad.json" -o "$out/z0r1-adagrad-fp32.plan"
+$python "$inputs/use_optimizer.py" "$out/z2r1-off-fp32-lion.json" "$out/z2r1-off-adagrad.json" \
+  --type adagrad --lr 1e-2
+"$zcc" "$out/gpt2.onnx" -c "$out/z2r1-off-adagrad.json" -o "$out/z2r1-off-adagrad-fp32.plan"
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
 # GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,

@@ -182,6 +182,11 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
     writes.append({lion.getParam(), lion.getExpAvg()});
     return true;
   }
+  if (auto adagrad = dyn_cast<zgraph::AdagradOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.append({adagrad.getParam(), adagrad.getSum()});
+    return true;
+  }
   return false;
 }
 

@@ -427,7 +427,28 @@ const SectionSpec &optimizerParamsSchema(const std::string &canonicalType) {
           boolKey("set_grad_none", true).noEffect("zcc's gradient buffers are planned"),
       },
       {}};
-  return canonicalType == "sgd" ? sgd : canonicalType == "lion" ? lion : adam;
+  // torch.optim.Adagrad (DeepSpeed's choice without offload) and
+  // DeepSpeedCPUAdagrad (with it): L2 weight decay added to the gradient.
+  static const SectionSpec adagrad{
+      "params",
+      {
+          numberKey("lr", 1e-2).atLeast(0.0).autoRejected(),
+          numberKey("lr_decay", 0.0).atLeast(0.0).autoRejected(),
+          numberKey("weight_decay", 0.0).atLeast(0.0).autoRejected(),
+          numberKey("initial_accumulator_value", 0.0)
+              .atLeast(0.0)
+              .autoRejected(),
+          numberKey("eps", 1e-10).above(0.0).autoRejected(),
+          boolKey("maximize", false).unsupported("maximize is not supported"),
+          boolKey("differentiable", false).unsupported("differentiable Adagrad is not supported"),
+          boolKey("foreach", false).noEffect("zcc's update is one fused kernel"),
+          boolKey("fused", false).noEffect("zcc's update is one fused kernel"),
+      },
+      {}};
+  return canonicalType == "sgd"       ? sgd
+         : canonicalType == "lion"    ? lion
+         : canonicalType == "adagrad" ? adagrad
+                                      : adam;
 }
 
 const std::vector<std::string> &schedulerNames() {
@@ -515,7 +536,7 @@ struct KnownOptimizer {
 const KnownOptimizer kOptimizers[] = {
     {"adam", true},       {"adamw", true},      {"sgd", true},
     {"lamb", false},      {"onebitadam", false}, {"zerooneadam", false},
-    {"onebitlamb", false}, {"adagrad", false},  {"lion", true},
+    {"onebitlamb", false}, {"adagrad", true},  {"lion", true},
     {"muon", false},      {"muadam", false},    {"muadamw", false},
     {"musgd", false},     {"adadelta", false},  {"adamax", false},
     {"asgd", false},      {"lbfgs", false},     {"nadam", false},

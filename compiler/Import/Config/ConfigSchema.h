@@ -149,8 +149,8 @@ struct SectionSpec {
 /// The top level of a DeepSpeed config.
 const SectionSpec &topLevelSchema();
 
-/// Parameters of the optimizers zcc implements ("adam", "adamw", "lion",
-/// "sgd").
+/// Parameters of the optimizers zcc implements ("adam", "adamw", "adagrad",
+/// "lion", "sgd").
 const SectionSpec &optimizerParamsSchema(const std::string &canonicalType);
 
 /// Parameters of each LR scheduler, by its DeepSpeed name ("WarmupLR", ...).

@@ -435,7 +435,7 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     }
   auto type = input.find("type");
   if (type == input.end()) {
-    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\", \"Lion\" or \"SGD\"");
+    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\", \"Adagrad\", \"Lion\" or \"SGD\"");
     return std::nullopt;
   }
   if (!type->is_string()) {
@@ -448,13 +448,13 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     std::string message = "unknown optimizer '" + name + "'";
     if (std::optional<std::string> suggestion = closestSpelling(name, optimizerSpellings()))
       message += "; did you mean '" + *suggestion + "'?";
-    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW', 'Lion' and 'SGD')");
+    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW', 'Adagrad', 'Lion' and 'SGD')");
     return std::nullopt;
   }
   if (!known->supported) {
     error("optimizer.type", "optimizer '" + name +
                                 "' is not supported yet; zcc supports 'Adam', "
-                                "'AdamW', 'Lion' and 'SGD'");
+                                "'AdamW', 'Adagrad', 'Lion' and 'SGD'");
     return std::nullopt;
   }
   auto legacyFusion = input.find("legacy_fusion");
@@ -469,7 +469,14 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
   if (!params)
     return std::nullopt;
 
-  if (known->canonical != "sgd") {
+  if (known->canonical == "adagrad") {
+    if ((*params)["initial_accumulator_value"].get<double>() != 0.0) {
+      error("optimizer.params.initial_accumulator_value",
+            "a non-zero initial_accumulator_value is not supported yet; zcc's Adagrad "
+            "starts its sums at 0 (remove it)");
+      return std::nullopt;
+    }
+  } else if (known->canonical != "sgd") {
     for (size_t i = 0; i < 2; ++i) {
       double beta = (*params)["betas"][i].get<double>();
       if (beta < 0.0 || beta >= 1.0) {

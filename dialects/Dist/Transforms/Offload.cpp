@@ -82,6 +82,8 @@ SmallVector<Value> inPlaceTargets(Operation *op) {
     return {sgd.getParam(), sgd.getMomentumBuffer()};
   if (auto lion = dyn_cast<zgraph::LionOp>(op))
     return {lion.getParam(), lion.getExpAvg()};
+  if (auto adagrad = dyn_cast<zgraph::AdagradOp>(op))
+    return {adagrad.getParam(), adagrad.getSum()};
   return {};
 }
 
@@ -359,7 +361,8 @@ void Offloader::keepComputeCopies() {
   // And @optimizer_step after each update.
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
     SmallVector<Value> targets = inPlaceTargets(&op);
-    if (!isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(op) || targets.empty())
+    if (!isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op) ||
+        targets.empty())
       continue;
     auto param = targets.front().getDefiningOp<zgraph::ParamOp>();
     if (!param || !copied.contains(param.getName()))
@@ -375,7 +378,7 @@ void Offloader::keepComputeCopies() {
 /// parameter by @init and fetched back into it after each update.
 LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
-    if (!isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(op))
+    if (!isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op))
       continue;
     SmallVector<Value> targets = inPlaceTargets(&op);
     for (Value state : ArrayRef<Value>(targets).drop_front()) {
@@ -582,7 +585,7 @@ llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microS
         if (func == microStep) {
           SmallVector<Value> targets = inPlaceTargets(user);
           ok &= llvm::is_contained(targets, state.getResult()) &&
-                !isa<zgraph::AdamWOp, zgraph::LionOp, zgraph::SgdOp>(user);
+                !isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(user);
         } else if (func == update) {
           auto offload = dyn_cast<OffloadOp>(user);
           ok &= offload && llvm::all_of(offload->getUsers(), [](Operation *reader) {

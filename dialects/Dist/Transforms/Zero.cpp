@@ -687,6 +687,9 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     } else if (auto lion = dyn_cast<zgraph::LionOp>(op)) {
       param = lion.getParam();
       grad = lion.getGrad();
+    } else if (auto adagrad = dyn_cast<zgraph::AdagradOp>(op)) {
+      param = adagrad.getParam();
+      grad = adagrad.getGrad();
     } else {
       continue;
     }

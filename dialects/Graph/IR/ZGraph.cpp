@@ -695,7 +695,7 @@ LogicalResult SliceGradOp::verify() {
 namespace {
 bool isStateKind(StringRef kind) {
   return kind == "grad" || kind == "exp_avg" || kind == "exp_avg_sq" || kind == "momentum" ||
-         kind == "copy" || kind == "master" || kind == "host_grad" || kind == "norm_sq";
+         kind == "sum" || kind == "copy" || kind == "master" || kind == "host_grad" || kind == "norm_sq";
 }
 
 /// In-place updates write into a parameter or a state, never a computed value.
@@ -712,7 +712,8 @@ LogicalResult StateOp::verify() {
     return emitOpError("requires a non-empty parameter name");
   if (!isStateKind(getKind()))
     return emitOpError() << "kind must be \"grad\", \"exp_avg\", \"exp_avg_sq\", "
-                            "\"momentum\", \"master\", \"copy\", \"host_grad\" or \"norm_sq\", got \""
+                            "\"momentum\", \"sum\", \"master\", \"copy\", \"host_grad\" or "
+                            "\"norm_sq\", got \""
                          << getKind() << "\"";
   return verifyStaticShapes(*this);
 }
@@ -793,6 +794,12 @@ LogicalResult verifyOptimizerOperands(Operation *op, ValueRange tensors,
 LogicalResult AdamWOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
                                  getScalars(), /*gradientMayBeHalf=*/true);
+}
+
+LogicalResult AdagradOp::verify() {
+  if (getLrDecay().convertToDouble() < 0)
+    return emitOpError("lr_decay must not be negative");
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getSum()}, getScalars());
 }
 
 LogicalResult LionOp::verify() {

@@ -712,7 +712,7 @@ def ZGraph_StateOp : ZGraph_Op<"state", [MemoryEffects<[MemRead]>]> {
   let description = [{
     The current value of state `kind` of parameter `name`: "grad" (the
     gradient accumulator), "exp_avg" / "exp_avg_sq" (Adam's moments) or
-    "momentum" (SGD's buffer), "master" (an fp32 master copy of the rows of a
+    "momentum" (SGD's buffer), "sum" (Adagrad's sum of squares), "master" (an fp32 master copy of the rows of a
     parameter a ZeRO rank updates), "copy" (an offloaded parameter's 16-bit
     host copy), "host_grad" (a one-step gradient streamed to host memory
     for a host update) or "norm_sq" (the sum of the squares of streamed
@@ -818,6 +818,25 @@ def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) ``
     custom<GradientType>(type($grad), ref(type($param))) `,` type($scalars)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_AdagradOp : ZGraph_Op<"adagrad", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "grad", "sum"]>]> {
+  let summary = "One Adagrad step of a parameter, in place";
+  let description = [{
+    torch.optim.Adagrad (DeepSpeed's Adagrad, and DeepSpeedCPUAdagrad with
+    offload): with g the gradient times grad_scale plus weight_decay *
+    param, sum += g * g, then param -= lr / (1 + (step - 1) * lr_decay) *
+    g / (sqrt(sum) + eps). `scalars` as for `adamw` (betas and momentum
+    unused).
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
+                       ZGraph_FloatTensor:$sum, 1DTensorOf<[F64]>:$scalars,
+                       DefaultValuedAttr<F64Attr, "0.0">:$lr_decay);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $sum `,` $scalars attr-dict `:` type($param) `,` type($scalars)
   }];
   let hasVerifier = 1;
 }

@@ -69,9 +69,11 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
         return double(i.getInt());
       return defaultValue;
     };
-    if (type != "adam" && type != "adamw" && type != "lion" && type != "sgd") {
+    if (type != "adam" && type != "adamw" && type != "adagrad" && type != "lion" &&
+        type != "sgd") {
       module.emitError() << "optimizer '" << typeAttr.getValue()
-                         << "' is not supported yet; zcc implements Adam, AdamW, Lion and SGD";
+                         << "' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lion "
+                            "and SGD";
       return signalPassFailure();
     }
     if (boolParam("amsgrad", false)) {
@@ -126,6 +128,9 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
         builder.create<SgdOp>(loc, param, grad, momentum, updateBody.getArgument(0),
                               builder.getF64FloatAttr(floatParam("dampening", 0.0)),
                               boolParam("nesterov", false) ? builder.getUnitAttr() : UnitAttr());
+      } else if (type == "adagrad") {
+        builder.create<AdagradOp>(loc, param, grad, gradState(p, "sum"), updateBody.getArgument(0),
+                                  builder.getF64FloatAttr(floatParam("lr_decay", 0.0)));
       } else if (type == "lion") {
         builder.create<LionOp>(loc, param, grad, gradState(p, "exp_avg"),
                                updateBody.getArgument(0));

@@ -139,7 +139,7 @@ module attributes {zcc.config = {optimizer = {type = "lion", params = {lr = 1.0e
 // -----
 
 // An optimizer zcc does not implement is named, with the supported ones.
-// expected-error @+1 {{optimizer 'Lamb' is not supported yet; zcc implements Adam, AdamW, Lion and SGD}}
+// expected-error @+1 {{optimizer 'Lamb' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lion and SGD}}
 module attributes {zcc.config = {optimizer = {type = "Lamb", params = {lr = 1.0e-3 : f64}}}} {
   func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
     %w = zgraph.param "w" trainable : tensor<4xf32>

@@ -129,6 +129,7 @@ func.func @accumulate_product(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>, %a:
 // CHECK-NEXT: zgraph.sgd %[[W]], %[[G]], %[[MO:.*]], %[[S]] : tensor<4x8xf32>, tensor<8xf64>
 // CHECK-NEXT: zgraph.sgd %[[W]], %[[G]], %[[MO]], %[[S]] {dampening = 5.000000e-01 : f64, nesterov} : tensor<4x8xf32>, tensor<8xf64>
 // CHECK-NEXT: zgraph.lion %[[W]], %[[G]], %[[M]], %[[S]] : tensor<4x8xf32>, tensor<8xf64>
+// CHECK-NEXT: zgraph.adagrad %[[W]], %[[G]], %[[V]], %[[S]] {lr_decay = 1.000000e-02 : f64} : tensor<4x8xf32>, tensor<8xf64>
 // A 16-bit gradient of an f32 parameter (one copied to the host in 16
 // bits) prints its type after `grad`.
 // CHECK-NEXT: %[[H:.*]] = zgraph.state "w" kind = "host_grad" : tensor<4x8xbf16>
@@ -144,6 +145,7 @@ func.func @optimizers(%scalars: tensor<8xf64>) {
   zgraph.sgd %w, %g, %mo, %scalars : tensor<4x8xf32>, tensor<8xf64>
   zgraph.sgd %w, %g, %mo, %scalars {dampening = 0.5 : f64, nesterov} : tensor<4x8xf32>, tensor<8xf64>
   zgraph.lion %w, %g, %m, %scalars : tensor<4x8xf32>, tensor<8xf64>
+  zgraph.adagrad %w, %g, %v, %scalars {lr_decay = 0.01 : f64} : tensor<4x8xf32>, tensor<8xf64>
   %h = zgraph.state "w" kind = "host_grad" : tensor<4x8xbf16>
   zgraph.adamw %w, %h, %m, %v, %scalars : tensor<4x8xf32> grad tensor<4x8xbf16>, tensor<8xf64>
   return
