@@ -161,10 +161,10 @@ TEST_F(ZrunTest, WorldSizeMustMatch) {
   twoRanks.mutable_mesh()->add_axis_names("dp");
   twoRanks.mutable_mesh()->add_axis_sizes(2);
   std::string path = test::writePlan(dir.file("dp2.bin"), twoRanks);
+  // Its ranks split the batch by rows: the input must hold both ranks'.
   expectError({path, "--input", "x=" + input},
-              path + ": plan was compiled for world size 2; running an "
-                     "inference plan on more than one rank is not supported "
-                     "yet (recompile with --world-size 1)");
+              input + ": input 'x' is f32 2x3, but a batch of this plan is f32 4x3 "
+                      "(2 ranks x 2 rows, train_micro_batch_size_per_gpu)");
 }
 
 TEST_F(ZrunTest, BackendMustMatch) {

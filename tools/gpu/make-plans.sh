@@ -168,6 +168,13 @@ $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss 
 # batch of 8), whose activations go between the ranks by NCCL send/recv.
 "$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_infer_pp2_gpipe.json" --mode infer --world-size 2 \
   -o "$out/infer-wide-pp2.plan"
+# Data-parallel inference of a batch of 8 on 2 ranks of 4 rows, stage 3 with
+# offload_param: parameters gathered from pinned host shards, outputs
+# all-gathered by NCCL.
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 4 --no-loss --layers 4 \
+  --width 256 --heads 4 --vocab 1000 --seq 256 -o "$out/gpt2-wide4.onnx"
+"$zcc" "$out/gpt2-wide4.onnx" -c "$inputs/ds_infer_dp_zero3.json" --world-size 2 \
+  -o "$out/infer-wide-dp2-z3.plan"
 $python - "$out" <<'PY'
 import numpy as np, sys
 out = sys.argv[1]

@@ -259,7 +259,8 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
                                (long long)category.bytes());
   }
   if (!comm.empty()) {
-    outs() << "communication per optimizer step, per rank (bytes)\n";
+    outs() << "communication per " << (plan.mode() == "train" ? "optimizer step" : "batch")
+           << ", per rank (bytes)\n";
     for (const auto &[kind, bytes] : comm)
       outs() << llvm::format("  %-24s %14lld\n", kind.c_str(), (long long)bytes);
   }
@@ -501,6 +502,9 @@ int main(int argc, char **argv) {
   zcc::registerZccDialects(registry);
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A pass's error names what is wrong and how to fix it; the IR of the op
+  // it is attached to (a whole module, often) would bury it.
+  context.printOpOnDiagnostic(false);
   // Every diagnostic already says where (file, node, JSON path): print it as
   // one line, without MLIR's location prefix.
   mlir::ScopedDiagnosticHandler diagnostics(&context, [](mlir::Diagnostic &diagnostic) {

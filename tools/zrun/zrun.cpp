@@ -51,7 +51,9 @@ const char kUsage[] =
     "Runs a plan compiled by zcc. On an inference plan, reads every graph\n"
     "input from --input, runs it once and writes every graph output to\n"
     "DIR/<output name>.npy (DIR: --output-dir, default the current folder;\n"
-    "a '/' in an output name becomes '_').\n"
+    "a '/' in an output name becomes '_'). A plan compiled for N data-\n"
+    "parallel ranks takes the whole batch (N x micro-batch rows), gives\n"
+    "rank r its rows and writes the outputs of the whole batch.\n"
     "\n"
     "  --backend cpu|cuda     the backend (default cpu)\n"
     "  --input NAME=FILE.npy  a graph input, once per input\n"
@@ -483,100 +485,6 @@ std::string outputFileName(const std::string &name) {
   return file + ".npy";
 }
 
-Status runInference(const Options &options, LoadedPlan loaded) {
-  const plan::Plan &plan = loaded.plan;
-  // Every input must come from exactly one --input, before any weight is
-  // loaded: a typo should not cost a model load.
-  std::map<std::string, std::string> files;
-  for (const auto &[name, file] : options.inputs) {
-    bool known = false;
-    std::string names;
-    for (const plan::Binding &binding : plan.inputs()) {
-      known |= binding.name() == name;
-      names += (names.empty() ? "'" : ", '") + binding.name() + "'";
-    }
-    if (!known)
-      return Status(StatusCode::kInvalidArgument,
-                    "--input " + name + "=" + file +
-                        ": the plan has no input '" + name + "' (its inputs: " +
-                        (names.empty() ? std::string("none") : names) + ")");
-    if (!files.emplace(name, file).second)
-      return Status(StatusCode::kInvalidArgument,
-                    "--input " + name + " is given twice");
-  }
-  for (const plan::Binding &binding : plan.inputs())
-    if (!files.count(binding.name()))
-      return Status(StatusCode::kInvalidArgument,
-                    "the plan's input '" + binding.name() +
-                        "' has no array; pass --input " + binding.name() +
-                        "=FILE.npy");
-  std::vector<std::pair<std::string, HostTensor>> arrays;
-  for (const plan::Binding &binding : plan.inputs()) {
-    StatusOr<HostTensor> array = readNpy(files[binding.name()]);
-    if (!array.isOk()) {
-      Status status = array.takeStatus();
-      return status.addContext("cannot read input '" + binding.name() + "'");
-    }
-    arrays.emplace_back(binding.name(), std::move(*array));
-  }
-  ExecutorOptions executorOptions;
-  Status status = prepareInference(options, executorOptions);
-  if (!status.isOk())
-    return status;
-  StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::instantiate(std::move(loaded), executorOptions);
-  if (!executor.isOk())
-    return executor.takeStatus();
-  for (const auto &[name, array] : arrays)
-    ZCC_RETURN_IF_ERROR((*executor)->setInput(name, array.data.data(),
-                                              array.data.size(), array.dtype,
-                                              array.shape),
-                        "%s", files[name].c_str());
-  // Run 1 warms up (kernel selection, first touches); with --repeat the
-  // later runs are timed.
-  double timed = 0;
-  for (int64_t run = 0; run < options.repeat; ++run) {
-    if (run == 1 && options.profileRows > 0)
-      (*executor)->resetProfile();
-    auto start = std::chrono::steady_clock::now();
-    ZCC_RETURN_IF_ERROR((*executor)->run("infer"), "%s", (*executor)->plan().path.c_str());
-    if (run > 0)
-      timed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-  if (options.repeat > 1) {
-    double latency = timed / static_cast<double>(options.repeat - 1);
-    int64_t samples = 0;
-    const plan::Plan &mine = (*executor)->plan().plan;
-    if (mine.inputs_size() > 0 && mine.buffers(mine.inputs(0).buffer()).shape_size() > 0)
-      samples = mine.buffers(mine.inputs(0).buffer()).shape(0);
-    std::printf("inference: batch of %lld samples in %.3f ms (mean latency of %lld runs after "
-                "the first), %.1f samples/s\n",
-                static_cast<long long>(samples), latency * 1e3,
-                static_cast<long long>(options.repeat - 1),
-                latency > 0 ? static_cast<double>(samples) / latency : 0.0);
-  }
-  if (options.memoryReport) {
-    printDeviceMemory((*executor)->backend().allocatedBytes(),
-                      (*executor)->backend().deviceBytesInUse(), (*executor)->backend().name(),
-                      std::string());
-    std::fputs((*executor)->graphSummary().c_str(), stdout);
-  }
-  for (const plan::Binding &binding : (*executor)->plan().plan.outputs()) {
-    if (options.noOutputs)
-      break;
-    StatusOr<HostTensor> output = (*executor)->output(binding.name());
-    if (!output.isOk())
-      return output.takeStatus();
-    std::string path = options.outputDir + "/" + outputFileName(binding.name());
-    ZCC_RETURN_IF_ERROR(writeNpy(path, *output), "cannot write output '%s'",
-                        binding.name().c_str());
-  }
-  if (options.profileRows > 0)
-    std::fputs(formatProfile(**executor, "one run of 'infer'", options.profileRows).c_str(),
-               stdout);
-  return Status::ok();
-}
-
 /// Threads each rank gives the host kernels of a plan with CPU offload:
 /// DeepSpeed's offload_optimizer.cpuadam_cores_perc (0.8) of this machine's
 /// cores, shared by the ranks on it (the launcher's local world size, else
@@ -626,19 +534,12 @@ pipelineSubgroups(LocalCommunicatorGroup &group, int stages, int dataParallel, b
 
 /// A rank of a job on the cuda backend: a process of its own, with its GPU
 /// and the job's NCCL communicator.
-struct CudaRank {
-  std::unique_ptr<Communicator> communicator;
-  int rank = 0;
-  /// The CUDA device: local rank / --ranks-per-gpu.
-  int device = 0;
-};
-
 /// With more than one rank on the cuda backend, each rank is a process: the
 /// process the user started (`launcher` set) starts them, waits for them and
-/// returns their status; a rank joins the job (its GPU, the NCCL id, the
-/// communicator) into `joined`.
+/// returns their status; a rank joins the job: its GPU (`device`: local
+/// rank / --ranks-per-gpu, selected), the NCCL id and its communicator.
 Status joinCudaJob(const Options &options, const std::string &path, int world, bool &launcher,
-                   CudaRank &joined) {
+                   std::unique_ptr<Communicator> &communicator, int &device) {
   StatusOr<ProcessRole> role = processRole();
   if (!role.isOk())
     return role.takeStatus();
@@ -684,15 +585,240 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
     }
     ZCC_RETURN_IF_ERROR(exchangeNcclId(*role, idHex, timeout), "rank %d", role->rank);
   }
-  int device = role->localRank / static_cast<int>(options.ranksPerGpu);
+  device = role->localRank / static_cast<int>(options.ranksPerGpu);
   ZCC_RETURN_IF_ERROR((*plugin)->selectDevice(device, role->rank), "%s", path.c_str());
   StatusOr<std::unique_ptr<Communicator>> created =
       (*plugin)->createCommunicator(idHex, role->rank, world, timeout);
   if (!created.isOk())
     return created.takeStatus().addContext(formatString("rank %d", role->rank));
-  joined.communicator = std::move(*created);
-  joined.rank = role->rank;
-  joined.device = device;
+  communicator = std::move(*created);
+  return Status::ok();
+}
+
+/// An inference plan on `world` ranks (data-parallel; a pipeline's run by
+/// runPipelineInference): each input holds the whole batch, world times
+/// the plan's rows, and rank r runs "infer" on rows [r * rows, r * rows +
+/// rows) of it; the plan all-gathers each output over the ranks, so rank 0
+/// holds the whole batch's outputs and writes them. The cpu backend runs
+/// the ranks as threads, the cuda backend as processes with a GPU each.
+/// Runs `runRank(rank, plan)` for each rank of a cpu job on a thread of its
+/// own, each with its own copy of the plan, and waits for them all.
+template <typename RunRank>
+void runRankThreads(int world, RunRank &runRank, const LoadedPlan &loaded) {
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank)
+    threads.emplace_back([&runRank, rank, mine = loaded]() mutable { runRank(rank, std::move(mine)); });
+  for (std::thread &thread : threads)
+    thread.join();
+}
+
+/// The first rank of a job whose run failed for its own reason, not because
+/// another rank aborted the job (a job of more than one rank names it); ok
+/// when every rank succeeded.
+Status firstRankFailure(std::vector<Status> &results) {
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t rank = 0; rank < results.size(); ++rank) {
+      Status &result = results[rank];
+      if (result.isOk() ||
+          (pass == 0 && result.message().find("aborted by rank") != std::string::npos))
+        continue;
+      Status failed = std::move(result);
+      if (results.size() > 1)
+        failed.addContext(formatString("rank %zu", rank));
+      return failed;
+    }
+  return Status::ok();
+}
+
+Status runInference(const Options &options, LoadedPlan loaded) {
+  const plan::Plan &plan = loaded.plan;
+  const std::string path = loaded.path;
+  const int world = static_cast<int>(loaded.worldSize());
+  // Every input must come from exactly one --input, before any weight is
+  // loaded: a typo should not cost a model load.
+  std::map<std::string, std::string> files;
+  for (const auto &[name, file] : options.inputs) {
+    bool known = false;
+    std::string names;
+    for (const plan::Binding &binding : plan.inputs()) {
+      known |= binding.name() == name;
+      names += (names.empty() ? "'" : ", '") + binding.name() + "'";
+    }
+    if (!known)
+      return Status(StatusCode::kInvalidArgument,
+                    "--input " + name + "=" + file +
+                        ": the plan has no input '" + name + "' (its inputs: " +
+                        (names.empty() ? std::string("none") : names) + ")");
+    if (!files.emplace(name, file).second)
+      return Status(StatusCode::kInvalidArgument,
+                    "--input " + name + " is given twice");
+  }
+  for (const plan::Binding &binding : plan.inputs())
+    if (!files.count(binding.name()))
+      return Status(StatusCode::kInvalidArgument,
+                    "the plan's input '" + binding.name() +
+                        "' has no array; pass --input " + binding.name() +
+                        "=FILE.npy");
+  std::vector<std::pair<std::string, HostTensor>> arrays;
+  for (const plan::Binding &binding : plan.inputs()) {
+    StatusOr<HostTensor> array = readNpy(files[binding.name()]);
+    if (!array.isOk()) {
+      Status status = array.takeStatus();
+      return status.addContext("cannot read input '" + binding.name() + "'");
+    }
+    // One rank checks the array against the plan when it is set; more
+    // split it by rows, so it must be the whole batch.
+    const plan::Buffer &buffer = plan.buffers(binding.buffer());
+    std::vector<int64_t> expected(buffer.shape().begin(), buffer.shape().end());
+    if (world > 1 && !expected.empty())
+      expected[0] *= world;
+    if (world > 1 && (array->dtype != buffer.dtype() || array->shape != expected))
+      return Status(StatusCode::kInvalidArgument,
+                    files[binding.name()] + ": input '" + binding.name() + "' is " +
+                        dtypeText(array->dtype) + " " + shapeText(array->shape) +
+                        ", but a batch of this plan is " + dtypeText(buffer.dtype()) + " " +
+                        shapeText(expected) + " (" + std::to_string(world) + " ranks x " +
+                        std::to_string(buffer.shape_size() ? buffer.shape(0) : 1) +
+                        " rows, train_micro_batch_size_per_gpu)");
+    arrays.emplace_back(binding.name(), std::move(*array));
+  }
+  ExecutorOptions executorOptions;
+  Status status = prepareInference(options, executorOptions);
+  if (!status.isOk())
+    return status;
+
+  // More than one rank: on the cuda backend this process is one of them
+  // (the launcher starts them and returns their status); on the cpu
+  // backend they are threads of this process.
+  std::unique_ptr<Communicator> nccl;
+  std::unique_ptr<LocalCommunicatorGroup> group;
+  if (world > 1 && options.backend == "cuda") {
+    bool launcher = false;
+    Status joined =
+        joinCudaJob(options, path, world, launcher, nccl, executorOptions.deviceOrdinal);
+    if (launcher || !joined.isOk())
+      return joined;
+  } else if (world > 1) {
+    StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(
+        world, {std::chrono::seconds(options.commTimeoutSeconds)});
+    if (!created.isOk())
+      return created.takeStatus();
+    group = std::move(*created);
+  }
+  executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
+                                                       : hostThreadsPerRank(plan, world);
+  const int64_t samples =
+      world * (!arrays.empty() && !arrays.front().second.shape.empty()
+                   ? arrays.front().second.shape[0] / world
+                   : 0);
+
+  std::vector<Status> results(world, Status::ok());
+  std::vector<uint64_t> allocated(world, 0), inUse(world, 0);
+  std::string backendName, graphs, profile;
+  double latency = 0;
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  auto runRank = [&](int rank, LoadedPlan mine) -> Status {
+    ExecutorOptions rankOptions = executorOptions;
+    rankOptions.communicator = nccl ? nccl.get() : group ? group->communicator(rank) : nullptr;
+    rankOptions.weights.shardIndex = rank;
+    StatusOr<std::unique_ptr<Executor>> instantiated =
+        Executor::instantiate(std::move(mine), rankOptions);
+    if (!instantiated.isOk())
+      return instantiated.takeStatus();
+    Executor &executor = **instantiated;
+    const plan::Plan &own = executor.plan().plan;
+    for (const auto &[name, array] : arrays) {
+      const plan::Buffer *buffer = nullptr;
+      for (const plan::Binding &binding : own.inputs())
+        if (binding.name() == name)
+          buffer = &own.buffers(binding.buffer());
+      if (world == 1)
+        ZCC_RETURN_IF_ERROR(executor.setInput(name, array.data.data(), array.data.size(),
+                                              array.dtype, array.shape),
+                            "%s", files[name].c_str());
+      else
+        ZCC_RETURN_IF_ERROR(executor.setInput(name, array.data.data() + rank * buffer->bytes(),
+                                              buffer->bytes(), buffer->dtype(),
+                                              {buffer->shape().begin(), buffer->shape().end()}),
+                            "%s", files[name].c_str());
+    }
+    // Run 1 warms up (kernel selection, first touches); with --repeat the
+    // later runs are timed.
+    double timed = 0;
+    for (int64_t run = 0; run < options.repeat; ++run) {
+      if (run == 1 && options.profileRows > 0)
+        executor.resetProfile();
+      if (rankOptions.communicator)
+        ZCC_RETURN_IF_ERROR(rankOptions.communicator->barrier(), "before run %lld",
+                            static_cast<long long>(run));
+      auto start = std::chrono::steady_clock::now();
+      ZCC_RETURN_IF_ERROR(executor.run("infer"), "%s", executor.plan().path.c_str());
+      if (rankOptions.communicator)
+        ZCC_RETURN_IF_ERROR(rankOptions.communicator->barrier(), "after run %lld",
+                            static_cast<long long>(run));
+      if (run > 0)
+        timed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    allocated[rank] = executor.backend().allocatedBytes();
+    inUse[rank] = executor.backend().deviceBytesInUse();
+    if (rank != 0)
+      return Status::ok();
+    latency = options.repeat > 1 ? timed / static_cast<double>(options.repeat - 1) : 0;
+    backendName = executor.backend().name();
+    graphs = executor.graphSummary();
+    if (options.profileRows > 0)
+      profile = formatProfile(executor,
+                              world == 1 ? std::string("one run of 'infer'")
+                                         : formatString("one run of 'infer', rank 0 of %d", world),
+                              options.profileRows);
+    // The outputs are the whole batch's on every rank (the plan gathers
+    // them); rank 0's are written.
+    for (const plan::Binding &binding : own.outputs()) {
+      if (options.noOutputs)
+        break;
+      StatusOr<HostTensor> output = executor.output(binding.name());
+      if (!output.isOk())
+        return output.takeStatus();
+      outputs.emplace_back(binding.name(), std::move(*output));
+    }
+    return Status::ok();
+  };
+  auto runAndAbort = [&](int rank, LoadedPlan mine) {
+    results[rank] = runRank(rank, std::move(mine));
+    if (!results[rank].isOk() && nccl)
+      nccl->abort(results[rank].message());
+    else if (!results[rank].isOk() && group)
+      group->communicator(rank)->abort(results[rank].message());
+  };
+  const int ownRank = nccl ? nccl->rank() : -1;
+  if (world == 1 || nccl) {
+    runAndAbort(std::max(ownRank, 0), std::move(loaded));
+  } else {
+    runRankThreads(world, runAndAbort, loaded);
+  }
+  if (Status failed = firstRankFailure(results); !failed.isOk())
+    return world > 1 ? failed.addContext(path) : failed;
+  if (options.memoryReport)
+    for (int rank = 0; rank < world; ++rank)
+      if (ownRank < 0 || rank == ownRank)
+        printDeviceMemory(allocated[rank], inUse[rank],
+                          backendName.empty() ? options.backend.c_str() : backendName.c_str(),
+                          world > 1 ? formatString(" (rank %d)", rank) : std::string());
+  if (ownRank > 0)
+    return Status::ok();
+  if (options.repeat > 1)
+    std::printf("inference: batch of %lld samples%s in %.3f ms (mean latency of %lld runs after "
+                "the first), %.1f samples/s\n",
+                static_cast<long long>(samples),
+                world > 1 ? formatString(" over %d data-parallel ranks", world).c_str() : "",
+                latency * 1e3, static_cast<long long>(options.repeat - 1),
+                latency > 0 ? static_cast<double>(samples) / latency : 0.0);
+  if (options.memoryReport)
+    std::fputs(graphs.c_str(), stdout);
+  for (const auto &[name, output] : outputs)
+    ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), output),
+                        "cannot write output '%s'", name.c_str());
+  std::fputs(profile.c_str(), stdout);
   return Status::ok();
 }
 
@@ -722,13 +848,10 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
                            std::to_string(stages) + ", or run with --backend cpu");
     if (world > 1) {
       bool launcher = false;
-      CudaRank rank;
-      Status joined = joinCudaJob(options, path, world, launcher, rank);
+      Status joined = joinCudaJob(options, path, world, launcher, nccl, deviceOrdinal);
       if (launcher || !joined.isOk())
         return joined;
-      nccl = std::move(rank.communicator);
-      ownRank = rank.rank;
-      deviceOrdinal = rank.device;
+      ownRank = nccl->rank();
     } else {
       ownRank = 0;
     }
@@ -898,15 +1021,8 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     for (std::thread &thread : threads)
       thread.join();
   }
-  for (int pass = 0; pass < 2; ++pass)
-    for (int rank = 0; rank < world; ++rank) {
-      Status &result = results[rank];
-      if (result.isOk() ||
-          (pass == 0 && result.message().find("aborted by rank") != std::string::npos))
-        continue;
-      Status failed = std::move(result);
-      return failed.addContext(formatString("rank %d", rank)).addContext(path);
-    }
+  if (Status failed = firstRankFailure(results); !failed.isOk())
+    return failed.addContext(path);
   // Each output is written by the process whose stage computes it.
   for (const auto &[name, tensor] : outputs)
     if (computed.count(name) && !options.noOutputs)
@@ -986,12 +1102,10 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   std::unique_ptr<Communicator> nccl;
   if (options.backend == "cuda" && world > 1) {
     bool launcher = false;
-    CudaRank rank;
-    Status joined = joinCudaJob(options, path, world, launcher, rank);
+    Status joined =
+        joinCudaJob(options, path, world, launcher, nccl, executorOptions.deviceOrdinal);
     if (launcher || !joined.isOk())
       return joined;
-    nccl = std::move(rank.communicator);
-    executorOptions.deviceOrdinal = rank.device;
   }
   executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
                                                        : hostThreadsPerRank(loaded.plan, world);
@@ -1122,24 +1236,10 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     }
     return Status::ok();
   } else {
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < world; ++rank)
-      threads.emplace_back(runRank, rank, loaded);
-    for (std::thread &thread : threads)
-      thread.join();
+    runRankThreads(world, runRank, loaded);
   }
-  // The first rank that failed for its own reason, not because another
-  // rank aborted the job.
-  for (int pass = 0; pass < 2; ++pass)
-    for (int rank = 0; rank < world; ++rank) {
-      Status &result = results[rank];
-      if (result.isOk() || (pass == 0 && result.message().find("aborted by rank") != std::string::npos))
-        continue;
-      Status failed = std::move(result);
-      if (world > 1)
-        failed.addContext(formatString("rank %d", rank));
-      return failed.addContext(path);
-    }
+  if (Status failed = firstRankFailure(results); !failed.isOk())
+    return failed.addContext(path);
   if (options.memoryReport) {
     for (int rank = 0; rank < world; ++rank)
       printDeviceMemory(allocated[rank], inUse[rank], backendName.c_str(),
@@ -1173,13 +1273,6 @@ Status runZrun(const Options &options) {
                            "plan, and this is an inference plan");
     return runPipelineInference(options, std::move(*loaded));
   }
-  if (worldSize != 1 && plan.mode() != "train")
-    return Status(StatusCode::kUnimplemented,
-                  formatString("%s: plan was compiled for world size %lld; "
-                               "running an inference plan on more than one rank "
-                               "is not supported yet (recompile with --world-size 1)",
-                               path.c_str(),
-                               static_cast<long long>(worldSize)));
   if (plan.backend() == plan::BACKEND_CUDA && options.backend != "cuda")
     return Status(StatusCode::kInvalidArgument,
                   path + ": plan was compiled for the cuda backend; run it "

@@ -26,8 +26,8 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
   let summary = "ZeRO partitioning of the training step over the data-parallel axis";
   let description = [{
     Reads `zero_optimization` from `zcc.config` and the "dp" axis of the
-    mesh. On one data-parallel rank, or for an inference plan, it changes
-    nothing. A parameter is partitioned by blocks of rows when the
+    mesh. On one data-parallel rank, or for a pipeline's inference plan
+    (whose stages split the batch), it changes nothing. A parameter is partitioned by blocks of rows when the
     data-parallel size divides its first dimension (and, in stage 3, when it
     has more than `stage3_param_persistence_threshold` elements).
 
@@ -55,6 +55,14 @@ def ZeroPass : Pass<"zcc-dist-zero", "mlir::ModuleOp"> {
       `overlap_comm` each bucket's gather is issued right before the first
       use of the bucket before it (when both fit the live budget), so it
       runs on the communication stream while that bucket computes.
+
+    - An inference plan (`@main`) on dp ranks: each rank runs `@main` on
+      its own rows of the batch, so every input and output must have the
+      micro-batch (`train_micro_batch_size_per_gpu`) as its first dimension;
+      each output is all-gathered along it (rank-major) into the whole
+      batch's rows. Stage 3 partitions the parameters as above and gathers
+      them by the same schedule over `@main` (ZeRO-Inference); stages 0 to 2
+      keep them whole on every rank.
 
     Offload is the next pass's (`zcc-dist-offload`); `overlap_comm` (the
     streams and events) is decided when the plan is built

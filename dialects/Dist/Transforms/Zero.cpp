@@ -21,6 +21,9 @@
 // one whose first dimension the data-parallel size does not divide (or, in
 // stage 3, one at or below stage3_param_persistence_threshold elements) stays
 // whole on every rank and is treated as in stage 0.
+// An inference plan on several ranks splits the batch: each rank runs @main
+// on its rows and the outputs are all-gathered (a scalar loss averaged); stage 3 partitions and
+// gathers its parameters by the same schedule (runInference).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,6 +66,8 @@ public:
         axes(builder.getStrArrayAttr({"dp"})) {}
 
   LogicalResult run();
+  /// An inference plan (@main) on the data-parallel ranks.
+  LogicalResult runInference(func::FuncOp main, int64_t microBatch);
 
 private:
   /// The pipeline stage that owns parameter `name` (-1 without a pipeline):
@@ -177,6 +182,77 @@ LogicalResult ZeroPartitioner::run() {
   partitionOptimizerStep(update);
   if (stage == 1 || stage == 2)
     addInit(update);
+  return success();
+}
+
+/// Data-parallel inference: every rank runs @main on its own rows of the
+/// batch (its inputs are those rows), and each output is all-gathered along
+/// its first dimension into the whole batch's rows, rank-major, so every
+/// rank ends with the outputs of the whole batch. In stage 3 the parameters
+/// are partitioned as in training and gathered ahead of their uses by the
+/// stage-3 schedule (ZeRO-Inference): each rank stores 1/dp of the model.
+/// A scalar output (the loss) is the mean of the ranks' values.
+/// Stages 1 and 2 partition what inference does not have (optimizer state,
+/// gradients): every rank holds the whole parameters, as in stage 0.
+LogicalResult ZeroPartitioner::runInference(func::FuncOp main, int64_t microBatch) {
+  FunctionType type = main.getFunctionType();
+  // Without a config's micro-batch, the first input's rows.
+  if (microBatch <= 0 && type.getNumInputs() > 0)
+    if (auto first = dyn_cast<RankedTensorType>(type.getInput(0)); first && first.getRank() >= 1)
+      microBatch = first.getDimSize(0);
+  auto checkRows = [&](Type value, StringAttr name, StringRef what) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(value);
+    if (tensor && tensor.getRank() >= 1 && tensor.getDimSize(0) == microBatch)
+      return success();
+    InFlightDiagnostic diag = main.emitError()
+                              << "data-parallel inference splits the batch over the "
+                              << dataParallel << " ranks by the first dimension, but " << what
+                              << " '" << (name ? name.getValue() : StringRef("?")) << "' is "
+                              << value << ", whose first dimension is not the micro-batch ("
+                              << microBatch << " rows, train_micro_batch_size_per_gpu)";
+    diag << "; compile with --world-size 1, or export the model with the batch as the first "
+            "dimension of each input and output (a loss may be a scalar, averaged over the ranks)";
+    return failure();
+  };
+  for (unsigned i = 0; i < type.getNumInputs(); ++i)
+    if (failed(checkRows(type.getInput(i), main.getArgAttrOfType<StringAttr>(i, "zgraph.name"),
+                         "input")))
+      return failure();
+  // A floating-point scalar output (a loss) is averaged over the ranks, as
+  // DeepSpeed's eval_batch reduces the loss over the data-parallel group.
+  auto isScalar = [](Type value) {
+    auto tensor = dyn_cast<RankedTensorType>(value);
+    return tensor && tensor.getRank() == 0 && isa<FloatType>(tensor.getElementType());
+  };
+  for (unsigned i = 0; i < type.getNumResults(); ++i)
+    if (!isScalar(type.getResult(i)) &&
+        failed(checkRows(type.getResult(i),
+                         main.getResultAttrOfType<StringAttr>(i, "zgraph.name"), "output")))
+      return failure();
+  if (stage == 3) {
+    main.walk([&](zgraph::ParamOp param) {
+      if (partitioned(param.getType()))
+        sharded[param.getName()] = param.getType();
+    });
+    scheduleGathers(main);
+  }
+  auto ret = cast<func::ReturnOp>(main.getBody().front().getTerminator());
+  builder.setInsertionPoint(ret);
+  SmallVector<Type> results;
+  for (OpOperand &operand : ret->getOpOperands()) {
+    auto rows = cast<RankedTensorType>(operand.get().getType());
+    if (isScalar(rows)) {
+      operand.set(allReduce(ret.getLoc(), operand.get(), ReductionKind::Avg));
+      results.push_back(rows);
+      continue;
+    }
+    SmallVector<int64_t> shape(rows.getShape());
+    shape[0] *= dataParallel;
+    auto whole = RankedTensorType::get(shape, rows.getElementType());
+    operand.set(allGather(ret.getLoc(), operand.get(), whole));
+    results.push_back(whole);
+  }
+  main.setFunctionType(FunctionType::get(main.getContext(), type.getInputs(), results));
   return success();
 }
 
@@ -776,9 +852,11 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
     auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
     auto gradNorm = module.lookupSymbol<func::FuncOp>("grad_norm");
-    if (!gradNorm)
-      return; // an inference plan: every rank runs its own batches
     auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    // An inference plan without a mesh runs on one rank; a pipeline's
+    // stages split the batch themselves (zcc-dist-pipeline-split).
+    if (!gradNorm && (meshes.empty() || !module.getOps<PipelineOp>().empty()))
+      return;
     if (meshes.size() != 1) {
       module.emitError("ZeRO partitioning needs exactly one zdist.mesh (run zcc-graph-to-dist)");
       return signalPassFailure();
@@ -811,6 +889,18 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
                                 std::max<int64_t>(1, bucket), std::max<int64_t>(1, gatherBucket),
                                 schedule, reduceInStep);
+    if (!gradNorm) {
+      auto main = module.lookupSymbol<func::FuncOp>("main");
+      if (!main) {
+        module.emitError("an inference plan on " + Twine(dataParallel) +
+                         " data-parallel ranks needs func.func @main");
+        return signalPassFailure();
+      }
+      if (failed(partitioner.runInference(main, configInt(config, "train_micro_batch_size_per_gpu",
+                                                          -1))))
+        return signalPassFailure();
+      return;
+    }
     if (failed(partitioner.run()))
       return signalPassFailure();
   }
