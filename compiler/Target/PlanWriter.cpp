@@ -268,6 +268,15 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
       memory->set_category(category.getName().str());
       memory->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
     }
+    if (auto host = stage.getAs<IntegerAttr>("host_arena_bytes"))
+      stageOut->set_host_arena_bytes(host.getInt());
+    if (auto hostMemory = stage.getAs<DictionaryAttr>("host_memory"))
+      for (NamedAttribute category : hostMemory) {
+        plan::MemoryCategory *memory = stageOut->add_memory();
+        memory->set_category(category.getName().str());
+        memory->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
+        memory->set_space(plan::HOST);
+      }
     SmallVector<StringRef> words;
     stage.getAs<StringAttr>("instructions").getValue().split(words, ' ', -1, false);
     for (StringRef word : words) {

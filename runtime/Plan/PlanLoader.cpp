@@ -359,12 +359,14 @@ private:
                                   static_cast<int>(buffer.space())));
     bool host = buffer.space() == plan::HOST;
     uint64_t arenaBytes = host ? plan_.host_arena_bytes() : plan_.arena_bytes();
-    if (plan_.has_pipeline() && !host) {
+    if (plan_.has_pipeline()) {
       if (buffer.stage() >= static_cast<uint32_t>(plan_.pipeline().stages_size()))
         return invalid(path_, item,
                        formatString("belongs to stage %u, but the pipeline has %d stages",
                                     buffer.stage(), plan_.pipeline().stages_size()));
-      arenaBytes = plan_.pipeline().stages(buffer.stage()).arena_bytes();
+      // Each stage's ranks allocate the stage's arenas.
+      const plan::PipelineStage &stage = plan_.pipeline().stages(buffer.stage());
+      arenaBytes = host ? stage.host_arena_bytes() : stage.arena_bytes();
     }
     if (buffer.offset() > arenaBytes || buffer.bytes() > arenaBytes - buffer.offset())
       return invalid(
@@ -728,6 +730,7 @@ StatusOr<LoadedPlan> projectStage(const LoadedPlan &loaded, int stage) {
   plan::Plan &out = projected.plan;
   out = plan;
   out.set_arena_bytes(plan.pipeline().stages(stage).arena_bytes());
+  out.set_host_arena_bytes(plan.pipeline().stages(stage).host_arena_bytes());
   const std::string prefix = "s" + std::to_string(stage) + ".";
   // Other stages' buffers are left as plain activations: nothing fills,
   // clears or reads them here, and their offsets are not in this arena.

@@ -126,20 +126,31 @@ done
 # Pipeline training (the 4-block GPT-2 with its embedding tied to the
 # output layer, so that the stages also send the tied weight): 2 stages
 # 1F1B in fp32 and bf16, 4 stages GPipe, and 2 stages x 2 data-parallel
-# ranks with ZeRO 3 inside each stage; batch 8 in every case.
+# ranks with ZeRO 3 inside each stage, and CPU offload with pipelines (ZeRO
+# 3 with both offloads on 2 x 2, every parameter over 100 elements
+# partitioned; ZeRO 1 with the host optimizer in bf16 on 2 x 1); batch 8 in
+# every case.
 $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --layers 4 -o "$out/gpt2-4.onnx"
 $python - "$inputs" "$out" <<'PY'
 import json, sys
 inputs, out = sys.argv[1], sys.argv[2]
 cases = {"p2r2-1f1b-fp32": "ds_pp2_1f1b.json", "p2r2-1f1b-bf16": "ds_pp2_1f1b.json",
-         "p4r4-gpipe-fp32": "ds_pp4_gpipe.json", "p2r4-zero3-fp32": "ds_pp2_zero3.json"}
+         "p4r4-gpipe-fp32": "ds_pp4_gpipe.json", "p2r4-zero3-fp32": "ds_pp2_zero3.json",
+         "p2r4-z3off-fp32": "ds_pp2_zero3.json", "p2r2-z1off-bf16": "ds_pp2_1f1b.json"}
 for name, base in cases.items():
     config = json.load(open(f"{inputs}/{base}"))
     if name.endswith("bf16"):
         config["bf16"] = {"enabled": True}
+    if "z3off" in name:
+        config["zero_optimization"].update(stage3_param_persistence_threshold=100,
+                                           offload_param={"device": "cpu"},
+                                           offload_optimizer={"device": "cpu"})
+    if "z1off" in name:
+        config["zero_optimization"] = {"stage": 1, "offload_optimizer": {"device": "cpu"}}
     json.dump(config, open(f"{out}/{name}.json", "w"), indent=1)
 PY
-for name in p2r2-1f1b-fp32 p2r2-1f1b-bf16 p4r4-gpipe-fp32 p2r4-zero3-fp32; do
+for name in p2r2-1f1b-fp32 p2r2-1f1b-bf16 p4r4-gpipe-fp32 p2r4-zero3-fp32 p2r4-z3off-fp32 \
+  p2r2-z1off-bf16; do
   world=${name#*r}; world=${world%%-*}
   "$zcc" "$out/gpt2-4.onnx" -c "$out/$name.json" --world-size $world -o "$out/$name.plan"
 done

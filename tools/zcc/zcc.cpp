@@ -283,9 +283,11 @@ void printPipelineReport(const zcc::plan::Plan &plan,
   int64_t stages = pipeline.stages_size();
   int64_t world = worldSizeOf(plan);
   int64_t dataParallel = world / std::max<int64_t>(1, stages);
-  auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name) -> int64_t {
+  // A stage's bytes of one category, in device (or host) memory.
+  auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name,
+                     bool host = false) -> int64_t {
     for (const zcc::plan::MemoryCategory &entry : stage.memory())
-      if (entry.category() == name)
+      if (entry.category() == name && (entry.space() == zcc::plan::HOST) == host)
         return static_cast<int64_t>(entry.bytes());
     return 0;
   };
@@ -308,16 +310,20 @@ void printPipelineReport(const zcc::plan::Plan &plan,
       for (int64_t d = 0; d < dataParallel; ++d)
         ranks.push_back(s * dataParallel + d);
       zcc::config::Json bytes = {{"total", stage.arena_bytes()}};
+      zcc::config::Json host = {{"total", stage.host_arena_bytes()}};
       for (const zcc::plan::MemoryCategory &entry : stage.memory())
-        bytes[entry.category()] = entry.bytes();
-      list.push_back({{"stage", s},
-                      {"ranks", ranks},
-                      {"activation_buffers", stage.activation_buffers()},
-                      {"forward_flops", cost(s, false)},
-                      {"backward_flops", cost(s, true)},
-                      {"peak_device_bytes", bytes},
-                      {"steps", stage.steps_size()},
-                      {"programs", instructions(stage)}});
+        (entry.space() == zcc::plan::HOST ? host : bytes)[entry.category()] = entry.bytes();
+      zcc::config::Json item = {{"stage", s},
+                                {"ranks", ranks},
+                                {"activation_buffers", stage.activation_buffers()},
+                                {"forward_flops", cost(s, false)},
+                                {"backward_flops", cost(s, true)},
+                                {"peak_device_bytes", bytes},
+                                {"steps", stage.steps_size()},
+                                {"programs", instructions(stage)}};
+      if (stage.host_arena_bytes() > 0)
+        item["host_bytes"] = host;
+      list.push_back(item);
     }
     outs() << zcc::config::Json{{"pipeline",
                                  {{"schedule", pipeline.schedule()},
@@ -346,6 +352,21 @@ void printPipelineReport(const zcc::plan::Plan &plan,
         (long long)category(stage, "gradients"), (long long)category(stage, "optimizer_state"),
         (long long)category(stage, "activations"), (long long)category(stage, "pipeline_buffers"),
         (long long)stage.activation_buffers(), (long long)(cost(s, false) + cost(s, true)));
+  }
+  if (plan.host_arena_bytes() == 0)
+    return;
+  // Offloaded state: each stage's ranks hold their own stage's.
+  outs() << "host memory per stage, per rank (bytes; pinned, offloaded state)\n";
+  outs() << "  stage           arena     parameters    optim state      gradients    activations\n";
+  for (int64_t s = 0; s < stages; ++s) {
+    const zcc::plan::PipelineStage &stage = pipeline.stages(s);
+    outs() << llvm::format("  %-6lld %14lld %14lld %14lld %14lld %14lld\n", (long long)s,
+                           (long long)stage.host_arena_bytes(),
+                           (long long)(category(stage, "parameters", true) +
+                                       category(stage, "parameter_copies", true)),
+                           (long long)category(stage, "optimizer_state", true),
+                           (long long)category(stage, "gradients", true),
+                           (long long)category(stage, "activations", true));
   }
 }
 

@@ -858,9 +858,11 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           unsigned from = bufferOf.lookup(store.getInput());
           buffers[from].lastUse = std::max(buffers[from].lastUse, index);
           std::string key = store.getInto().str();
+          // Into host memory where the store is placed there (a pipeline
+          // stage's copy of an offloaded parameter).
           FailureOr<unsigned> to =
-              addShared(store.getInput(), kindOfKey(key), key,
-                        key.substr(key.find(':') + 1), nullptr);
+              addShared(store.getInput(), kindOfKey(key), key, key.substr(key.find(':') + 1),
+                        onHost(store) ? store.getOperation() : nullptr);
           if (failed(to))
             return signalPassFailure();
           program.instructions.push_back(
@@ -1099,7 +1101,17 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       if (stagePlans[s].arenaBytes > stagePlans[largest].arenaBytes)
         largest = s;
     MemoryPlan memory = stagePlans[largest];
-    MemoryPlan hostMemory = planSubset([](const BufferInfo &info) { return info.host; });
+    // Host memory likewise: each stage's ranks hold only its offloaded
+    // state (a host arena per stage); the plan-wide arena is the largest.
+    std::vector<MemoryPlan> hostStagePlans;
+    for (int64_t s = 0; s < stages; ++s)
+      hostStagePlans.push_back(
+          planSubset([&](const BufferInfo &info) { return info.host && info.stage == s; }));
+    int64_t largestHost = 0;
+    for (int64_t s = 0; s < stages; ++s)
+      if (hostStagePlans[s].arenaBytes > hostStagePlans[largestHost].arenaBytes)
+        largestHost = s;
+    MemoryPlan hostMemory = hostStagePlans[largestHost];
     bool haveHost = llvm::any_of(buffers, [](const BufferInfo &info) { return info.host; });
 
     // The plan module: arena, programs, and the bindings as attributes.
@@ -1116,8 +1128,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                                                       int64_t(alignment));
       hostBody = &hostArena.getBodyRegion().emplaceBlock();
     }
-    std::vector<std::map<std::string, uint64_t>> stageCategoryBytes(stages);
-    std::map<std::string, uint64_t> hostCategoryBytes;
+    std::vector<std::map<std::string, uint64_t>> stageCategoryBytes(stages),
+        hostStageCategoryBytes(stages);
     auto symbol = [&](unsigned id) {
       return SymbolRefAttr::get(builder.getStringAttr(buffers[id].host ? "host" : "device"),
                                 {FlatSymbolRefAttr::get(builder.getContext(),
@@ -1144,21 +1156,23 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());
+      auto &categories =
+          (info.host ? hostStageCategoryBytes : stageCategoryBytes)[info.stage];
       if (info.kind != Kind::Activation)
-        (info.host ? hostCategoryBytes
-                   : stageCategoryBytes[info.stage])[categoryName(info.kind).str()] +=
-            planned[id].bytes;
+        categories[categoryName(info.kind).str()] += planned[id].bytes;
       // Also counted in "gradients"; their bytes are the activations'.
       if (info.stepLocal)
-        (info.host ? hostCategoryBytes : stageCategoryBytes[info.stage])["step_gradients"] +=
-            planned[id].bytes;
+        categories["step_gradients"] += planned[id].bytes;
     }
-    for (int64_t s = 0; s < stages; ++s)
+    for (int64_t s = 0; s < stages; ++s) {
       stageCategoryBytes[s]["activations"] =
           stagePlans[s].arenaBytes - stagePlans[s].persistentBytes;
+      if (hostStagePlans[s].arenaBytes > 0)
+        hostStageCategoryBytes[s]["activations"] =
+            hostStagePlans[s].arenaBytes - hostStagePlans[s].persistentBytes;
+    }
     std::map<std::string, uint64_t> &categoryBytes = stageCategoryBytes[largest];
-    if (haveHost)
-      hostCategoryBytes["activations"] = hostMemory.arenaBytes - hostMemory.persistentBytes;
+    std::map<std::string, uint64_t> &hostCategoryBytes = hostStageCategoryBytes[largestHost];
 
     for (const Program &program : programs) {
       builder.setInsertionPointToEnd(module.getBody());
@@ -1223,16 +1237,22 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       // The schedule and each stage's arena, as the plan's pipeline.
       SmallVector<Attribute> stageAttrs;
       for (int64_t s = 0; s < stages; ++s) {
-        SmallVector<NamedAttribute> bytes;
-        for (const auto &[category, value] : stageCategoryBytes[s])
-          bytes.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(value)));
+        auto dictionary = [&](const std::map<std::string, uint64_t> &categories) {
+          SmallVector<NamedAttribute> bytes;
+          for (const auto &[category, value] : categories)
+            bytes.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(value)));
+          return builder.getDictionaryAttr(bytes);
+        };
         stageAttrs.push_back(builder.getDictionaryAttr({
             builder.getNamedAttr("arena_bytes",
                                  builder.getI64IntegerAttr(stagePlans[s].arenaBytes)),
             builder.getNamedAttr("buffers",
                                  builder.getI64IntegerAttr(pipeline.getBuffers()[s])),
+            builder.getNamedAttr("host_arena_bytes",
+                                 builder.getI64IntegerAttr(hostStagePlans[s].arenaBytes)),
+            builder.getNamedAttr("host_memory", dictionary(hostStageCategoryBytes[s])),
             builder.getNamedAttr("instructions", pipeline.getStages()[s]),
-            builder.getNamedAttr("memory", builder.getDictionaryAttr(bytes)),
+            builder.getNamedAttr("memory", dictionary(stageCategoryBytes[s])),
         }));
       }
       module->setAttr("zplan.pipeline",

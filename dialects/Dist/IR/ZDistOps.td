@@ -342,7 +342,9 @@ def ZDist_StoreOp : ZDist_Op<"store"> {
     Copies the operand into the buffer named `into`, which another program
     of the same stage reads as its argument of that name: how a pipeline
     stage's forward pass hands its activations to the backward pass and to
-    the sends of a later program.
+    the sends of a later program, and how a stage keeps its copy of another
+    stage's offloaded parameter (`zdist.memory = "host"`: the buffer is in
+    host memory).
 
     ```mlir
     zdist.store %h into "input:zcc.pp.stash0.k1" : tensor<4x32x64xf32>

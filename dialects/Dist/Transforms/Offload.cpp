@@ -483,12 +483,6 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
                            << "' is not supported: offload goes to \"cpu\" (host memory)";
         return signalPassFailure();
       }
-    if (!module.getOps<PipelineOp>().empty()) {
-      module.emitError("CPU offload (zero_optimization.offload_optimizer / offload_param) with "
-                       "pipeline parallelism is not supported yet; drop the offload or the "
-                       "pipeline section");
-      return signalPassFailure();
-    }
     bool training = static_cast<bool>(module.lookupSymbol<func::FuncOp>("optimizer_step"));
     if (params && training && !optimizer) {
       module.emitError("zero_optimization.offload_param needs offload_optimizer.device \"cpu\" "

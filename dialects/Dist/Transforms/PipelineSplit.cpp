@@ -418,12 +418,28 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
             continue;
           OpBuilder &send = functions[from]->builder;
           Operation *clone = send.clone(*source);
-          send.create<SendOp>(source->getLoc(), clone->getResult(0),
-                              send.getI64IntegerAttr(stage));
+          // Offloaded state (zdist.memory "host") travels through device
+          // memory: fetched before the send, received into a device buffer
+          // and offloaded into the reader's host copy.
+          auto memory = source->getAttrOfType<StringAttr>("zdist.memory");
+          bool host = memory && memory.getValue() == "host";
+          Value sent = clone->getResult(0);
+          if (host)
+            sent = send.create<FetchOp>(source->getLoc(), sent);
+          send.create<SendOp>(source->getLoc(), sent, send.getI64IntegerAttr(stage));
           std::string key = kind == "param" ? "param:" + name : "state:" + name + ".copy";
           OpBuilder &receive = functions[stage]->builder;
-          receive.create<RecvOp>(source->getLoc(), clone->getResult(0).getType(),
-                                 receive.getI64IntegerAttr(from), receive.getStringAttr(key));
+          if (!host) {
+            receive.create<RecvOp>(source->getLoc(), sent.getType(),
+                                   receive.getI64IntegerAttr(from), receive.getStringAttr(key));
+            continue;
+          }
+          Value received = receive.create<RecvOp>(source->getLoc(), sent.getType(),
+                                                  receive.getI64IntegerAttr(from), StringAttr());
+          Value offloaded = receive.create<OffloadOp>(source->getLoc(), received);
+          auto store = receive.create<StoreOp>(source->getLoc(), offloaded,
+                                               receive.getStringAttr(key));
+          store->setAttr("zdist.memory", memory);
         }
       }
     }

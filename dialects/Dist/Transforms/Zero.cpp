@@ -551,7 +551,11 @@ void ZeroPartitioner::scheduleGathers(func::FuncOp step) {
   for (unsigned i = 0; i < params.size(); ++i) {
     for (OpOperand *use : usesOf[i]) {
       int64_t at = position.lookup(use->getOwner());
+      // A parameter used on two pipeline stages (a tied one) is gathered
+      // by each stage on its own: one gather cannot serve both.
       bool startNew = segments.empty() || segments.back().param != i ||
+                      pipelineStage(use->getOwner()) !=
+                          pipelineStage(segments.back().uses.back()->getOwner()) ||
                       (at != segments.back().last &&
                        distance(i, segments.back().last, at) > schedule.maxReuseDistance);
       if (startNew)
