@@ -84,7 +84,7 @@ fi
 # bf16 within 2e-2).
 for entry in "infer:input_ids.npy:1e-4:1" "infer-wide:input_ids_wide.npy:1e-4:1" \
              "infer-wide-bf16:input_ids_wide.npy:2e-2:1" "infer-wide-pp2:input_ids_pp2.npy:1e-4:2" \
-             "infer-wide-dp2-z3:input_ids_pp2.npy:1e-4:2"; do
+             "infer-wide-dp2-z3:input_ids_pp2.npy:1e-4:2" "infer-wide-pp2dp2:input_ids_pp2dp2.npy:1e-4:4"; do
   IFS=: read -r name input rtol world <<< "$entry"
   [ -f "$plans/$name.plan" ] || continue
   for backend in cpu cuda; do

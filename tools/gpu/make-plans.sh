@@ -179,6 +179,10 @@ $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --no-loss 
 # batch of 8), whose activations go between the ranks by NCCL send/recv.
 "$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_infer_pp2_gpipe.json" --mode infer --world-size 2 \
   -o "$out/infer-wide-pp2.plan"
+# The same pipeline with 2 data-parallel ranks per stage (a batch of 16):
+# each stage's ranks gather the logits.
+"$zcc" "$out/gpt2-wide.onnx" -c "$inputs/ds_infer_pp2_gpipe.json" --mode infer --world-size 4 \
+  -o "$out/infer-wide-pp2dp2.plan"
 # Data-parallel inference of a batch of 8 on 2 ranks of 4 rows, stage 3 with
 # offload_param: parameters gathered from pinned host shards, outputs
 # all-gathered by NCCL.
@@ -193,6 +197,7 @@ rng = np.random.default_rng(3)
 np.save(f"{out}/input_ids.npy", rng.integers(0, 128, size=(2, 32)).astype(np.int64))
 np.save(f"{out}/input_ids_wide.npy", rng.integers(0, 1000, size=(2, 256)).astype(np.int64))
 np.save(f"{out}/input_ids_pp2.npy", rng.integers(0, 1000, size=(8, 256)).astype(np.int64))
+np.save(f"{out}/input_ids_pp2dp2.npy", rng.integers(0, 1000, size=(16, 256)).astype(np.int64))
 PY
 
 # A trained export (issue: checkpoints): 5 steps of ZeRO-3 on 2 cpu ranks,

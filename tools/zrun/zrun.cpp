@@ -822,6 +822,70 @@ Status runInference(const Options &options, LoadedPlan loaded) {
   return Status::ok();
 }
 
+/// An output of an inference pipeline's last stages, block by block: this
+/// rank (index `group.rank()` of the stage's data-parallel group) holds
+/// blocks k * dp + rank of `whole` (one block: `buffer`'s bytes, one per
+/// micro-batch); after the call every rank of the group holds all of them.
+Status gatherOutputBlocks(Backend &backend, Communicator &group, const plan::Buffer &buffer,
+                          int64_t microBatches, HostTensor &whole) {
+  const int dataParallel = group.size();
+  const uint64_t bytes = buffer.bytes();
+  uint64_t elements = 1;
+  for (int64_t d : buffer.shape())
+    elements *= static_cast<uint64_t>(d);
+  void *staging = nullptr;
+  ZCC_RETURN_IF_ERROR(backend.allocate(bytes * (1 + dataParallel), 256, &staging),
+                      "staging for the gather");
+  auto *own = static_cast<uint8_t *>(staging);
+  uint8_t *all = own + bytes;
+  group.setStream(backend.nativeStream(0));
+  Status status = Status::ok();
+  for (int64_t k = 0; k < microBatches && status.isOk(); ++k) {
+    uint8_t *blocks = whole.data.data() + k * dataParallel * bytes;
+    status = backend.copyToDevice(own, blocks + group.rank() * bytes, bytes);
+    if (status.isOk()) {
+      group.watchRun(true);
+      status = group.allGather(own, all, elements, buffer.dtype());
+      if (status.isOk())
+        status = backend.synchronize();
+      group.watchRun(false);
+    }
+    if (status.isOk())
+      status = backend.copyToHost(blocks, all, bytes * dataParallel);
+  }
+  backend.deallocate(staging);
+  return status;
+}
+
+/// A pipeline's groups out of the job's NCCL communicator (rank r runs
+/// stage r / dp with data-parallel index r % dp): `byStage`, the stage's
+/// data-parallel ranks; `pipe`, the stages of the rank's data-parallel
+/// index.
+Status splitPipelineCommunicators(Communicator &nccl, int dataParallel,
+                                  std::unique_ptr<Communicator> &byStage,
+                                  std::unique_ptr<Communicator> &pipe) {
+  StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
+  if (!plugin.isOk())
+    return plugin.takeStatus();
+  const int rank = nccl.rank();
+  StatusOr<std::unique_ptr<Communicator>> stage =
+      (*plugin)->splitCommunicator(nccl, rank / dataParallel, rank % dataParallel);
+  StatusOr<std::unique_ptr<Communicator>> stages =
+      stage.isOk() ? (*plugin)->splitCommunicator(nccl, rank % dataParallel, rank / dataParallel)
+                   : StatusOr<std::unique_ptr<Communicator>>(stage.status());
+  if (!stages.isOk()) {
+    // Aborted, not destroyed: the other ranks may never finish the split.
+    Status failed = stages.takeStatus();
+    nccl.abort(failed.message());
+    if (stage.isOk())
+      (*stage)->abort(failed.message());
+    return failed;
+  }
+  byStage = std::move(*stage);
+  pipe = std::move(*stages);
+  return Status::ok();
+}
+
 /// An inference pipeline: ranks as threads, rank r running stage r / dp
 /// with data-parallel index r % dp. One batch of dp x micro_batches
 /// micro-batches goes through the pipeline: rank d of stage 0 reads rows
@@ -835,23 +899,22 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   const int dataParallel = world / stages;
   const int64_t microBatches = plan.pipeline().micro_batches();
   // On the cuda backend each rank is a process with its GPU; the stages
-  // pass activations over the job's NCCL communicator, which needs one rank
-  // per stage (a data-parallel group inside a stage would need its own).
-  std::unique_ptr<Communicator> nccl;
+  // pass activations over the job's NCCL communicator, or with data
+  // parallelism over the group of the rank's data-parallel index, and the
+  // ranks of the stage that computes an output gather it in theirs.
+  std::unique_ptr<Communicator> nccl, ncclStage, ncclPipe;
   int ownRank = -1, deviceOrdinal = 0;
   if (options.backend == "cuda") {
-    if (dataParallel != 1)
-      return Status(StatusCode::kUnimplemented,
-                    path + ": on the cuda backend a pipeline runs one rank per stage (this plan "
-                           "has " + std::to_string(dataParallel) +
-                           " data-parallel ranks per stage); recompile with --world-size " +
-                           std::to_string(stages) + ", or run with --backend cpu");
     if (world > 1) {
       bool launcher = false;
       Status joined = joinCudaJob(options, path, world, launcher, nccl, deviceOrdinal);
       if (launcher || !joined.isOk())
         return joined;
       ownRank = nccl->rank();
+      if (dataParallel > 1)
+        if (Status split = splitPipelineCommunicators(*nccl, dataParallel, ncclStage, ncclPipe);
+            !split.isOk())
+          return split.addContext(path);
     } else {
       ownRank = 0;
     }
@@ -941,8 +1004,10 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     if (!stagePlan.isOk())
       return stagePlan.takeStatus();
     ExecutorOptions rankOptions = executorOptions;
-    rankOptions.pipelineCommunicator =
-        nccl ? nccl.get() : group ? pipeGroups[dataRank]->communicator(stage) : nullptr;
+    rankOptions.pipelineCommunicator = ncclPipe ? ncclPipe.get()
+                                       : nccl   ? nccl.get()
+                                       : group  ? pipeGroups[dataRank]->communicator(stage)
+                                                : nullptr;
     StatusOr<std::unique_ptr<Executor>> executor =
         Executor::instantiate(std::move(*stagePlan), rankOptions);
     if (!executor.isOk())
@@ -990,6 +1055,17 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       if (run > 0 || options.repeat == 1)
         timed += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
+    // A cuda process holds only its own blocks of an output its stage
+    // computes: the stage's data-parallel ranks all-gather them, micro-batch
+    // by micro-batch (rank d's block of micro-batch k is block k * dp + d
+    // of the whole), through device memory; the stage's first writes them.
+    if (ncclStage && !options.noOutputs)
+      for (const plan::Binding &binding : mine.outputs())
+        ZCC_RETURN_IF_ERROR(gatherOutputBlocks((*executor)->backend(), *ncclStage,
+                                               mine.buffers(binding.buffer()), microBatches,
+                                               outputs[binding.name()]),
+                            "gathering output '%s' over stage %d's data-parallel ranks",
+                            binding.name().c_str(), stage);
     if (rank == 0)
       seconds = timed / static_cast<double>(std::max<int64_t>(1, options.repeat - 1));
     if (options.profileRows > 0) {
@@ -1023,9 +1099,11 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   }
   if (Status failed = firstRankFailure(results); !failed.isOk())
     return failed.addContext(path);
-  // Each output is written by the process whose stage computes it.
+  // Each output is written by the process whose stage computes it (the
+  // first of the stage's data-parallel ranks).
   for (const auto &[name, tensor] : outputs)
-    if (computed.count(name) && !options.noOutputs)
+    if (computed.count(name) && !options.noOutputs &&
+        (ownRank < 0 || ownRank % dataParallel == 0))
       ZCC_RETURN_IF_ERROR(writeNpy(options.outputDir + "/" + outputFileName(name), tensor),
                           "cannot write output '%s'", name.c_str());
   // Each stage's idle share of the batch (waiting on the stages before and
@@ -1119,28 +1197,10 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   // groups: a stage's data-parallel ranks, and each data-parallel index's
   // stages.
   std::unique_ptr<Communicator> ncclStage, ncclPipe;
-  if (pipelined && nccl) {
-    StatusOr<const CudaPlugin *> plugin = loadCudaPlugin();
-    if (!plugin.isOk())
-      return plugin.takeStatus();
-    const int rank = nccl->rank();
-    StatusOr<std::unique_ptr<Communicator>> byStage =
-        (*plugin)->splitCommunicator(*nccl, rank / dataParallel, rank % dataParallel);
-    StatusOr<std::unique_ptr<Communicator>> pipe =
-        byStage.isOk()
-            ? (*plugin)->splitCommunicator(*nccl, rank % dataParallel, rank / dataParallel)
-            : StatusOr<std::unique_ptr<Communicator>>(byStage.status());
-    if (!pipe.isOk()) {
-      // Aborted, not destroyed: the other ranks may never finish the split.
-      Status failed = pipe.takeStatus();
-      nccl->abort(failed.message());
-      if (byStage.isOk())
-        (*byStage)->abort(failed.message());
-      return failed.addContext(path);
-    }
-    ncclStage = std::move(*byStage);
-    ncclPipe = std::move(*pipe);
-  }
+  if (pipelined && nccl)
+    if (Status split = splitPipelineCommunicators(*nccl, dataParallel, ncclStage, ncclPipe);
+        !split.isOk())
+      return split.addContext(path);
   if (pipelined && options.checkGradients)
     return Status(StatusCode::kInvalidArgument,
                   path + ": --check-gradients checks a one-rank plan; recompile without the "
