@@ -1099,6 +1099,27 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
   }
   if (Status failed = firstRankFailure(results); !failed.isOk())
     return failed.addContext(path);
+  // A scalar output (a loss) holds one value per micro-batch and data-
+  // parallel rank: the batch's is their mean, as DeepSpeed's eval_batch
+  // averages the loss over micro-batches and the data-parallel group.
+  auto averageInPlace = [](HostTensor &tensor, auto zero) {
+    using Value = decltype(zero);
+    const size_t count = tensor.data.size() / sizeof(Value);
+    double sum = 0;
+    for (size_t i = 0; i < count; ++i) {
+      Value value;
+      std::memcpy(&value, tensor.data.data() + i * sizeof(Value), sizeof(Value));
+      sum += static_cast<double>(value);
+    }
+    const Value mean = static_cast<Value>(count ? sum / static_cast<double>(count) : 0);
+    tensor.data.resize(sizeof(Value));
+    std::memcpy(tensor.data.data(), &mean, sizeof(Value));
+  };
+  for (auto &[name, tensor] : outputs)
+    if (tensor.shape.empty() && tensor.dtype == plan::F32)
+      averageInPlace(tensor, 0.0f);
+    else if (tensor.shape.empty() && tensor.dtype == plan::F64)
+      averageInPlace(tensor, 0.0);
   // Each output is written by the process whose stage computes it (the
   // first of the stage's data-parallel ranks).
   for (const auto &[name, tensor] : outputs)
