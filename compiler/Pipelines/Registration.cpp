@@ -23,6 +23,7 @@ void zcc::buildGraphPipeline(mlir::OpPassManager &pm, bool inference) {
     pm.addPass(zgraph::createStripDropoutPass());
   pm.addPass(zgraph::createFuseAttentionPass());
   pm.addPass(zgraph::createFuseGeluPass());
+  pm.addPass(zgraph::createFuseLayerNormPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createCanonicalizerPass());
   // Stages are assigned on the forward graph, so that autodiff gives every

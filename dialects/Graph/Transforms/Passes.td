@@ -73,6 +73,25 @@ def FuseGeluPass : Pass<"zcc-graph-fuse-gelu", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
+def FuseLayerNormPass : Pass<"zcc-graph-fuse-layer-norm", "mlir::ModuleOp"> {
+  let summary = "Fuses exported layer-norm subgraphs into zgraph.layer_norm";
+  let description = [{
+    Exports before ONNX's LayerNormalization (opset 17; torch's exporter at
+    opsets 13 to 16) write LayerNorm over the last dimension as
+    `d = x - ReduceMean(x)`, `y = d / Sqrt(ReduceMean(d^2) + eps) * weight
+    + bias`. The chain becomes one `zgraph.layer_norm`, whose gradient is
+    one `zgraph.layer_norm_grad`: eight forward element-wise and reduction
+    kernels (and their gradients) become one each.
+    - d^2 may be Pow(d, 2) or d * d; the additions and the product with the
+      weight may come in either operand order; weight and bias are vectors
+      of the last dimension's size.
+    - `d` must have no use but the square and the division, every other
+      intermediate value none outside the chain; otherwise it is left as
+      it is.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
+}
+
 def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
   let summary = "Folds transposes and bias adds into matrix products, and slice gradients into concatenations";
   let description = [{
