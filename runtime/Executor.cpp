@@ -194,6 +194,17 @@ Status Executor::prepare(const ExecutorOptions &options) {
         "cannot allocate the host arena for offloaded state");
     hostArena_ = static_cast<uint8_t *>(host);
   }
+  if (plan.nvme_bytes() > 0) {
+    if (options.nvmePath.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "the plan keeps its optimizer state on NVMe but no swap folder was given; "
+                    "pass zrun --nvme-path DIR (or set "
+                    "zero_optimization.offload_optimizer.nvme_path)");
+    StatusOr<std::unique_ptr<SwapFile>> swap = SwapFile::create(options.nvmePath, plan.nvme_bytes());
+    if (!swap.isOk())
+      return swap.takeStatus().addContext("while creating the NVMe swap file");
+    swapFile_ = std::move(*swap);
+  }
 
   for (const plan::Buffer &buffer : plan.buffers())
     if (buffer.kind() == plan::CONSTANT)
@@ -206,10 +217,11 @@ Status Executor::prepare(const ExecutorOptions &options) {
                       "cannot load the weights");
 
   // Training state starts at zero: gradient accumulators, Adam's moments,
-  // SGD's momentum.
+  // SGD's momentum (the swap file's are zeros already).
   std::vector<uint8_t> zeros;
   for (const plan::Buffer &buffer : plan.buffers())
-    if (buffer.kind() == plan::GRADIENT || buffer.kind() == plan::OPTIMIZER_STATE) {
+    if ((buffer.kind() == plan::GRADIENT || buffer.kind() == plan::OPTIMIZER_STATE) &&
+        buffer.space() != plan::NVME) {
       zeros.assign(static_cast<size_t>(buffer.bytes()), 0);
       ZCC_RETURN_IF_ERROR(
           backend_->copyToDevice(addressOf(buffer.id()), zeros.data(), buffer.bytes()),
@@ -252,6 +264,16 @@ Status Executor::prepare(const ExecutorOptions &options) {
         onHost |= plan.buffers(id).space() == plan::HOST;
       for (uint32_t id : instruction.outputs())
         onHost |= plan.buffers(id).space() == plan::HOST;
+      if (isSwapKernel(instruction.kernel())) {
+        // The loader checked the spaces: one NVME and one HOST buffer.
+        bool in = instruction.kernel() == "swap_in";
+        step.swap = in ? PreparedInstruction::Swap::kIn : PreparedInstruction::Swap::kOut;
+        uint32_t file = in ? instruction.inputs(0) : instruction.outputs(0);
+        uint32_t host = in ? instruction.outputs(0) : instruction.inputs(0);
+        step.fileOffset = plan.buffers(file).offset();
+        step.args.outputs.push_back(viewOf(host));
+        continue;
+      }
       if (isTransferKernel(instruction.kernel())) {
         step.transfer = true;
       } else if (onHost) {
@@ -311,6 +333,8 @@ Status Executor::prepare(const ExecutorOptions &options) {
       const plan::Instruction &instruction = prepared.source->instructions(static_cast<int>(i));
       if (step.hostKernel)
         prepared.launchedBecause = "host kernel " + describeInstruction(static_cast<int>(i), instruction);
+      if (step.swap != PreparedInstruction::Swap::kNone)
+        prepared.launchedBecause = "NVMe swap " + describeInstruction(static_cast<int>(i), instruction);
       // A collective on host memory waits for its copy back on the host.
       bool hostOperand = false;
       for (uint32_t id : instruction.inputs())
@@ -463,6 +487,11 @@ StatusOr<HostTensor> Executor::readBuffer(uint32_t id) const {
   tensor.dtype = buffer.dtype();
   tensor.shape.assign(buffer.shape().begin(), buffer.shape().end());
   tensor.data.resize(static_cast<size_t>(buffer.bytes()));
+  if (buffer.space() == plan::NVME) {
+    ZCC_RETURN_IF_ERROR(swapFile_->read(buffer.offset(), tensor.data.data(), buffer.bytes()),
+                        "while reading %s", describeBuffer(buffer).c_str());
+    return tensor;
+  }
   ZCC_RETURN_IF_ERROR(
       backend_->copyToHost(tensor.data.data(), addressOf(id), buffer.bytes()),
       "while reading %s", describeBuffer(buffer).c_str());
@@ -479,6 +508,11 @@ Status Executor::writeBuffer(uint32_t id, const void *data, uint64_t bytes) {
                       describeBuffer(buffer).c_str(),
                       static_cast<unsigned long long>(buffer.bytes()),
                       static_cast<unsigned long long>(bytes));
+  if (buffer.space() == plan::NVME) {
+    ZCC_RETURN_IF_ERROR(swapFile_->write(buffer.offset(), data, bytes), "while writing %s",
+                        describeBuffer(buffer).c_str());
+    return Status::ok();
+  }
   ZCC_RETURN_IF_ERROR(backend_->copyToDevice(addressOf(id), data, bytes),
                       "while writing %s", describeBuffer(buffer).c_str());
   return Status::ok();
@@ -529,6 +563,18 @@ Status Executor::runInstructions(size_t programIndex, const std::function<Status
         status = step.chunks.empty() ? step.hostKernel(step.args)
                                      : hostPool_->run(step.hostKernel, step.chunks);
       }
+    } else if (step.swap != PreparedInstruction::Swap::kNone) {
+      // Its host buffer may still be read by a fetch, or written by an
+      // offload, on the device.
+      if (devicePending)
+        status = backend_->synchronize(watchPeers);
+      devicePending = false;
+      const TensorView &host = step.args.outputs[0];
+      uint64_t bytes = static_cast<uint64_t>(host.numElements()) * cpu::dtypeBytes(host.dtype);
+      if (status.isOk())
+        status = step.swap == PreparedInstruction::Swap::kIn
+                     ? swapFile_->read(step.fileOffset, host.data, bytes)
+                     : swapFile_->write(step.fileOffset, host.data, bytes);
     } else if (step.transfer) {
       const TensorView &in = step.args.inputs[0];
       status = backend_->copyAsync(

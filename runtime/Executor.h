@@ -24,6 +24,7 @@
 #include "runtime/Data/HostTensor.h"
 #include "runtime/HostKernels.h"
 #include "runtime/Plan/PlanLoader.h"
+#include "runtime/Support/SwapFile.h"
 #include "runtime/Weights.h"
 
 #include <functional>
@@ -49,6 +50,10 @@ struct ExecutorOptions {
   /// index, one per stage in stage order, for the plan's sends and
   /// receives; null without a pipeline.
   Communicator *pipelineCommunicator = nullptr;
+  /// The folder this rank's NVMe swap file goes in, for a plan that keeps
+  /// its optimizer state on NVMe (Plan.nvme_bytes): zrun --nvme-path, or
+  /// the config's offload_optimizer.nvme_path.
+  std::string nvmePath;
   /// Times every instruction of every run (Executor::profile()).
   bool profile = false;
   /// Replays each program as one graph from its second run on, where the
@@ -143,6 +148,11 @@ private:
     int64_t partialCount = 0;
     /// "offload" / "fetch": a copy between the arenas, in launch order.
     bool transfer = false;
+    /// "swap_in" / "swap_out": between the swap file at `fileOffset` and
+    /// host memory, on the calling thread once the device has finished
+    /// what came before it.
+    enum class Swap { kNone, kIn, kOut } swap = Swap::kNone;
+    uint64_t fileOffset = 0;
     /// "record_event" / "wait_event": orders `stream` against another.
     enum class Sync { kNone, kRecord, kWait } sync = Sync::kNone;
     uint32_t event = 0;
@@ -185,6 +195,8 @@ private:
   /// Pinned host memory for the plan's HOST buffers (CPU offload); null
   /// when it has none.
   uint8_t *hostArena_ = nullptr;
+  /// The swap file of the plan's NVME buffers; null when it has none.
+  std::unique_ptr<SwapFile> swapFile_;
   /// Runs the host kernels' chunks; null with one host thread.
   std::unique_ptr<HostKernelPool> hostPool_;
   std::vector<PreparedProgram> programs_;

@@ -277,6 +277,15 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
         memory->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
         memory->set_space(plan::HOST);
       }
+    if (auto nvme = stage.getAs<IntegerAttr>("nvme_bytes"))
+      stageOut->set_nvme_bytes(nvme.getInt());
+    if (auto nvmeMemory = stage.getAs<DictionaryAttr>("nvme_memory"))
+      for (NamedAttribute category : nvmeMemory) {
+        plan::MemoryCategory *memory = stageOut->add_memory();
+        memory->set_category(category.getName().str());
+        memory->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
+        memory->set_space(plan::NVME);
+      }
     SmallVector<StringRef> words;
     stage.getAs<StringAttr>("instructions").getValue().split(words, ' ', -1, false);
     for (StringRef word : words) {
@@ -310,7 +319,8 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
 
 FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   plan::Plan result;
-  // The device arena, and a host arena where the plan offloads.
+  // The device arena, a host arena where the plan offloads, and the swap
+  // file where it offloads to NVMe.
   auto arenas = llvm::to_vector(module.getOps<zplan::ArenaOp>());
   auto isDevice = [](zplan::ArenaOp arena) {
     return arena.getSymName() == "device" && arena.getMemorySpace() == zplan::MemorySpace::Device;
@@ -318,16 +328,25 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
   auto isHost = [](zplan::ArenaOp arena) {
     return arena.getSymName() == "host" && arena.getMemorySpace() == zplan::MemorySpace::Host;
   };
-  bool valid = !arenas.empty() && arenas.size() <= 2 && isDevice(arenas[0]) &&
-               (arenas.size() == 1 || isHost(arenas[1]));
+  auto isNvme = [](zplan::ArenaOp arena) {
+    return arena.getSymName() == "nvme" && arena.getMemorySpace() == zplan::MemorySpace::Nvme;
+  };
+  bool valid = !arenas.empty() && arenas.size() <= 3 && isDevice(arenas[0]);
+  for (size_t i = 1; i < arenas.size(); ++i)
+    valid &= (isHost(arenas[i]) && i == 1) || (isNvme(arenas[i]) && i == arenas.size() - 1);
   if (!valid)
-    return module.emitError("expects an arena @device and optionally an arena @host in host "
-                            "memory (run zcc-dist-to-plan first)"),
+    return module.emitError("expects an arena @device, optionally an arena @host in host "
+                            "memory and then an arena @nvme in nvme (run zcc-dist-to-plan "
+                            "first)"),
            failure();
   result.set_arena_bytes(arenas[0].getSize());
   result.set_arena_alignment(arenas[0].getAlignment());
-  if (arenas.size() == 2)
-    result.set_host_arena_bytes(arenas[1].getSize());
+  for (zplan::ArenaOp arena : ArrayRef(arenas).drop_front()) {
+    if (isHost(arena))
+      result.set_host_arena_bytes(arena.getSize());
+    if (isNvme(arena))
+      result.set_nvme_bytes(arena.getSize());
+  }
 
   llvm::StringMap<uint32_t> ids;
   for (zplan::ArenaOp arena : arenas)
@@ -339,6 +358,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
     out->set_id(id);
     if (isHost(arena))
       out->set_space(plan::HOST);
+    if (isNvme(arena))
+      out->set_space(plan::NVME);
     auto type = buffer->getAttrOfType<TypeAttr>("type");
     auto kind = buffer->getAttrOfType<StringAttr>("kind");
     if (!type || !kind)
@@ -492,7 +513,7 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
     result.set_mode(mode.str());
   if (auto model = module->getAttrOfType<StringAttr>("zcc.model_path"))
     result.set_model_path(model.str());
-  for (StringRef space : {"zplan.memory", "zplan.host_memory"})
+  for (StringRef space : {"zplan.memory", "zplan.host_memory", "zplan.nvme_memory"})
     if (auto memory = module->getAttrOfType<DictionaryAttr>(space))
       for (NamedAttribute category : memory) {
         plan::MemoryCategory *out = result.add_memory();
@@ -500,6 +521,8 @@ FailureOr<plan::Plan> buildPlan(ModuleOp module) {
         out->set_bytes(cast<IntegerAttr>(category.getValue()).getInt());
         if (space == "zplan.host_memory")
           out->set_space(plan::HOST);
+        if (space == "zplan.nvme_memory")
+          out->set_space(plan::NVME);
       }
   if (auto pipeline = module->getAttrOfType<DictionaryAttr>("zplan.pipeline"))
     if (failed(buildPipeline(module, pipeline, result)))

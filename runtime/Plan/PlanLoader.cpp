@@ -358,7 +358,12 @@ private:
                      formatString("has no known memory space (%d)",
                                   static_cast<int>(buffer.space())));
     bool host = buffer.space() == plan::HOST;
-    uint64_t arenaBytes = host ? plan_.host_arena_bytes() : plan_.arena_bytes();
+    bool nvme = buffer.space() == plan::NVME;
+    auto arenaOf = [&](uint64_t device, uint64_t hostBytes, uint64_t nvmeBytes) {
+      return nvme ? nvmeBytes : host ? hostBytes : device;
+    };
+    uint64_t arenaBytes =
+        arenaOf(plan_.arena_bytes(), plan_.host_arena_bytes(), plan_.nvme_bytes());
     if (plan_.has_pipeline()) {
       if (buffer.stage() >= static_cast<uint32_t>(plan_.pipeline().stages_size()))
         return invalid(path_, item,
@@ -366,17 +371,27 @@ private:
                                     buffer.stage(), plan_.pipeline().stages_size()));
       // Each stage's ranks allocate the stage's arenas.
       const plan::PipelineStage &stage = plan_.pipeline().stages(buffer.stage());
-      arenaBytes = host ? stage.host_arena_bytes() : stage.arena_bytes();
+      arenaBytes = arenaOf(stage.arena_bytes(), stage.host_arena_bytes(), stage.nvme_bytes());
     }
     if (buffer.offset() > arenaBytes || buffer.bytes() > arenaBytes - buffer.offset())
       return invalid(
           path_, item,
           formatString(
-              "bytes [%llu, %llu) lie outside the %s arena of %llu bytes",
+              "bytes [%llu, %llu) lie outside the %s of %llu bytes",
               static_cast<unsigned long long>(buffer.offset()),
               static_cast<unsigned long long>(buffer.offset() + buffer.bytes()),
-              host ? "host" : "device",
+              nvme ? "NVMe swap file" : host ? "host arena" : "device arena",
               static_cast<unsigned long long>(arenaBytes)));
+    if (nvme && buffer.offset() % kNvmeAlignment != 0)
+      return invalid(path_, item,
+                     formatString("is in the NVMe swap file at offset %llu, which is not a "
+                                  "multiple of %llu (direct I/O)",
+                                  static_cast<unsigned long long>(buffer.offset()),
+                                  static_cast<unsigned long long>(kNvmeAlignment)));
+    if (nvme && buffer.kind() != plan::OPTIMIZER_STATE)
+      return invalid(path_, item,
+                     "is in the NVMe swap file, but only optimizer state lives there (it is " +
+                         kindPhrase(buffer.kind()) + ")");
     if (host && (buffer.kind() == plan::INPUT || buffer.kind() == plan::OUTPUT ||
                  buffer.kind() == plan::SCALARS || buffer.kind() == plan::CONSTANT))
       return invalid(path_, item,
@@ -502,7 +517,7 @@ private:
             programItem + ", " + describeInstruction(i, instruction);
         const std::string &kernel = instruction.kernel();
         if (!cpu::findKernel(kernel) && !isCollectiveKernel(kernel) &&
-            !isTransferKernel(kernel) && !isEventKernel(kernel))
+            !isTransferKernel(kernel) && !isEventKernel(kernel) && !isSwapKernel(kernel))
           return invalid(path_, item, unknownKernelProblem(kernel));
         if (instruction.stream() >= kMaxStreams)
           return invalid(path_, item,
@@ -532,7 +547,28 @@ private:
   /// are all in one memory, where it runs.
   std::string spaceProblem(const plan::Instruction &instruction) {
     auto onHost = [&](uint32_t id) { return plan_.buffers(id).space() == plan::HOST; };
+    auto onNvme = [&](uint32_t id) { return plan_.buffers(id).space() == plan::NVME; };
     const std::string &kernel = instruction.kernel();
+    if (isSwapKernel(kernel)) {
+      bool in = kernel == "swap_in";
+      if (instruction.inputs_size() != 1 || instruction.outputs_size() != 1)
+        return kernel + " copies one buffer into one";
+      const plan::Buffer &from = plan_.buffers(instruction.inputs(0));
+      const plan::Buffer &to = plan_.buffers(instruction.outputs(0));
+      if (in ? !(onNvme(from.id()) && onHost(to.id())) : !(onHost(from.id()) && onNvme(to.id())))
+        return kernel + (in ? " reads an NVMe buffer into a host one" :
+                              " writes a host buffer into an NVMe one") +
+               ", not " + describeBuffer(from) + " into " + describeBuffer(to);
+      if (from.bytes() != to.bytes() || from.dtype() != to.dtype())
+        return kernel + " needs buffers of one dtype and size, not " + describeBuffer(from) +
+               " and " + describeBuffer(to);
+      return "";
+    }
+    for (const auto *ids : {&instruction.inputs(), &instruction.outputs()})
+      for (uint32_t id : *ids)
+        if (onNvme(id))
+          return "uses " + describeBuffer(plan_.buffers(id)) +
+                 ", which is in the NVMe swap file; only swap_in and swap_out touch it";
     if (isTransferKernel(kernel)) {
       bool offload = kernel == "offload";
       if (instruction.inputs_size() != 1 || instruction.outputs_size() != 1)
@@ -716,6 +752,10 @@ bool isTransferKernel(const std::string &kernel) {
   return kernel == "offload" || kernel == "fetch";
 }
 
+bool isSwapKernel(const std::string &kernel) {
+  return kernel == "swap_in" || kernel == "swap_out";
+}
+
 StatusOr<LoadedPlan> projectStage(const LoadedPlan &loaded, int stage) {
   const plan::Plan &plan = loaded.plan;
   if (!plan.has_pipeline())
@@ -731,6 +771,7 @@ StatusOr<LoadedPlan> projectStage(const LoadedPlan &loaded, int stage) {
   out = plan;
   out.set_arena_bytes(plan.pipeline().stages(stage).arena_bytes());
   out.set_host_arena_bytes(plan.pipeline().stages(stage).host_arena_bytes());
+  out.set_nvme_bytes(plan.pipeline().stages(stage).nvme_bytes());
   const std::string prefix = "s" + std::to_string(stage) + ".";
   // Other stages' buffers are left as plain activations: nothing fills,
   // clears or reads them here, and their offsets are not in this arena.

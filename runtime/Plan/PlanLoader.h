@@ -96,6 +96,13 @@ bool isEventKernel(const std::string &kernel);
 /// (device to host) or "fetch" (host to device).
 bool isTransferKernel(const std::string &kernel);
 
+/// Whether `kernel` moves bytes between the NVMe swap file and host memory:
+/// "swap_in" (swap file to host) or "swap_out" (host to swap file).
+bool isSwapKernel(const std::string &kernel);
+
+/// Offsets into the NVMe swap file are multiples of this (direct I/O).
+constexpr uint64_t kNvmeAlignment = 4096;
+
 } // namespace zcc
 
 #endif // ZCC_RUNTIME_PLAN_PLANLOADER_H

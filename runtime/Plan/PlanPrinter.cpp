@@ -240,9 +240,13 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
          u64(plan.arena_alignment()) + "\n";
   if (plan.host_arena_bytes())
     out += "host arena: " + u64(plan.host_arena_bytes()) + " bytes\n";
+  if (plan.nvme_bytes())
+    out += "nvme swap file: " + u64(plan.nvme_bytes()) + " bytes\n";
   out += "memory:";
   for (const plan::MemoryCategory &category : plan.memory())
-    out += std::string(" ") + (category.space() == plan::HOST ? "host:" : "") +
+    out += std::string(" ") + (category.space() == plan::HOST   ? "host:"
+                             : category.space() == plan::NVME ? "nvme:"
+                                                              : "") +
            quote(category.category()) + "=" + u64(category.bytes());
   out += "\n";
 
@@ -253,7 +257,9 @@ std::string printPlan(const plan::PlanFile &header, const plan::Plan &plan) {
       shape += (i ? "x" : "") + std::to_string(buffer.shape(i));
     out += "  %" + u64(buffer.id()) + " " + kindText(buffer.kind()) + " " +
            quote(buffer.name()) + " " + dtypeText(buffer.dtype()) + "[" +
-           shape + "] " + (buffer.space() == plan::HOST ? "host " : "") + "offset " +
+           shape + "] " + (buffer.space() == plan::HOST   ? "host "
+                      : buffer.space() == plan::NVME ? "nvme "
+                                                     : "") + "offset " +
            u64(buffer.offset()) + " bytes " + u64(buffer.bytes());
     if (!buffer.constant_data().empty())
       out += " data " + u64(buffer.constant_data().size());

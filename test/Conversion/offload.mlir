@@ -189,7 +189,7 @@ module attributes {zcc.config = {bf16 = {enabled = true}, zero_optimization = {s
 // -----
 
 // offload_param alone: the host would own the shards but not their update.
-// expected-error @+1 {{zero_optimization.offload_param needs offload_optimizer.device "cpu" too: the host updates the offloaded shards in place}}
+// expected-error @+1 {{zero_optimization.offload_param needs offload_optimizer.device "cpu" (or "nvme") too: the host updates the offloaded shards in place}}
 module attributes {zcc.config = {zero_optimization = {stage = 3 : i64, offload_param = {device = "cpu"}}}} {
   zdist.mesh @mesh ["dp" = 2]
   func.func @grad_norm() -> tensor<f64> {

@@ -404,6 +404,54 @@ TEST(PlanValidation, HostBuffersStayInTheirArena) {
                 kFix);
 }
 
+// NVMe buffers (offload_optimizer "nvme") live in the swap file, at offsets
+// aligned for direct I/O; they hold optimizer state only, and only
+// "swap_in" (into a host buffer) and "swap_out" (from one) touch them.
+TEST(PlanValidation, NvmeBuffersOnlySwap) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_buffers(3)->set_space(plan::NVME);
+            }),
+            std::string("p.bin: buffer 3 ('w'): bytes [192, 216) lie outside "
+                        "the NVMe swap file of 0 bytes") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_nvme_bytes(8192);
+              p.mutable_buffers(3)->set_space(plan::NVME);
+            }),
+            std::string("p.bin: buffer 3 ('w'): is in the NVMe swap file at offset 192, which "
+                        "is not a multiple of 4096 (direct I/O)") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_nvme_bytes(8192);
+              p.mutable_buffers(3)->set_space(plan::NVME);
+              p.mutable_buffers(3)->set_offset(4096);
+            }),
+            std::string("p.bin: buffer 3 ('w'): is in the NVMe swap file, but only optimizer "
+                        "state lives there (it is a parameter buffer)") +
+                kFix);
+  // The matmul reads w from the swap file.
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_nvme_bytes(8192);
+              p.mutable_weights()->Clear();
+              p.mutable_buffers(3)->set_kind(plan::OPTIMIZER_STATE);
+              p.mutable_buffers(3)->set_space(plan::NVME);
+              p.mutable_buffers(3)->set_offset(4096);
+            }),
+            std::string("p.bin: program 'infer', instruction 1 (matmul, from node "
+                        "'/h.0/attn/MatMul'): uses buffer 3 ('w'), which is in the NVMe swap "
+                        "file; only swap_in and swap_out touch it") +
+                kFix);
+  // A swap_in reads the swap file into host memory.
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_programs(0)->mutable_instructions(0)->set_kernel("swap_in");
+              p.mutable_programs(0)->mutable_instructions(0)->mutable_inputs()->RemoveLast();
+            }),
+            std::string("p.bin: program 'infer', instruction 0 (swap_in, from node '/Add'): "
+                        "swap_in reads an NVMe buffer into a host one, not buffer 0 ('x') "
+                        "into buffer 2 ('t')") +
+                kFix);
+}
+
 // Streams are ordered by events: a wait needs an earlier record of its
 // event on another stream, and records and waits touch no buffer.
 TEST(PlanValidation, EventsOrderStreams) {

@@ -94,7 +94,8 @@ inputs, out = sys.argv[1], sys.argv[2]
 cases = {"z2r1-off": ("ds_zero2_gas2.json", 1, False), "z2r2-off": ("ds_zero2_gas2.json", 2, False),
          "z3r1-offp": ("ds_zero3_gas2.json", 1, True), "z3r2-offp": ("ds_zero3_gas2.json", 2, True),
          "z2r1-offs": ("ds_zero2_gas2.json", 1, False), "z2r2-offs": ("ds_zero2_gas2.json", 2, False),
-         "z3r1-offs": ("ds_zero3_gas2.json", 1, True), "z3r2-offs": ("ds_zero3_gas2.json", 2, True)}
+         "z3r1-offs": ("ds_zero3_gas2.json", 1, True), "z3r2-offs": ("ds_zero3_gas2.json", 2, True),
+         "z2r2-nvme": ("ds_zero2_gas2.json", 2, False), "z3r2-nvme": ("ds_zero3_gas2.json", 2, True)}
 for name, (base, world, params) in cases.items():
     config = json.load(open(f"{inputs}/{base}"))
     config["gradient_accumulation_steps"] = 8 // (2 * world)
@@ -104,6 +105,10 @@ for name, (base, world, params) in cases.items():
         config["gradient_accumulation_steps"] = 1
         config["train_batch_size"] = 2 * world
     config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+    if name.endswith("nvme"):
+        # The optimizer state in a swap file under /tmp, swapped around
+        # each update.
+        config["zero_optimization"]["offload_optimizer"] = {"device": "nvme", "nvme_path": "/tmp"}
     if params:
         config["zero_optimization"]["offload_param"] = {"device": "cpu"}
     for precision in ("fp32", "bf16", "fp16"):
@@ -115,7 +120,8 @@ for name, (base, world, params) in cases.items():
                          "initial_scale_power": 12, "hysteresis": 2, "min_loss_scale": 1}
         json.dump(c, open(f"{out}/{name}-{precision}.json", "w"), indent=1)
 PY
-for name in z2r1-off z2r2-off z3r1-offp z3r2-offp z2r1-offs z2r2-offs z3r1-offs z3r2-offs; do
+for name in z2r1-off z2r2-off z3r1-offp z3r2-offp z2r1-offs z2r2-offs z3r1-offs z3r2-offs \
+  z2r2-nvme z3r2-nvme; do
   world=${name#*r}; world=${world%%-*}
   precisions="fp32 bf16"; [[ $name == z3* ]] && precisions="fp32 bf16 fp16"
   for precision in $precisions; do

@@ -221,9 +221,13 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
                                 {"device_total_bytes", plan.arena_bytes() + reserve},
                                 {"host_bytes", {{"total", plan.host_arena_bytes()}}},
                                 {"comm_bytes", zcc::config::Json::object()}};
+      if (plan.nvme_bytes() > 0)
+        rank["nvme_bytes"] = {{"total", plan.nvme_bytes()}};
       for (const zcc::plan::MemoryCategory &category : plan.memory())
-        rank[category.space() == zcc::plan::HOST ? "host_bytes" : "peak_device_bytes"]
-            [category.category()] = category.bytes();
+        rank[category.space() == zcc::plan::HOST   ? "host_bytes"
+             : category.space() == zcc::plan::NVME ? "nvme_bytes"
+                                                   : "peak_device_bytes"][category.category()] =
+            category.bytes();
       for (const auto &[kind, bytes] : comm)
         rank["comm_bytes"][kind] = bytes;
       ranks.push_back(rank);
@@ -239,7 +243,7 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("arena (total)"),
                          (long long)plan.arena_bytes());
   for (const zcc::plan::MemoryCategory &category : plan.memory())
-    if (category.space() != zcc::plan::HOST)
+    if (category.space() == zcc::plan::DEVICE)
       outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
                              (long long)category.bytes());
   if (reserve > 0) {
@@ -255,6 +259,15 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
                            (long long)plan.host_arena_bytes());
     for (const zcc::plan::MemoryCategory &category : plan.memory())
       if (category.space() == zcc::plan::HOST)
+        outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
+                               (long long)category.bytes());
+  }
+  if (plan.nvme_bytes() > 0) {
+    outs() << "NVMe swap file (offload_optimizer.nvme_path), per rank (bytes)\n";
+    outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("file (total)"),
+                           (long long)plan.nvme_bytes());
+    for (const zcc::plan::MemoryCategory &category : plan.memory())
+      if (category.space() == zcc::plan::NVME)
         outs() << llvm::format("  %-24s %14lld\n", category.category().c_str(),
                                (long long)category.bytes());
   }
@@ -286,8 +299,9 @@ void printPipelineReport(const zcc::plan::Plan &plan,
   // A stage's bytes of one category, in device (or host) memory.
   auto category = [](const zcc::plan::PipelineStage &stage, llvm::StringRef name,
                      bool host = false) -> int64_t {
+    zcc::plan::MemorySpace space = host ? zcc::plan::HOST : zcc::plan::DEVICE;
     for (const zcc::plan::MemoryCategory &entry : stage.memory())
-      if (entry.category() == name && (entry.space() == zcc::plan::HOST) == host)
+      if (entry.category() == name && entry.space() == space)
         return static_cast<int64_t>(entry.bytes());
     return 0;
   };
@@ -311,8 +325,11 @@ void printPipelineReport(const zcc::plan::Plan &plan,
         ranks.push_back(s * dataParallel + d);
       zcc::config::Json bytes = {{"total", stage.arena_bytes()}};
       zcc::config::Json host = {{"total", stage.host_arena_bytes()}};
+      zcc::config::Json nvme = {{"total", stage.nvme_bytes()}};
       for (const zcc::plan::MemoryCategory &entry : stage.memory())
-        (entry.space() == zcc::plan::HOST ? host : bytes)[entry.category()] = entry.bytes();
+        (entry.space() == zcc::plan::HOST   ? host
+         : entry.space() == zcc::plan::NVME ? nvme
+                                            : bytes)[entry.category()] = entry.bytes();
       zcc::config::Json item = {{"stage", s},
                                 {"ranks", ranks},
                                 {"activation_buffers", stage.activation_buffers()},
@@ -323,6 +340,8 @@ void printPipelineReport(const zcc::plan::Plan &plan,
                                 {"programs", instructions(stage)}};
       if (stage.host_arena_bytes() > 0)
         item["host_bytes"] = host;
+      if (stage.nvme_bytes() > 0)
+        item["nvme_bytes"] = nvme;
       list.push_back(item);
     }
     outs() << zcc::config::Json{{"pipeline",
@@ -368,6 +387,12 @@ void printPipelineReport(const zcc::plan::Plan &plan,
                            (long long)category(stage, "gradients", true),
                            (long long)category(stage, "activations", true));
   }
+  if (plan.nvme_bytes() == 0)
+    return;
+  outs() << "NVMe swap file per stage, per rank (bytes; optimizer state)\n";
+  for (int64_t s = 0; s < stages; ++s)
+    outs() << llvm::format("  %-6lld %14lld\n", (long long)s,
+                           (long long)pipeline.stages(s).nvme_bytes());
 }
 
 /// Stages of the compiler that this version does not have yet fail loudly.

@@ -102,6 +102,11 @@ const char kUsage[] =
     "                         offload_optimizer.cpuadam_cores_perc of the\n"
     "                         cores, shared by the ranks on this machine);\n"
     "                         the results do not depend on it\n"
+    "  --nvme-path DIR        the folder each rank creates its swap file in,\n"
+    "                         for a plan that keeps its optimizer state on\n"
+    "                         NVMe (default: the config's\n"
+    "                         offload_optimizer.nvme_path); the file is\n"
+    "                         removed when the rank exits\n"
     "  --ranks-per-gpu N      cuda: N ranks share each GPU (local rank r uses\n"
     "                         device r / N; default 1). For running a plan of\n"
     "                         more ranks than there are GPUs, e.g. to check it:\n"
@@ -154,6 +159,8 @@ struct Options {
   int64_t nproc = 0;
   /// --host-threads; 0: from the config and the machine.
   int64_t hostThreads = 0;
+  /// --nvme-path; empty: the config's offload_optimizer.nvme_path.
+  std::string nvmePath;
   /// --ranks-per-gpu: local ranks that share one CUDA device.
   int64_t ranksPerGpu = 1;
   TrainOptions train;
@@ -253,7 +260,7 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
     bool isKnown = name == "--backend" || name == "--input" ||
                    name == "--output-dir" || name == "--weights" ||
                    name == "--seed" || name == "--nproc" || name == "--comm-timeout" ||
-                   name == "--repeat" || name == "--host-threads" ||
+                   name == "--repeat" || name == "--host-threads" || name == "--nvme-path" ||
                    name == "--ranks-per-gpu" || isTrainOption;
     options.haveTrainOptions |= isTrainOption;
     if (!isKnown)
@@ -289,6 +296,10 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       if (!parseInteger(value, count) || count == 0 || count > 1024)
         return usageError("--host-threads " + value + ": expected a thread count, 1 to 1024");
       options.hostThreads = static_cast<int64_t>(count);
+    } else if (name == "--nvme-path") {
+      if (value.empty())
+        return usageError("--nvme-path needs a folder");
+      options.nvmePath = value;
     } else if (name == "--ranks-per-gpu") {
       uint64_t count = 0;
       if (!parseInteger(value, count) || count == 0 || count > 64)
@@ -483,6 +494,21 @@ std::string outputFileName(const std::string &name) {
   if (file.empty() || file == "." || file == "..")
     file = "_" + file;
   return file + ".npy";
+}
+
+/// The folder of the ranks' NVMe swap files: --nvme-path, else the plan's
+/// config's offload_optimizer.nvme_path (empty when neither is set).
+std::string nvmePathFor(const Options &options, const plan::Plan &plan) {
+  if (!options.nvmePath.empty() || plan.nvme_bytes() == 0)
+    return options.nvmePath;
+  auto config = nlohmann::json::parse(plan.config_json(), nullptr, false);
+  const nlohmann::json *path = &config;
+  for (const char *key : {"zero_optimization", "offload_optimizer", "nvme_path"}) {
+    if (!path->is_object() || !path->contains(key))
+      return "";
+    path = &(*path)[key];
+  }
+  return path->is_string() ? path->get<std::string>() : "";
 }
 
 /// Threads each rank gives the host kernels of a plan with CPU offload:
@@ -1208,6 +1234,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   }
   executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
                                                        : hostThreadsPerRank(loaded.plan, world);
+  executorOptions.nvmePath = nvmePathFor(options, loaded.plan);
   // A pipeline plan: rank r runs stage r / dp with data-parallel index
   // r % dp; collectives run in the stage's data-parallel group, sends and
   // receives in the group of the rank's data-parallel index.

@@ -104,6 +104,9 @@ struct BufferInfo {
   int64_t stage = 0;
   /// In the host arena (CPU offload) rather than the device arena.
   bool host = false;
+  /// In the rank's swap file (NVMe offload of the optimizer state): only
+  /// swap_in and swap_out touch it.
+  bool nvme = false;
   /// The buffer whose bytes this one shares (a reshape's result viewing its
   /// input, a contiguous slice's its range of them), or -1, and where in
   /// them it starts.
@@ -122,6 +125,20 @@ bool onHost(Operation *op) {
   auto memory = op ? op->getAttrOfType<StringAttr>("zdist.memory") : StringAttr();
   return memory && memory.getValue() == "host";
 }
+
+/// Whether zcc-dist-nvme-swap placed `op`'s value in the swap file.
+bool onNvme(Operation *op) {
+  auto memory = op ? op->getAttrOfType<StringAttr>("zdist.memory") : StringAttr();
+  return memory && memory.getValue() == "nvme";
+}
+
+/// Where a value of each memory is, for messages.
+StringRef memoryName(const BufferInfo &info) {
+  return info.nvme ? "NVMe" : info.host ? "host" : "device";
+}
+
+/// Swap file offsets are aligned for direct I/O.
+constexpr uint64_t kNvmeAlignment = 4096;
 
 uint64_t elementBytes(Type element) {
   unsigned bits = element.getIntOrFloatBitWidth();
@@ -349,7 +366,12 @@ void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &bu
   std::vector<PlanInstruction> &list = program.instructions;
   for (size_t i = 0; i + 1 < list.size(); ++i) {
     PlanInstruction &update = list[i];
-    const PlanInstruction &cast = list[i + 1];
+    // Swaps of the update's moments back to NVMe may sit in between; they
+    // only read what the update wrote.
+    size_t next = i + 1;
+    while (next + 1 < list.size() && list[next].kernel == "swap_out")
+      ++next;
+    const PlanInstruction &cast = list[next];
     if (update.kernel != "adamw" || update.outputs.size() != 3 || cast.kernel != "cast" ||
         cast.inputs.size() != 1 || cast.outputs.size() != 1 ||
         cast.inputs.front() != update.outputs.front())
@@ -361,7 +383,7 @@ void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &bu
         !param.type.getElementType().isF32() || !(element.isF16() || element.isBF16()))
       continue;
     update.outputs.push_back(cast.outputs.front());
-    list.erase(list.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(next));
   }
 }
 
@@ -714,6 +736,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       bufferOf[value] = buffers.size();
       buffers.push_back({kind, cast<RankedTensorType>(value.getType()), std::move(name), op,
                          index, index, stage, onHost(op)});
+      buffers.back().nvme = onNvme(op);
       return buffers.size() - 1;
     };
     auto addShared = [&](Value value, Kind kind, const std::string &localKey, std::string name,
@@ -731,9 +754,13 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
             << buffers[it->second].type << " elsewhere";
         return failure();
       }
-      if (buffers[it->second].host != onHost(op)) {
-        (op ? op->emitError() : module.emitError()) << "'" << key << "' is in host memory in one function and in device "
-                        << "memory in another";
+      if (buffers[it->second].host != onHost(op) || buffers[it->second].nvme != onNvme(op)) {
+        BufferInfo here;
+        here.host = onHost(op);
+        here.nvme = onNvme(op);
+        (op ? op->emitError() : module.emitError())
+            << "'" << key << "' is in " << memoryName(buffers[it->second])
+            << " memory in one function and in " << memoryName(here) << " memory in another";
         return failure();
       }
       bufferOf[value] = it->second;
@@ -868,6 +895,28 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           program.instructions.push_back(
               {&op, "copy", {from}, {*to}, builder.getDictionaryAttr({}), index});
           continue;
+        } else if (isa<zdist::SwapInOp, zdist::SwapOutOp>(op)) {
+          // Between the swap file and a host buffer of its size.
+          int64_t index = clock++;
+          bool in = isa<zdist::SwapInOp>(op);
+          unsigned from = bufferOf.lookup(op.getOperand(0));
+          buffers[from].lastUse = std::max(buffers[from].lastUse, index);
+          unsigned to = in ? addBuffer(op.getResult(0), Kind::Activation,
+                                       buffers[from].name + ".staged", &op, index)
+                           : bufferOf.lookup(op.getOperand(1));
+          auto isNvme = [&](unsigned id) { return buffers[id].nvme && !buffers[id].host; };
+          auto isHost = [&](unsigned id) { return buffers[id].host && !buffers[id].nvme; };
+          if (in ? !(isNvme(from) && isHost(to)) : !(isHost(from) && isNvme(to))) {
+            op.emitError() << (in ? "swaps in '" : "swaps out '") << buffers[from].name
+                           << "' from " << memoryName(buffers[from]) << " memory into '"
+                           << buffers[to].name << "' in " << memoryName(buffers[to])
+                           << " memory; swap_in reads NVMe into host memory and swap_out "
+                              "writes host memory to NVMe";
+            return signalPassFailure();
+          }
+          program.instructions.push_back({&op, in ? "swap_in" : "swap_out", {from}, {to},
+                                          builder.getDictionaryAttr({}), index});
+          continue;
         } else if (auto send = dyn_cast<zdist::SendOp>(op)) {
           int64_t index = clock++;
           unsigned from = bufferOf.lookup(send.getInput());
@@ -940,6 +989,14 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         bool hostOp = onHost(&op) && !isa<zdist::OffloadOp>(op);
         bool readsHost = isa<zdist::FetchOp>(op) || hostOp;
         bool writesHost = isa<zdist::OffloadOp>(op) || hostOp;
+        for (const auto *ids : {&instruction.inputs, &instruction.outputs})
+          for (unsigned id : *ids)
+            if (buffers[id].nvme) {
+              op.emitError() << "uses '" << buffers[id].name
+                             << "', which is in the NVMe swap file; read it through "
+                                "zdist.swap_in and write it through zdist.swap_out";
+              return signalPassFailure();
+            }
         for (unsigned id : instruction.inputs)
           if (buffers[id].host != readsHost) {
             op.emitError() << "reads '" << buffers[id].name << "' from "
@@ -1074,7 +1131,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       buffer.lastUse = info.lastUse;
       planned.push_back(buffer);
     }
-    auto planSubset = [&](llvm::function_ref<bool(const BufferInfo &)> belongs) {
+    auto planSubset = [&](llvm::function_ref<bool(const BufferInfo &)> belongs,
+                          uint64_t subsetAlignment = 0) {
       std::vector<PlannedBuffer> mine;
       std::vector<size_t> ids;
       for (auto [id, info] : llvm::enumerate(buffers))
@@ -1082,7 +1140,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
           mine.push_back(planned[id]);
           ids.push_back(id);
         }
-      MemoryPlan subsetPlan = planMemory(mine, alignment);
+      MemoryPlan subsetPlan = planMemory(mine, subsetAlignment ? subsetAlignment : alignment);
       for (auto [i, id] : llvm::enumerate(ids))
         planned[id].offset = mine[i].offset;
       for (auto [id, info] : llvm::enumerate(buffers))
@@ -1094,7 +1152,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     std::vector<MemoryPlan> stagePlans;
     for (int64_t s = 0; s < stages; ++s)
       stagePlans.push_back(
-          planSubset([&](const BufferInfo &info) { return !info.host && info.stage == s; }));
+          planSubset([&](const BufferInfo &info) {
+            return !info.host && !info.nvme && info.stage == s;
+          }));
     // The plan-wide figures are the largest stage's.
     int64_t largest = 0;
     for (int64_t s = 0; s < stages; ++s)
@@ -1113,6 +1173,16 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         largestHost = s;
     MemoryPlan hostMemory = hostStagePlans[largestHost];
     bool haveHost = llvm::any_of(buffers, [](const BufferInfo &info) { return info.host; });
+    // And the swap file: each stage's ranks keep their own stage's state.
+    std::vector<MemoryPlan> nvmeStagePlans;
+    for (int64_t s = 0; s < stages; ++s)
+      nvmeStagePlans.push_back(planSubset(
+          [&](const BufferInfo &info) { return info.nvme && info.stage == s; }, kNvmeAlignment));
+    int64_t largestNvme = 0;
+    for (int64_t s = 0; s < stages; ++s)
+      if (nvmeStagePlans[s].arenaBytes > nvmeStagePlans[largestNvme].arenaBytes)
+        largestNvme = s;
+    bool haveNvme = llvm::any_of(buffers, [](const BufferInfo &info) { return info.nvme; });
 
     // The plan module: arena, programs, and the bindings as attributes.
     builder.setInsertionPointToEnd(module.getBody());
@@ -1128,15 +1198,26 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                                                       int64_t(alignment));
       hostBody = &hostArena.getBodyRegion().emplaceBlock();
     }
+    Block *nvmeBody = nullptr;
+    if (haveNvme) {
+      builder.setInsertionPointToEnd(module.getBody());
+      auto nvmeArena = builder.create<zplan::ArenaOp>(
+          loc, "nvme", zplan::MemorySpace::Nvme,
+          int64_t(nvmeStagePlans[largestNvme].arenaBytes), int64_t(kNvmeAlignment));
+      nvmeBody = &nvmeArena.getBodyRegion().emplaceBlock();
+    }
     std::vector<std::map<std::string, uint64_t>> stageCategoryBytes(stages),
-        hostStageCategoryBytes(stages);
+        hostStageCategoryBytes(stages), nvmeStageCategoryBytes(stages);
+    auto arenaOf = [&](const BufferInfo &info) -> StringRef {
+      return info.nvme ? "nvme" : info.host ? "host" : "device";
+    };
     auto symbol = [&](unsigned id) {
-      return SymbolRefAttr::get(builder.getStringAttr(buffers[id].host ? "host" : "device"),
+      return SymbolRefAttr::get(builder.getStringAttr(arenaOf(buffers[id])),
                                 {FlatSymbolRefAttr::get(builder.getContext(),
                                                         "b" + std::to_string(id))});
     };
     for (auto [id, info] : llvm::enumerate(buffers)) {
-      builder.setInsertionPointToEnd(info.host ? hostBody : &deviceBody);
+      builder.setInsertionPointToEnd(info.nvme ? nvmeBody : info.host ? hostBody : &deviceBody);
       auto buffer = builder.create<zplan::BufferOp>(
           info.definingOp ? info.definingOp->getLoc() : loc, "b" + std::to_string(id),
           int64_t(planned[id].offset), int64_t(planned[id].bytes));
@@ -1156,8 +1237,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       }
       if (auto constant = dyn_cast_or_null<zgraph::ConstantOp>(info.definingOp))
         buffer->setAttr("value", constant.getValue());
-      auto &categories =
-          (info.host ? hostStageCategoryBytes : stageCategoryBytes)[info.stage];
+      auto &categories = (info.nvme   ? nvmeStageCategoryBytes
+                          : info.host ? hostStageCategoryBytes
+                                      : stageCategoryBytes)[info.stage];
       if (info.kind != Kind::Activation)
         categories[categoryName(info.kind).str()] += planned[id].bytes;
       // Also counted in "gradients"; their bytes are the activations'.
@@ -1173,6 +1255,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     }
     std::map<std::string, uint64_t> &categoryBytes = stageCategoryBytes[largest];
     std::map<std::string, uint64_t> &hostCategoryBytes = hostStageCategoryBytes[largestHost];
+    std::map<std::string, uint64_t> &nvmeCategoryBytes = nvmeStageCategoryBytes[largestNvme];
 
     for (const Program &program : programs) {
       builder.setInsertionPointToEnd(module.getBody());
@@ -1233,6 +1316,12 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         hostAttrs.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(bytes)));
       module->setAttr("zplan.host_memory", builder.getDictionaryAttr(hostAttrs));
     }
+    if (haveNvme) {
+      SmallVector<NamedAttribute> nvmeAttrs;
+      for (const auto &[category, bytes] : nvmeCategoryBytes)
+        nvmeAttrs.push_back(builder.getNamedAttr(category, builder.getI64IntegerAttr(bytes)));
+      module->setAttr("zplan.nvme_memory", builder.getDictionaryAttr(nvmeAttrs));
+    }
     if (pipeline) {
       // The schedule and each stage's arena, as the plan's pipeline.
       SmallVector<Attribute> stageAttrs;
@@ -1251,6 +1340,9 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
             builder.getNamedAttr("host_arena_bytes",
                                  builder.getI64IntegerAttr(hostStagePlans[s].arenaBytes)),
             builder.getNamedAttr("host_memory", dictionary(hostStageCategoryBytes[s])),
+            builder.getNamedAttr("nvme_bytes", builder.getI64IntegerAttr(
+                                                   haveNvme ? nvmeStagePlans[s].arenaBytes : 0)),
+            builder.getNamedAttr("nvme_memory", dictionary(nvmeStageCategoryBytes[s])),
             builder.getNamedAttr("instructions", pipeline.getStages()[s]),
             builder.getNamedAttr("memory", dictionary(stageCategoryBytes[s])),
         }));

@@ -87,7 +87,7 @@ const SectionSpec &offloadParamSchema() {
       "offload_param",
       {
           enumKey("device", "none", {"none", "cpu", "nvme"}),
-          stringKey("nvme_path", nullptr).noEffect("only read with device 'nvme'"),
+          stringKey("nvme_path", nullptr),
           intKey("buffer_count", 5).atLeast(0),
           intKey("buffer_size", int64_t(100000000)).atLeast(0),
           intKey("max_in_cpu", int64_t(1000000000)).atLeast(0),
@@ -102,12 +102,14 @@ const SectionSpec &offloadOptimizerSchema() {
       "offload_optimizer",
       {
           enumKey("device", "none", {"none", "cpu", "nvme"}),
-          stringKey("nvme_path", nullptr).noEffect("only read with device 'nvme'"),
+          stringKey("nvme_path", nullptr),
           intKey("buffer_count", 4).atLeast(0),
           boolKey("pin_memory", true),
-          boolKey("pipeline_read", false).noEffect("only read with device 'nvme'"),
-          boolKey("pipeline_write", false).noEffect("only read with device 'nvme'"),
-          boolKey("fast_init", false).noEffect("only read with device 'nvme'"),
+          boolKey("pipeline_read", false)
+              .noEffect("zcc places every swap of the optimizer state in the plan"),
+          boolKey("pipeline_write", false)
+              .noEffect("zcc places every swap of the optimizer state in the plan"),
+          boolKey("fast_init", false).noEffect("the swap file starts as zeros"),
           numberKey("ratio", 1.0).atLeast(0.0).atMost(1.0).unsupported(
               "partial optimizer offload (ratio < 1) is not supported yet; "
               "set ratio to 1.0"),
@@ -346,7 +348,8 @@ SectionSpec makeTopLevelSchema() {
           opaqueKey("comms_logger").noEffect("zrun --log-json records communication"),
           opaqueKey("flops_profiler").noEffect("zcc --report predicts FLOPs per step"),
           opaqueKey("timers").noEffect("zrun --log-json records step times"),
-          opaqueKey("aio").noEffect("only read for NVMe offload, which zcc does not do"),
+          opaqueKey("aio").noEffect(
+              "zrun reads and writes the swap file with direct I/O of its own"),
           opaqueKey("checkpoint"),
           opaqueKey("compile").noEffect("zcc compiles the whole step already"),
           opaqueKey("amp").unsupported("apex AMP is not supported; use fp16 or bf16"),

@@ -618,9 +618,18 @@ bool Importer::checkZero(Json &zero) {
   for (const char *section : {"offload_param", "offload_optimizer"}) {
     std::string device = zero[section]["device"].get<std::string>();
     std::string path = std::string("zero_optimization.") + section;
-    if (device == "nvme")
+    bool optimizer = std::string(section) == "offload_optimizer";
+    const Json &nvmePath = zero[section]["nvme_path"];
+    if (device == "nvme" && !optimizer)
       return error(path + ".device",
-                   "NVMe offload is not supported yet; use \"device\": \"cpu\"");
+                   "NVMe offload of parameters is not supported yet; use \"device\": \"cpu\" "
+                   "(offload_optimizer can use \"nvme\")");
+    if (device == "nvme" && (!nvmePath.is_string() || nvmePath.get<std::string>().empty()))
+      return error(path + ".nvme_path",
+                   "device \"nvme\" needs nvme_path: the folder (on an NVMe drive) where each "
+                   "rank keeps its swap file; zrun --nvme-path overrides it at run time");
+    if (device != "nvme" && nvmePath.is_string())
+      warning(path + ".nvme_path", "has no effect: only read with device \"nvme\"");
     if (device == "none")
       continue;
     if (std::string(section) == "offload_param" && stage != 3)

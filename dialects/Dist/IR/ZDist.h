@@ -3,6 +3,8 @@
 #ifndef ZCC_DIALECTS_DIST_IR_ZDIST_H
 #define ZCC_DIALECTS_DIST_IR_ZDIST_H
 
+#include "dialects/Graph/IR/StagedState.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -223,6 +223,50 @@ def ZDist_FetchOp : ZDist_Op<"fetch", [Pure, SameOperandsAndResultType]> {
 }
 
 //===----------------------------------------------------------------------===//
+// NVMe
+//===----------------------------------------------------------------------===//
+
+// Its result is a staged copy of a zgraph.state (dialects/Graph/IR/StagedState.h).
+def ZGraph_StagedState : NativeOpTrait<"StagedState"> {
+  let cppNamespace = "::zcc::zgraph";
+}
+
+def ZDist_SwapInOp : ZDist_Op<"swap_in", [SameOperandsAndResultType, ZGraph_StagedState]> {
+  let summary = "Reads NVMe-resident state into host memory";
+  let description = [{
+    ZeRO-Infinity's NVMe tier (`offload_optimizer.device = "nvme"`): state
+    marked `zdist.memory = "nvme"` lives in the rank's swap file under
+    `nvme_path`, and only `swap_in` reads it. The result is its value in
+    host memory, a staging buffer the host ops read and update in place
+    until a `zdist.swap_out` writes it back. Not pure: it reads the file
+    as it is at this point of the program.
+
+    ```mlir
+    %m = zgraph.state "w" kind = "exp_avg" {zdist.memory = "nvme"} : tensor<8x4xf32>
+    %m_host = zdist.swap_in %m : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$input);
+  let results = (outs ZDist_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def ZDist_SwapOutOp : ZDist_Op<"swap_out", [AllTypesMatch<["value", "target"]>]> {
+  let summary = "Writes a host value into NVMe-resident state";
+  let description = [{
+    The inverse of `zdist.swap_in`: writes the host operand `value` over
+    the NVMe-resident state `target` (a `zgraph.state` marked
+    `zdist.memory = "nvme"`).
+
+    ```mlir
+    zdist.swap_out %m_host into %m : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins ZDist_Tensor:$value, ZDist_Tensor:$target);
+  let assemblyFormat = "$value `into` $target attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
 // Lifetimes
 //===----------------------------------------------------------------------===//
 

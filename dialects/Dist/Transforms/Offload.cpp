@@ -473,20 +473,27 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
     ModuleOp module = getOperation();
     auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
     auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
-    bool optimizer = offloadDevice(zero, "offload_optimizer") == "cpu";
+    // "nvme" places the optimizer in host memory as "cpu" does; then
+    // zcc-dist-nvme-swap moves its state into the swap file.
+    StringRef optimizerDevice = offloadDevice(zero, "offload_optimizer");
+    bool optimizer = optimizerDevice == "cpu" || optimizerDevice == "nvme";
     bool params = offloadDevice(zero, "offload_param") == "cpu";
-    if (!optimizer && !params)
+    if (optimizerDevice == "none" && offloadDevice(zero, "offload_param") == "none")
       return;
-    for (StringRef section : {"offload_optimizer", "offload_param"})
-      if (StringRef device = offloadDevice(zero, section); device != "none" && device != "cpu") {
-        module.emitError() << "zero_optimization." << section << ".device '" << device
-                           << "' is not supported: offload goes to \"cpu\" (host memory)";
-        return signalPassFailure();
-      }
+    if (StringRef device = offloadDevice(zero, "offload_param"); device != "none" && device != "cpu") {
+      module.emitError() << "zero_optimization.offload_param.device '" << device
+                         << "' is not supported: parameters offload to \"cpu\" (host memory)";
+      return signalPassFailure();
+    }
+    if (!optimizer && optimizerDevice != "none") {
+      module.emitError() << "zero_optimization.offload_optimizer.device '" << optimizerDevice
+                         << "' is not supported: the optimizer offloads to \"cpu\" or \"nvme\"";
+      return signalPassFailure();
+    }
     bool training = static_cast<bool>(module.lookupSymbol<func::FuncOp>("optimizer_step"));
     if (params && training && !optimizer) {
       module.emitError("zero_optimization.offload_param needs offload_optimizer.device \"cpu\" "
-                       "too: the host updates the offloaded shards in place");
+                       "(or \"nvme\") too: the host updates the offloaded shards in place");
       return signalPassFailure();
     }
     int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
@@ -781,7 +788,8 @@ struct OffloadGradientsPass : impl::OffloadGradientsPassBase<OffloadGradientsPas
     ModuleOp module = getOperation();
     auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
     auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
-    if (offloadDevice(zero, "offload_optimizer") != "cpu")
+    StringRef device = offloadDevice(zero, "offload_optimizer");
+    if (device != "cpu" && device != "nvme")
       return;
     GradientStreamer(module).run();
   }

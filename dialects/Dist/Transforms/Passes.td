@@ -131,6 +131,28 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def NvmeSwapPass : Pass<"zcc-dist-nvme-swap", "mlir::ModuleOp"> {
+  let summary = "Keeps the offloaded optimizer state on NVMe, swapped in around its updates";
+  let description = [{
+    With `zero_optimization.offload_optimizer.device` "nvme" in `zcc.config`
+    (ZeRO-Infinity), the state that the host optimizer updates in place
+    (its master copies, moments, momentum and sums: every `zgraph.state`
+    an optimizer op updates, all in host memory after zcc-dist-offload)
+    lives in the rank's swap file instead (`zdist.memory = "nvme"`). In
+    each function, the first op that uses such a state is preceded by a
+    `zdist.swap_in` of it into host memory, every use up to the last one
+    reads and updates that host value, and a `zdist.swap_out` after the
+    last use writes it back when some op wrote it. An assign that sets a
+    whole state from a host value before anything else uses it becomes a
+    `zdist.swap_out` of that value. Parameters stay where zcc-dist-offload
+    put them (with offload_param, the host parameter is the master and
+    stays in host memory). Runs last among the dist passes, after the
+    pipeline split.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def OffloadGradientsPass : Pass<"zcc-dist-offload-gradients", "mlir::ModuleOp"> {
   let summary = "Streams one-step gradients to host memory during the backward";
   let description = [{

@@ -698,10 +698,11 @@ bool isStateKind(StringRef kind) {
          kind == "sum" || kind == "copy" || kind == "master" || kind == "host_grad" || kind == "norm_sq";
 }
 
-/// In-place updates write into a parameter or a state, never a computed value.
+/// In-place updates write into a parameter or a state (or a staged copy of
+/// one, see StagedState.h), never a computed value.
 LogicalResult verifyInPlaceTarget(Operation *op, Value target, StringRef what) {
   Operation *def = target.getDefiningOp();
-  if (!isa_and_nonnull<StateOp, ParamOp>(def))
+  if (!isa_and_nonnull<StateOp, ParamOp>(def) && !(def && def->hasTrait<StagedState>()))
     return op->emitOpError() << what << " must be a zgraph.state or zgraph.param";
   return success();
 }

@@ -3,6 +3,8 @@
 #ifndef ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H
 #define ZCC_DIALECTS_GRAPH_IR_ZGRAPH_H
 
+#include "dialects/Graph/IR/StagedState.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

@@ -12,7 +12,10 @@ def ZPlan_MemorySpace : I32EnumAttr<"MemorySpace",
   // Device (GPU) memory; host memory on the CPU backend.
   I32EnumAttrCase<"Device", 0, "device">,
   // Pinned (page-locked) host memory, for offloaded state and staging copies.
-  I32EnumAttrCase<"Host", 1, "host">
+  I32EnumAttrCase<"Host", 1, "host">,
+  // The rank's swap file under nvme_path (ZeRO-Infinity's NVMe tier): only
+  // swap_in and swap_out touch its buffers.
+  I32EnumAttrCase<"Nvme", 2, "nvme">
 ]> {
   let cppNamespace = "::zcc::zplan";
 }

@@ -20,8 +20,10 @@ def ZPlan_ArenaOp : ZPlan_Op<"arena", [Symbol, SymbolTable, IsolatedFromAbove,
   let summary = "One allocation that holds buffers at fixed offsets";
   let description = [{
     The runtime allocates each arena once, before the first step, with
-    `size` bytes aligned to `alignment`, in device memory or (`in host`) in
-    pinned host memory. The arena's body declares its buffers; their offsets
+    `size` bytes aligned to `alignment`, in device memory, (`in host`) in
+    pinned host memory, or (`in nvme`) as the rank's swap file under the
+    config's `nvme_path`, whose buffers only `swap_in` and `swap_out` read
+    and write. The arena's body declares its buffers; their offsets
     are the static memory plan. Buffers may overlap: two buffers that are
     never live at the same time share bytes, which is the point of planning.
 

@@ -175,6 +175,6 @@ zplan.record @e0 stream 0
 // -----
 
 // Unknown memory spaces are rejected by the parser.
-// expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'memory_space' [device, host]}}
+// expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'memory_space' [device, host, nvme]}}
 zplan.arena @device in managed size 4096 alignment 256 {
 }
