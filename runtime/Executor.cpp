@@ -200,7 +200,7 @@ Status Executor::prepare(const ExecutorOptions &options) {
                     "the plan keeps its optimizer state on NVMe but no swap folder was given; "
                     "pass zrun --nvme-path DIR (or set "
                     "zero_optimization.offload_optimizer.nvme_path)");
-    StatusOr<std::unique_ptr<SwapFile>> swap = SwapFile::create(options.nvmePath, plan.nvme_bytes());
+    StatusOr<std::unique_ptr<SwapFile>> swap = SwapFile::create(options.nvmePath, plan.nvme_bytes(), options.swapRequests);
     if (!swap.isOk())
       return swap.takeStatus().addContext("while creating the NVMe swap file");
     swapFile_ = std::move(*swap);

@@ -54,6 +54,9 @@ struct ExecutorOptions {
   /// its optimizer state on NVMe (Plan.nvme_bytes): zrun --nvme-path, or
   /// the config's offload_optimizer.nvme_path.
   std::string nvmePath;
+  /// How the swap file's reads and writes are cut and issued (the
+  /// config's aio.block_size and aio.queue_depth).
+  SwapFile::Requests swapRequests;
   /// Times every instruction of every run (Executor::profile()).
   bool profile = false;
   /// Replays each program as one graph from its second run on, where the

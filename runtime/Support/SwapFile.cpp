@@ -3,6 +3,9 @@
 #include "runtime/Support/SwapFile.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +16,15 @@
 
 namespace zcc {
 
-StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, uint64_t bytes) {
+StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, uint64_t bytes,
+                                                     Requests requests) {
+  if (requests.blockSize == 0 || requests.blockSize % kBlock != 0 || requests.queueDepth < 1 ||
+      requests.queueDepth > 256)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "aio.block_size %llu and aio.queue_depth %d: the block size must be a "
+                      "positive multiple of %llu bytes and the queue depth 1 to 256",
+                      static_cast<unsigned long long>(requests.blockSize), requests.queueDepth,
+                      static_cast<unsigned long long>(kBlock));
   struct stat info;
   if (folder.empty() || ::stat(folder.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
     return Status(StatusCode::kNotFound,
@@ -21,6 +32,7 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
                       "' does not exist; create it, or give zrun --nvme-path a folder on an "
                       "NVMe drive (the config's offload_optimizer.nvme_path)");
   std::unique_ptr<SwapFile> file(new SwapFile());
+  file->requests_ = requests;
   std::string pattern = folder + (folder.back() == '/' ? "" : "/") + "zcc-swap-XXXXXX";
   std::vector<char> name(pattern.begin(), pattern.end());
   name.push_back('\0');
@@ -42,10 +54,13 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
                         static_cast<unsigned long long>(file->bytes_), folder.c_str(),
                         std::strerror(error));
   }
-  void *staging = nullptr;
-  if (::posix_memalign(&staging, kBlock, kStaging) != 0)
-    return Status(StatusCode::kResourceExhausted, "cannot allocate the swap file's staging block");
-  file->staging_ = static_cast<uint8_t *>(staging);
+  for (int k = 0; k < requests.queueDepth; ++k) {
+    void *staging = nullptr;
+    if (::posix_memalign(&staging, kBlock, requests.blockSize) != 0)
+      return Status(StatusCode::kResourceExhausted,
+                    "cannot allocate the swap file's staging blocks");
+    file->staging_.push_back(static_cast<uint8_t *>(staging));
+  }
   // Direct I/O where the file system has it (tmpfs has not).
   int flags = ::fcntl(file->fd_, F_GETFL);
   file->direct_ = flags >= 0 && ::fcntl(file->fd_, F_SETFL, flags | O_DIRECT) == 0;
@@ -55,7 +70,8 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
 SwapFile::~SwapFile() {
   if (fd_ >= 0)
     ::close(fd_);
-  std::free(staging_);
+  for (uint8_t *staging : staging_)
+    std::free(staging);
 }
 
 Status SwapFile::failed(const char *action, uint64_t offset, int error) const {
@@ -75,47 +91,73 @@ Status SwapFile::checkRange(uint64_t offset, uint64_t bytes) const {
   return Status::ok();
 }
 
-Status SwapFile::read(uint64_t offset, void *destination, uint64_t bytes) {
-  if (Status range = checkRange(offset, bytes); !range.isOk())
-    return range;
-  auto *out = static_cast<uint8_t *>(destination);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(kStaging, bytes - done);
-    uint64_t whole = (chunk + kBlock - 1) / kBlock * kBlock;
-    for (uint64_t got = 0; got < whole;) {
-      ssize_t n = ::pread(fd_, staging_ + got, whole - got, static_cast<off_t>(offset + done + got));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return failed("read", offset + done + got, n < 0 ? errno : 0);
-      got += static_cast<uint64_t>(n);
-    }
-    std::memcpy(out + done, staging_, chunk);
-    done += chunk;
+Status SwapFile::request(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes,
+                         uint64_t k, uint8_t *staging) {
+  uint64_t start = k * requests_.blockSize;
+  uint64_t chunk = std::min(requests_.blockSize, bytes - start);
+  // Whole blocks: the file holds nothing else up to the next boundary.
+  uint64_t whole = (chunk + kBlock - 1) / kBlock * kBlock;
+  off_t at = static_cast<off_t>(offset + start);
+  if (write) {
+    std::memcpy(staging, memory + start, chunk);
+    std::memset(staging + chunk, 0, whole - chunk);
   }
+  for (uint64_t done = 0; done < whole;) {
+    ssize_t n = write ? ::pwrite(fd_, staging + done, whole - done, at + static_cast<off_t>(done))
+                      : ::pread(fd_, staging + done, whole - done, at + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return failed(write ? "write" : "read", offset + start + done, n < 0 ? errno : 0);
+    done += static_cast<uint64_t>(n);
+  }
+  if (!write)
+    std::memcpy(memory + start, staging, chunk);
   return Status::ok();
 }
 
-Status SwapFile::write(uint64_t offset, const void *source, uint64_t bytes) {
+Status SwapFile::transfer(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes) {
   if (Status range = checkRange(offset, bytes); !range.isOk())
     return range;
-  const auto *in = static_cast<const uint8_t *>(source);
-  for (uint64_t done = 0; done < bytes;) {
-    uint64_t chunk = std::min(kStaging, bytes - done);
-    uint64_t whole = (chunk + kBlock - 1) / kBlock * kBlock;
-    std::memcpy(staging_, in + done, chunk);
-    std::memset(staging_ + chunk, 0, whole - chunk);
-    for (uint64_t put = 0; put < whole;) {
-      ssize_t n = ::pwrite(fd_, staging_ + put, whole - put, static_cast<off_t>(offset + done + put));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        return failed("write", offset + done + put, n < 0 ? errno : 0);
-      put += static_cast<uint64_t>(n);
-    }
-    done += chunk;
+  uint64_t count = (bytes + requests_.blockSize - 1) / requests_.blockSize;
+  int workers = static_cast<int>(std::min<uint64_t>(count, staging_.size()));
+  if (workers <= 1) {
+    for (uint64_t k = 0; k < count; ++k)
+      if (Status status = request(write, offset, memory, bytes, k, staging_[0]); !status.isOk())
+        return status;
+    return Status::ok();
   }
-  return Status::ok();
+  // Up to queueDepth requests at once: each worker takes the next one.
+  std::atomic<uint64_t> next{0};
+  std::mutex mutex;
+  Status first = Status::ok();
+  auto work = [&](int worker) {
+    for (uint64_t k = next++; k < count; k = next++) {
+      Status status = request(write, offset, memory, bytes, k, staging_[worker]);
+      if (!status.isOk()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (first.isOk())
+          first = std::move(status);
+        next = count;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int worker = 1; worker < workers; ++worker)
+    threads.emplace_back(work, worker);
+  work(0);
+  for (std::thread &thread : threads)
+    thread.join();
+  return first;
+}
+
+Status SwapFile::read(uint64_t offset, void *destination, uint64_t bytes) {
+  return transfer(false, offset, static_cast<uint8_t *>(destination), bytes);
+}
+
+Status SwapFile::write(uint64_t offset, const void *source, uint64_t bytes) {
+  return transfer(true, offset, const_cast<uint8_t *>(static_cast<const uint8_t *>(source)),
+                  bytes);
 }
 
 } // namespace zcc

@@ -5,9 +5,12 @@
 // unlinked right away, so that it goes when the process does, however it
 // ends. Its blocks are allocated up front (a full drive fails then, not in
 // the middle of a step) and read as zeros, the optimizer state's initial
-// value. Reads and writes go through an aligned staging block with direct
-// I/O where the file system allows it (O_DIRECT), so the state moves
-// between the drive and the host arena without filling the page cache.
+// value. A read or write is cut into requests of the config's
+// aio.block_size, up to aio.queue_depth of them in flight at once (on as
+// many threads, each with an aligned staging block of its own), with
+// direct I/O where the file system allows it (O_DIRECT), so the state
+// moves between the drive and the host arena at the drive's bandwidth and
+// without filling the page cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,14 +22,28 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace zcc {
 
+/// How a swap file's reads and writes are cut and issued (DeepSpeed's
+/// `aio` section).
+struct SwapRequests {
+  /// Bytes a request moves, a multiple of SwapFile::kBlock
+  /// (aio.block_size, default 1 MiB).
+  uint64_t blockSize = uint64_t(1) << 20;
+  /// Requests in flight at once (aio.queue_depth, default 8).
+  int queueDepth = 8;
+};
+
 class SwapFile {
 public:
+  using Requests = SwapRequests;
+
   /// Creates a swap file of `bytes` (rounded up to whole blocks) in the
   /// folder `folder`, which must exist.
-  static StatusOr<std::unique_ptr<SwapFile>> create(const std::string &folder, uint64_t bytes);
+  static StatusOr<std::unique_ptr<SwapFile>> create(const std::string &folder, uint64_t bytes,
+                                                    Requests requests = SwapRequests());
 
   ~SwapFile();
   SwapFile(const SwapFile &) = delete;
@@ -51,14 +68,21 @@ private:
   SwapFile() = default;
   Status failed(const char *action, uint64_t offset, int error) const;
   Status checkRange(uint64_t offset, uint64_t bytes) const;
+  /// Runs request k of [offset, offset + bytes) through staging block
+  /// `staging` (a read into `memory`, or a write from it).
+  Status request(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes, uint64_t k,
+                 uint8_t *staging);
+  /// Every request of a read or write, up to queueDepth at once.
+  Status transfer(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes);
 
   int fd_ = -1;
   std::string path_;
   uint64_t bytes_ = 0;
   bool direct_ = false;
-  /// The aligned staging block, kStaging bytes.
-  uint8_t *staging_ = nullptr;
-  static constexpr uint64_t kStaging = uint64_t(8) << 20;
+  Requests requests_;
+  /// One aligned staging block of requests_.blockSize per request in
+  /// flight.
+  std::vector<uint8_t *> staging_;
 };
 
 } // namespace zcc

@@ -511,6 +511,21 @@ std::string nvmePathFor(const Options &options, const plan::Plan &plan) {
   return path->is_string() ? path->get<std::string>() : "";
 }
 
+/// How the ranks cut and issue their swap file I/O: the config's
+/// aio.block_size (default 1 MiB) and aio.queue_depth (default 8).
+SwapFile::Requests swapRequestsFor(const plan::Plan &plan) {
+  SwapFile::Requests requests;
+  auto config = nlohmann::json::parse(plan.config_json(), nullptr, false);
+  if (!config.is_object() || !config.contains("aio") || !config["aio"].is_object())
+    return requests;
+  const nlohmann::json &aio = config["aio"];
+  if (aio.contains("block_size") && aio["block_size"].is_number())
+    requests.blockSize = static_cast<uint64_t>(aio["block_size"].get<double>());
+  if (aio.contains("queue_depth") && aio["queue_depth"].is_number())
+    requests.queueDepth = static_cast<int>(aio["queue_depth"].get<double>());
+  return requests;
+}
+
 /// Threads each rank gives the host kernels of a plan with CPU offload:
 /// DeepSpeed's offload_optimizer.cpuadam_cores_perc (0.8) of this machine's
 /// cores, shared by the ranks on it (the launcher's local world size, else
@@ -1235,6 +1250,7 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   executorOptions.hostThreads = options.hostThreads > 0 ? static_cast<int>(options.hostThreads)
                                                        : hostThreadsPerRank(loaded.plan, world);
   executorOptions.nvmePath = nvmePathFor(options, loaded.plan);
+  executorOptions.swapRequests = swapRequestsFor(loaded.plan);
   // A pipeline plan: rank r runs stage r / dp with data-parallel index
   // r % dp; collectives run in the stage's data-parallel group, sends and
   // receives in the group of the rank's data-parallel index.

@@ -348,8 +348,9 @@ SectionSpec makeTopLevelSchema() {
           opaqueKey("comms_logger").noEffect("zrun --log-json records communication"),
           opaqueKey("flops_profiler").noEffect("zcc --report predicts FLOPs per step"),
           opaqueKey("timers").noEffect("zrun --log-json records step times"),
-          opaqueKey("aio").noEffect(
-              "zrun reads and writes the swap file with direct I/O of its own"),
+          // block_size and queue_depth cut and issue zrun's swap file I/O
+          // (NVMe offload); the others are libaio's.
+          opaqueKey("aio"),
           opaqueKey("checkpoint"),
           opaqueKey("compile").noEffect("zcc compiles the whole step already"),
           opaqueKey("amp").unsupported("apex AMP is not supported; use fp16 or bf16"),
