@@ -61,6 +61,8 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
                     "cannot allocate the swap file's staging blocks");
     file->staging_.push_back(static_cast<uint8_t *>(staging));
   }
+  for (int worker = 1; worker < requests.queueDepth; ++worker)
+    file->workers_.emplace_back([raw = file.get(), worker] { raw->work(worker); });
   // Direct I/O where the file system has it (tmpfs has not).
   int flags = ::fcntl(file->fd_, F_GETFL);
   file->direct_ = flags >= 0 && ::fcntl(file->fd_, F_SETFL, flags | O_DIRECT) == 0;
@@ -68,6 +70,13 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
 }
 
 SwapFile::~SwapFile() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread &worker : workers_)
+    worker.join();
   if (fd_ >= 0)
     ::close(fd_);
   for (uint8_t *staging : staging_)
@@ -116,39 +125,62 @@ Status SwapFile::request(bool write, uint64_t offset, uint8_t *memory, uint64_t 
   return Status::ok();
 }
 
+Status SwapFile::drain(int worker) {
+  Status first = Status::ok();
+  for (uint64_t k = next_++; k < jobCount_; k = next_++) {
+    Status status = request(jobWrite_, jobOffset_, jobMemory_, jobBytes_, k, staging_[worker]);
+    if (!status.isOk() && first.isOk()) {
+      first = std::move(status);
+      next_ = jobCount_;
+    }
+  }
+  return first;
+}
+
+void SwapFile::work(int worker) {
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    if (stopping_)
+      return;
+    seen = generation_;
+    lock.unlock();
+    Status status = drain(worker);
+    lock.lock();
+    if (!status.isOk() && firstError_.isOk())
+      firstError_ = std::move(status);
+    if (--busy_ == 0)
+      done_.notify_one();
+  }
+}
+
 Status SwapFile::transfer(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes) {
   if (Status range = checkRange(offset, bytes); !range.isOk())
     return range;
   uint64_t count = (bytes + requests_.blockSize - 1) / requests_.blockSize;
-  int workers = static_cast<int>(std::min<uint64_t>(count, staging_.size()));
-  if (workers <= 1) {
-    for (uint64_t k = 0; k < count; ++k)
-      if (Status status = request(write, offset, memory, bytes, k, staging_[0]); !status.isOk())
-        return status;
-    return Status::ok();
+  bool helped = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    jobWrite_ = write;
+    jobOffset_ = offset;
+    jobMemory_ = memory;
+    jobBytes_ = bytes;
+    jobCount_ = count;
+    next_ = 0;
+    firstError_ = Status::ok();
+    // One request needs no help.
+    busy_ = count > 1 ? workers_.size() : 0;
+    helped = busy_ > 0;
+    if (helped)
+      ++generation_;
   }
-  // Up to queueDepth requests at once: each worker takes the next one.
-  std::atomic<uint64_t> next{0};
-  std::mutex mutex;
-  Status first = Status::ok();
-  auto work = [&](int worker) {
-    for (uint64_t k = next++; k < count; k = next++) {
-      Status status = request(write, offset, memory, bytes, k, staging_[worker]);
-      if (!status.isOk()) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (first.isOk())
-          first = std::move(status);
-        next = count;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int worker = 1; worker < workers; ++worker)
-    threads.emplace_back(work, worker);
-  work(0);
-  for (std::thread &thread : threads)
-    thread.join();
-  return first;
+  if (helped)
+    wake_.notify_all();
+  Status mine = drain(0);
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return busy_ == 0; });
+  return mine.isOk() ? firstError_ : mine;
 }
 
 Status SwapFile::read(uint64_t offset, void *destination, uint64_t bytes) {

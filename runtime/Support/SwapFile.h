@@ -10,7 +10,8 @@
 // many threads, each with an aligned staging block of its own), with
 // direct I/O where the file system allows it (O_DIRECT), so the state
 // moves between the drive and the host arena at the drive's bandwidth and
-// without filling the page cache.
+// without filling the page cache. The threads are made with the file, so
+// a read or write allocates nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,8 +20,12 @@
 
 #include "runtime/Support/Status.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -74,6 +79,9 @@ private:
                  uint8_t *staging);
   /// Every request of a read or write, up to queueDepth at once.
   Status transfer(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes);
+  /// Takes requests of the current job until none is left.
+  Status drain(int worker);
+  void work(int worker);
 
   int fd_ = -1;
   std::string path_;
@@ -83,6 +91,20 @@ private:
   /// One aligned staging block of requests_.blockSize per request in
   /// flight.
   std::vector<uint8_t *> staging_;
+  /// queueDepth - 1 threads that take requests beside the caller's.
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  /// The job the workers run: a generation they wait for, the transfer,
+  /// the next request to take, the workers still at it, its first error.
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  bool jobWrite_ = false;
+  uint64_t jobOffset_ = 0, jobBytes_ = 0, jobCount_ = 0;
+  uint8_t *jobMemory_ = nullptr;
+  std::atomic<uint64_t> next_{0};
+  size_t busy_ = 0;
+  Status firstError_ = Status::ok();
 };
 
 } // namespace zcc
