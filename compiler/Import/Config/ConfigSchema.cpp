@@ -110,9 +110,7 @@ const SectionSpec &offloadOptimizerSchema() {
           boolKey("pipeline_write", false)
               .noEffect("zcc places every swap of the optimizer state in the plan"),
           boolKey("fast_init", false).noEffect("the swap file starts as zeros"),
-          numberKey("ratio", 1.0).atLeast(0.0).atMost(1.0).unsupported(
-              "partial optimizer offload (ratio < 1) is not supported yet; "
-              "set ratio to 1.0"),
+          numberKey("ratio", 1.0).atLeast(0.0).atMost(1.0),
           boolKey("super_offload", false).unsupported(
               "SuperOffload is not supported yet; remove super_offload"),
           numberKey("cpuadam_cores_perc", 0.8).above(0.0).atMost(1.0),

@@ -630,6 +630,10 @@ bool Importer::checkZero(Json &zero) {
                    "rank keeps its swap file; zrun --nvme-path overrides it at run time");
     if (device != "nvme" && nvmePath.is_string())
       warning(path + ".nvme_path", "has no effect: only read with device \"nvme\"");
+    if (optimizer && zero[section]["ratio"].get<double>() < 1.0 && stage != 3)
+      return error(path + ".ratio",
+                   "a ratio below 1 (partial offload) needs ZeRO stage 3 (stage is " +
+                       std::to_string(stage) + ")");
     if (device == "none")
       continue;
     if (std::string(section) == "offload_param" && stage != 3)

@@ -38,6 +38,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstdio>
+
 namespace zcc::zdist {
 #define GEN_PASS_DEF_OFFLOADPASS
 #define GEN_PASS_DEF_OFFLOADGRADIENTSPASS
@@ -59,6 +61,13 @@ bool onHost(Operation *op) {
 void markHost(Operation *op) { op->setAttr(kMemory, StringAttr::get(op->getContext(), "host")); }
 
 bool onHost(Value value) { return onHost(value.getDefiningOp()) || value.getDefiningOp<OffloadOp>(); }
+
+/// `value` as printf's %g writes it ("0.5").
+std::string shortNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
 
 StringRef offloadDevice(DictionaryAttr zero, StringRef section) {
   auto offload = zero ? zero.getAs<DictionaryAttr>(section) : DictionaryAttr();
@@ -100,9 +109,9 @@ std::string hostValueKey(Value value) {
 class Offloader {
 public:
   Offloader(ModuleOp module, bool optimizer, bool params, int64_t persistenceThreshold,
-            Stage3Schedule schedule)
+            Stage3Schedule schedule, double ratio)
       : module(module), builder(module.getContext()), optimizer(optimizer), params(params),
-        persistenceThreshold(persistenceThreshold), schedule(schedule) {}
+        persistenceThreshold(persistenceThreshold), schedule(schedule), ratio(ratio) {}
 
   LogicalResult run();
 
@@ -119,6 +128,9 @@ private:
   bool optimizer, params;
   int64_t persistenceThreshold;
   Stage3Schedule schedule;
+  /// offload_optimizer.ratio: the share of the optimizer's elements whose
+  /// updates move to the host (the rest stay on the device).
+  double ratio;
   /// Parameters whose storage is host memory (offload_param).
   llvm::StringSet<> hostParams;
   /// Training states in host memory, by "name.kind".
@@ -377,8 +389,29 @@ void Offloader::keepComputeCopies() {
 /// parameter ZeRO left whole) gets a host master copy, set from the
 /// parameter by @init and fetched back into it after each update.
 LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
+  auto isUpdate = [](Operation &op) {
+    return isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op);
+  };
+  auto elementsOf = [](Operation &op) {
+    return cast<RankedTensorType>(op.getOperand(0).getType()).getNumElements();
+  };
+  // A ratio below 1 (ZeRO-Offload++'s partial offload) keeps the updates
+  // of the first parameters, in update order, on the device, up to
+  // about 1 - ratio of the elements, as DeepSpeed keeps its first
+  // sub-groups.
+  int64_t total = 0;
+  for (Operation &op : update.getBody().front())
+    if (isUpdate(op))
+      total += elementsOf(op);
+  double onDevice = (1.0 - ratio) * static_cast<double>(total);
+  int64_t seen = 0;
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
-    if (!isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op))
+    if (!isUpdate(op))
+      continue;
+    int64_t before = seen;
+    seen += elementsOf(op);
+    // On the device when most of its elements fall in the device's share.
+    if (static_cast<double>(before + seen) / 2.0 < onDevice)
       continue;
     SmallVector<Value> targets = inPlaceTargets(&op);
     for (Value state : ArrayRef<Value>(targets).drop_front()) {
@@ -497,7 +530,20 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
       return signalPassFailure();
     }
     int64_t threshold = configInt(zero, "stage3_param_persistence_threshold", 100000);
-    if (failed(Offloader(module, optimizer, params, threshold, readStage3Schedule(zero)).run()))
+    auto offloadOptimizer =
+        zero ? zero.getAs<DictionaryAttr>("offload_optimizer") : DictionaryAttr();
+    auto ratioAttr =
+        offloadOptimizer ? offloadOptimizer.getAs<FloatAttr>("ratio") : FloatAttr();
+    double ratio = ratioAttr ? ratioAttr.getValueAsDouble() : 1.0;
+    if (ratio < 1.0 && params) {
+      module.emitError() << "zero_optimization.offload_optimizer.ratio " << shortNumber(ratio)
+                         << " keeps part of the optimizer on the device, but offload_param "
+                            "keeps every partitioned parameter in host memory, where only "
+                            "the host can update it; set ratio to 1 or remove offload_param";
+      return signalPassFailure();
+    }
+    if (failed(Offloader(module, optimizer, params, threshold, readStage3Schedule(zero), ratio)
+                   .run()))
       signalPassFailure();
   }
 };
