@@ -72,6 +72,7 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createFuseAccumulatePass());
   pm.addPass(zdist::createStepGradientsPass());
   pm.addPass(zdist::createOffloadGradientsPass());
+  pm.addPass(zdist::createOffloadCheckpointsPass());
   pm.addPass(zdist::createNvmeSwapPass());
 }
 

@@ -844,7 +844,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         SmallVector<NamedAttribute> kernelAttrs;
         for (NamedAttribute attr : op.getAttrs())
           if (!attr.getName().getValue().starts_with("zdist.") &&
-              attr.getName() != "operandSegmentSizes")
+              attr.getName() != "operandSegmentSizes" && attr.getName() != "zgraph.recompute")
             kernelAttrs.push_back(attr);
         if (auto product = dyn_cast<zgraph::MatMulOp>(op); product && product.getAddend())
           kernelAttrs.push_back(builder.getNamedAttr("residual", builder.getUnitAttr()));

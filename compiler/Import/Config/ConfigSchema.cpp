@@ -249,9 +249,7 @@ const SectionSpec &activationCheckpointingSchema() {
       {
           boolKey("partition_activations", false),
           boolKey("contiguous_memory_optimization", false),
-          boolKey("cpu_checkpointing", false)
-              .unsupported("offloading checkpointed activations to the CPU is not "
-                           "supported yet; set cpu_checkpointing to false"),
+          boolKey("cpu_checkpointing", false),
           intKey("number_checkpoints", nullptr).atLeast(1),
           boolKey("synchronize_checkpoint_boundary", false),
           boolKey("profile", false).noEffect("use zcc --report for the memory saved"),

@@ -134,6 +134,7 @@ private:
   std::optional<Json> resolveOptimizer(const Json &input);
   std::optional<Json> resolveScheduler(const Json &input, const Json &optimizer);
   bool checkZero(Json &zero);
+  void checkCheckpointing(const Json &checkpointing);
   bool checkPrecision(const Json &config);
   bool checkPipeline(Json &pipeline);
   bool reconcileBatch(Json &config, int64_t dataParallelSize);
@@ -611,6 +612,15 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
   return Json{{"type", name}, {"params", std::move(params)}};
 }
 
+/// DeepSpeed offloads checkpoints to the CPU only when it partitions them.
+void Importer::checkCheckpointing(const Json &checkpointing) {
+  if (checkpointing["cpu_checkpointing"].get<bool>() &&
+      !checkpointing["partition_activations"].get<bool>())
+    warning("activation_checkpointing.cpu_checkpointing",
+            "has no effect without partition_activations (DeepSpeed offloads only "
+            "partitioned checkpoints); set partition_activations to true as well");
+}
+
 bool Importer::checkZero(Json &zero) {
   int64_t stage = zero["stage"].get<int64_t>();
   if (zero["overlap_comm"].is_null())
@@ -857,6 +867,7 @@ std::optional<Json> Importer::run() {
   if (!checkZero((*config)["zero_optimization"]) || !checkPrecision(*config) ||
       !checkPipeline((*config)["pipeline"]))
     return std::nullopt;
+  checkCheckpointing((*config)["activation_checkpointing"]);
   int64_t stages = (*config)["pipeline"]["num_stages"].get<int64_t>();
   int64_t dp = options_.worldSize / stages;
   if (!reconcileBatch(*config, dp))

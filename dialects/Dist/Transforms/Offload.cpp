@@ -35,6 +35,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -43,6 +44,7 @@
 namespace zcc::zdist {
 #define GEN_PASS_DEF_OFFLOADPASS
 #define GEN_PASS_DEF_OFFLOADGRADIENTSPASS
+#define GEN_PASS_DEF_OFFLOADCHECKPOINTSPASS
 #include "dialects/Dist/Transforms/Passes.h.inc"
 } // namespace zcc::zdist
 
@@ -838,6 +840,63 @@ struct OffloadGradientsPass : impl::OffloadGradientsPassBase<OffloadGradientsPas
     if (device != "cpu" && device != "nvme")
       return;
     GradientStreamer(module).run();
+  }
+};
+
+/// cpu_checkpointing: each checkpoint the recomputation reads (a forward
+/// value read by an op zcc-graph-recompute cloned) is copied to host memory
+/// right after the forward computes it, and back right before the
+/// recomputation first reads it; the recomputation and the backward after
+/// it read that copy.
+struct OffloadCheckpointsPass : impl::OffloadCheckpointsPassBase<OffloadCheckpointsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
+    auto checkpointing =
+        config ? config.getAs<DictionaryAttr>("activation_checkpointing") : DictionaryAttr();
+    auto flag = [&](StringRef name) {
+      auto value = checkpointing ? checkpointing.getAs<BoolAttr>(name) : BoolAttr();
+      return value && value.getValue();
+    };
+    if (!flag("cpu_checkpointing") || !flag("partition_activations"))
+      return;
+    if (llvm::any_of(module.getOps<func::FuncOp>(), [](func::FuncOp func) {
+          return func->hasAttr("zdist.stage");
+        })) {
+      module.emitError("activation_checkpointing.cpu_checkpointing with pipeline stages is not "
+                       "supported yet: set cpu_checkpointing to false (the stages keep their "
+                       "checkpoints on the device)");
+      return signalPassFailure();
+    }
+    OpBuilder builder(module.getContext());
+    for (auto func : module.getOps<func::FuncOp>()) {
+      Block &body = func.getBody().front();
+      // Each checkpoint and its first read by the recomputation.
+      llvm::MapVector<Value, Operation *> checkpoints;
+      for (Operation &op : body) {
+        if (!op.hasAttr("zgraph.recompute"))
+          continue;
+        for (Value operand : op.getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (!def || def->hasAttr("zgraph.recompute") ||
+              isa<zgraph::ParamOp, zgraph::StateOp, zgraph::ConstantOp, FetchOp>(def) ||
+              def->hasAttr(kMemory) || !isa<RankedTensorType>(operand.getType()))
+            continue;
+          checkpoints.insert({operand, &op});
+        }
+      }
+      for (auto [value, firstRead] : checkpoints) {
+        builder.setInsertionPointAfterValue(value);
+        auto offload = builder.create<OffloadOp>(value.getLoc(), value);
+        builder.setInsertionPoint(firstRead);
+        auto fetch = builder.create<FetchOp>(value.getLoc(), offload.getResult());
+        // The recomputation and the backward after it read the copy.
+        value.replaceUsesWithIf(fetch.getResult(), [&](OpOperand &use) {
+          Operation *user = use.getOwner();
+          return user != fetch && !user->isBeforeInBlock(fetch);
+        });
+      }
+    }
   }
 };
 

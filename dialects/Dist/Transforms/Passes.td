@@ -131,6 +131,24 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def OffloadCheckpointsPass : Pass<"zcc-dist-offload-checkpoints", "mlir::ModuleOp"> {
+  let summary = "Keeps activation checkpoints in host memory between forward and recomputation";
+  let description = [{
+    With `activation_checkpointing.cpu_checkpointing` and
+    `partition_activations` (DeepSpeed offloads only partitioned
+    checkpoints) in `zcc.config`: every checkpoint, a forward value that an
+    op cloned by zcc-graph-recompute (`zgraph.recompute`) reads, is copied
+    to host memory (`zdist.offload`) right after the forward computes it,
+    and back (`zdist.fetch`) right before the recomputation first reads it;
+    the recomputation and the backward after it read the copy. The device then holds a checkpoint
+    only until its last forward use and again from its fetch, so between
+    the forward and the backward it keeps none of them. Pipeline stages are
+    an error for now.
+  }];
+  let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def NvmeSwapPass : Pass<"zcc-dist-nvme-swap", "mlir::ModuleOp"> {
   let summary = "Keeps the offloaded optimizer state on NVMe, swapped in around its updates";
   let description = [{

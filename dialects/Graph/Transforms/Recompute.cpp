@@ -5,7 +5,8 @@
 // places it in: "/h.3/attn/..." is block 3 of "h"). A value computed inside
 // a segment and read by the backward pass is not kept from the forward pass:
 // the ops that compute it are cloned right before the segment's backward
-// starts, from the segment's inputs (the checkpoints) and the parameters.
+// starts, from the segment's inputs (the checkpoints) and the parameters;
+// the clones carry `zgraph.recompute`.
 // The memory planner then sees the segment's activations die in the forward
 // pass, so at most one segment's activations are live at once in the
 // backward pass, at the cost of a second forward pass of every segment.
@@ -33,6 +34,8 @@ using namespace mlir;
 
 namespace zcc::zgraph {
 namespace {
+
+constexpr llvm::StringLiteral kRecomputeAttr = "zgraph.recompute";
 
 /// The repeated block an ONNX node name places an op in: ("h", 3) for
 /// "/h.3/attn/c_attn/MatMul" or "layers.3/Gemm".
@@ -161,9 +164,11 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
       }
       IRMapping mapping;
       builder.setInsertionPoint(firstBackwardUse);
+      // Marked, so that cpu_checkpointing can tell the recomputation's
+      // reads of the checkpoints (zcc-dist-offload-checkpoints).
       for (Operation *op : ops)
         if (toClone.contains(op))
-          builder.clone(*op, mapping);
+          builder.clone(*op, mapping)->setAttr(kRecomputeAttr, builder.getUnitAttr());
       for (Value value : needed) {
         Value clone = mapping.lookup(value);
         value.replaceUsesWithIf(clone, [&](OpOperand &use) {
