@@ -49,6 +49,12 @@ struct LaunchContext {
   /// cuDNN's fused attention (CudnnAttention.h), which the 16-bit attention
   /// kernels use where it takes the shape; null runs the own kernels only.
   CudnnAttention *cudnnAttention = nullptr;
+  /// The first time a matrix product of a shape runs (outside a graph
+  /// capture, not accumulating into its result), time the cuBLASLt
+  /// heuristic's first candidates on it and keep the fastest; false keeps
+  /// the heuristic's first (the default until the timing has been
+  /// measured against it on the GPUs: tools/gpu/matmul-algos.sh).
+  bool measureMatmulAlgos = false;
 };
 
 /// Bytes of workspace the backend allocates: cuBLASLt's recommendation for

@@ -392,6 +392,53 @@ template <typename T> struct ProductEpilogue {
   const T *geluInput = nullptr;
 };
 
+/// Candidates of the heuristic that a product measures (LaunchContext::
+/// measureMatmulAlgos).
+constexpr int kMeasuredCandidates = 8;
+
+/// The index of the fastest of `count` candidates, each run by
+/// `launch(i)` on `stream` (false: the candidate cannot run this product):
+/// one warm-up launch, then the mean of three timed by events. Leaves the
+/// stream idle. Candidate 0 when none ran.
+template <typename Launch>
+StatusOr<int> fastestCandidate(const char *kernel, cudaStream_t stream, int count,
+                               Launch &&launch) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaError_t error = cudaEventCreate(&start);
+  if (error == cudaSuccess)
+    error = cudaEventCreate(&stop);
+  int best = 0;
+  float bestMs = 0;
+  bool any = false;
+  for (int i = 0; i < count && error == cudaSuccess; ++i) {
+    if (!launch(i))
+      continue;
+    error = cudaEventRecord(start, stream);
+    bool ran = error == cudaSuccess;
+    for (int repeat = 0; repeat < 3 && ran; ++repeat)
+      ran = launch(i);
+    if (error == cudaSuccess)
+      error = cudaEventRecord(stop, stream);
+    if (error == cudaSuccess)
+      error = cudaEventSynchronize(stop);
+    float ms = 0;
+    if (error == cudaSuccess)
+      error = cudaEventElapsedTime(&ms, start, stop);
+    if (error == cudaSuccess && ran && (!any || ms < bestMs)) {
+      best = i;
+      bestMs = ms;
+      any = true;
+    }
+  }
+  if (start)
+    cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  if (Status status = launchStatus(kernel, error); !status.isOk())
+    return status;
+  return best;
+}
+
 /// Runs `plan` once for each of the `sliceCount` slices that `nextSlice`
 /// yields (element offsets of lhs, rhs and the result); every offset, in
 /// bytes, is a multiple of `outerAlignment` (0 when there is one slice).
@@ -520,12 +567,20 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   ZCC_BLAS_RETURN_IF_ERROR(
       kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
                                choice.fusedEpilogue ? fused : EpilogueDesc{}));
+  // The product's operands as the launches below pass them (before an
+  // unfused bias, which starts the result).
+  typename Types::Scale alpha = 1, beta = accumulate || addend ? 1 : 0;
+  const R *c = addend ? addend : result;
   if (!cached) {
-    cublasLtMatmulHeuristicResult_t heuristic = {};
+    // With measuring on, the heuristic's first candidates are each timed
+    // on this product and the fastest is kept; otherwise its first.
+    const int wanted = context.measureMatmulAlgos ? kMeasuredCandidates : 1;
+    cublasLtMatmulHeuristicResult_t heuristics[kMeasuredCandidates] = {};
+    cublasLtMatmulHeuristicResult_t &heuristic = heuristics[0];
     int found = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
         context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
-        &preference, 1, &heuristic, &found);
+        &preference, wanted, heuristics, &found);
     if (fuse && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
       // No algorithm fuses this epilogue (its type or the bias's
       // alignment): the bias and the GELU become launches of their own
@@ -538,7 +593,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
       found = 0;
       status = cublasLtMatmulAlgoGetHeuristic(
           context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
-          &preference, 1, &heuristic, &found);
+          &preference, wanted, heuristics, &found);
     }
     if (Status s = blasStatus(kernel, "cublasLtMatmulAlgoGetHeuristic", status);
         !s.isOk())
@@ -547,13 +602,33 @@ Status runProducts(const char *kernel, const LaunchContext &context,
       return blasStatus(kernel, "cublasLtMatmulAlgoGetHeuristic",
                         CUBLAS_STATUS_NOT_SUPPORTED);
     choice.algo = heuristic.algo;
+    // Timed only where running the product again changes nothing the plan
+    // reads: the result is not accumulated into (C is not D), and the
+    // stream is not being captured into a graph.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    bool measurable = found > 1 && !(beta != 0 && c == result) &&
+                      cudaStreamIsCapturing(context.stream, &capturing) == cudaSuccess &&
+                      capturing == cudaStreamCaptureStatusNone;
+    if (measurable) {
+      // The first slice (every offset 0) stands for all of them.
+      auto launch = [&](const cublasLtMatmulAlgo_t &algo) {
+        return cublasLtMatmul(context.blasLt, &operation, &alpha, rhs, &aLayout, lhs, &bLayout,
+                              &beta, c, &cLayout, result, &cLayout, &algo, context.workspace,
+                              context.workspaceBytes, context.stream);
+      };
+      StatusOr<int> fastest = fastestCandidate(kernel, context.stream, found, [&](int i) {
+        return heuristics[i].state == CUBLAS_STATUS_SUCCESS &&
+               launch(heuristics[i].algo) == CUBLAS_STATUS_SUCCESS;
+      });
+      if (!fastest.isOk())
+        return fastest.takeStatus();
+      choice.algo = heuristics[*fastest].algo;
+    }
     cache.insert(key, choice);
   }
 
   // C: the accumulator itself, the addend, or (an unfused bias) the
   // result started as the bias rows (plus the addend).
-  typename Types::Scale alpha = 1, beta = accumulate || addend ? 1 : 0;
-  const R *c = addend ? addend : result;
   if (bias && !choice.fusedEpilogue) {
     if (Status s = startWithBiasAndAddend(kernel, context, Types::element, bias, addend, result,
                                           resultRows, plan.n);

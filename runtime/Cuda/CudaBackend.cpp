@@ -43,6 +43,11 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   ZCC_CUDA_RETURN_IF_ERROR(
       cudaMalloc(&backend->context_.workspace, cuda::kWorkspaceBytes));
   backend->context_.workspaceBytes = cuda::kWorkspaceBytes;
+  // ZCC_MATMUL_ALGOS=measured times cuBLASLt's first candidates for every
+  // product shape and keeps the fastest, instead of its first choice (to
+  // compare them: tools/gpu/matmul-algos.sh).
+  const char *algos = std::getenv("ZCC_MATMUL_ALGOS");
+  backend->context_.measureMatmulAlgos = algos && std::strcmp(algos, "measured") == 0;
   // ZCC_CUDNN_ATTENTION=0 keeps the attention on the own kernels (to
   // compare them, or where cuDNN misbehaves).
   const char *cudnn = std::getenv("ZCC_CUDNN_ATTENTION");

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the GPU machine, after tools/gpu/dev-run.sh built build-gpu: the same
+# plans with cuBLASLt's first heuristic choice for every product
+# (ZCC_MATMUL_ALGOS=heuristic, the default) and with its candidates timed
+# (ZCC_MATMUL_ALGOS=measured),
+# alternately, ROUNDS times: gpt2-xl inference of a batch of 32 (latency)
+# and gpt2-xl ZeRO-0 training at micro-batch 8 (tokens/s), both from
+# bench/gpu_bench.sh compile with NPROC=1 in build-bench. Logs under $OUT.
+set -u
+zrun=build-gpu/bin/zrun
+out=${OUT:-/tmp}/algos
+mkdir -p "$out"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for algos in heuristic measured; do
+    ZCC_MATMUL_ALGOS=$algos timeout 120 $zrun build-bench/gpt2-xl-infer.plan --backend cuda \
+      --weights random --input input_ids=build-bench/ids32.npy --repeat 5 --no-outputs \
+      > "$out/infer-$algos-$round.log" 2>&1
+    echo "infer $algos round $round: $(grep -h '^inference' "$out/infer-$algos-$round.log" || tail -2 "$out/infer-$algos-$round.log")"
+    ZCC_MATMUL_ALGOS=$algos timeout 150 $zrun build-bench/gpt2-xl-z0.plan --backend cuda \
+      --weights random --steps 8 --log-json "$out/train-$algos-$round.jsonl" \
+      > "$out/train-$algos-$round.log" 2>&1
+    python3 - "$out/train-$algos-$round.jsonl" "$algos" "$round" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+t = [r["tokens_per_s"] for r in rows[2:]]
+print(f"train {sys.argv[2]} round {sys.argv[3]}: {sum(t) / max(1, len(t)):.0f} tokens/s (steps 3-{len(rows)}), loss {rows[-1]['loss']:.5f}")
+PY
+  done
+done
