@@ -302,6 +302,7 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
               .Case("ra", {plan::PipelineStep::RECV_ACTIVATIONS, "recv_activations"})
               .Case("sg", {plan::PipelineStep::SEND_GRADIENTS, "send_gradients"})
               .Case("rg", {plan::PipelineStep::RECV_GRADIENTS, "recv_gradients"})
+              .Case("W", {plan::PipelineStep::BACKWARD_WEIGHTS, "weights"})
               .Default({plan::PipelineStep::FORWARD, ""});
       if (program.empty())
         return module.emitError() << "bad pipeline instruction '" << word << "'", failure();

@@ -666,9 +666,12 @@ int main(int argc, char **argv) {
   for (auto pipeline : module->getOps<zcc::zdist::PipelineOp>())
     if (auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops"))
       for (mlir::Attribute entry : flops) {
-        auto pair = cast<mlir::ArrayAttr>(entry);
-        stageFlops.push_back({cast<mlir::IntegerAttr>(pair[0]).getInt(),
-                              cast<mlir::IntegerAttr>(pair[1]).getInt()});
+        // Forward, backward and (split off by zb-h1) weight-gradient flops.
+        auto passes = cast<mlir::ArrayAttr>(entry);
+        int64_t backward = 0;
+        for (mlir::Attribute pass : passes.getValue().drop_front())
+          backward += cast<mlir::IntegerAttr>(pass).getInt();
+        stageFlops.push_back({cast<mlir::IntegerAttr>(passes[0]).getInt(), backward});
       }
   mlir::PassManager planPipeline(&context);
   zcc::buildLowerToPlanPipeline(planPipeline);

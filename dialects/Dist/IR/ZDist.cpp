@@ -355,8 +355,8 @@ LogicalResult TransferOp::verify() {
 }
 
 LogicalResult PipelineOp::verify() {
-  if (getSchedule() != "gpipe" && getSchedule() != "1f1b")
-    return emitOpError() << "schedule must be \"gpipe\" or \"1f1b\", got \""
+  if (getSchedule() != "gpipe" && getSchedule() != "1f1b" && getSchedule() != "zb-h1")
+    return emitOpError() << "schedule must be \"gpipe\", \"1f1b\" or \"zb-h1\", got \""
                          << getSchedule() << "\"";
   if (getBuffers().size() != getStages().size())
     return emitOpError() << "has " << getStages().size()

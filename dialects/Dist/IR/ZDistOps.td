@@ -323,7 +323,9 @@ def ZDist_PipelineOp : ZDist_Op<"pipeline"> {
     the forward and backward pass of micro-batch k; `sa<k>`/`ra<k>` send
     and receive micro-batch k's activations (to the next stage, from the
     previous one), `sg<k>`/`rg<k>` its gradients (to the previous stage,
-    from the next one). `buffers` is the number of micro-batches whose
+    from the next one). Under "zb-h1" a stage whose backward pass splits
+    runs `B<k>` for what its gradient send needs and `W<k>`, later, for the
+    rest (its weight gradients). `buffers` is the number of micro-batches whose
     activations a stage holds at once (its activation buffers);
     `bubble_fraction` the idle share of the step predicted from the
     stages' costs; `memory` each stage's bytes by category.

@@ -257,6 +257,11 @@ def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> 
     - `1f1b`: stage s runs min(p - s - 1, m) forward passes, then
       alternates one forward and one backward pass, then drains the
       backward passes, so it holds at most p - s micro-batches;
+    - `zb-h1`: 1F1B's passes and messages, with each stage's backward pass
+      split in B (what the gradient it sends back needs) and W (the rest,
+      marked `zdist.weights`), W placed on the model where the stage would
+      wait, each stage holding at most min(p, m) micro-batches; a stage
+      that sends no gradient back keeps one backward pass;
     an inference step runs the forward passes only. Sends and receives
     are placed so that no two stages wait on each other (a stage that both
     sends to and receives from a neighbour sends first on even stages).
@@ -265,9 +270,10 @@ def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> 
     idle share of p x the step time, and each stage's `buffers`, the most
     micro-batches whose activations it holds at once. `memory` gives each
     stage's bytes of parameters, gradients, optimizer state and activation
-    buffers (the values its backward pass keeps, times `buffers`).
+    buffers (the values its backward pass keeps, and a split one's W pass
+    from its B pass, times `buffers`).
 
-    Fails for the schedules not built yet (`interleaved`, `zb-h1`).
+    Fails for the schedule not built yet (`interleaved`).
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];
@@ -285,7 +291,9 @@ def PipelineSplitPass : Pass<"zcc-dist-pipeline-split", "mlir::ModuleOp"> {
       backward pass reads and the values it sends (`zdist.store`) and
       returns the step's results computed on the stage (the loss);
     - `s<s>.backward.<k>` (training): the stage's backward ops, reading the
-      kept values and received gradients as arguments;
+      kept values and received gradients as arguments (its B ops where a
+      zb-h1 schedule split it, storing what its W ops read);
+    - `s<s>.weights.<k>` (a split stage): its W ops (`zdist.weights`);
     - `s<s>.recv_activations.<k>`, `send_activations`, `recv_gradients`,
       `send_gradients`: one `zdist.recv`/`zdist.send` per transfer whose
       path crosses the stage's boundary; a transfer over several stages is

@@ -1,10 +1,19 @@
 //===- PipelineSchedule.cpp - Stage transfers and pipeline schedules ------===//
 //
 // Makes the stage boundaries explicit (zdist.transfer) and writes each
-// stage's instruction list for GPipe or 1F1B, checked and timed by running
-// it on a model of the stages: compute takes the stage's estimated flops,
-// a send meets its receive (neither returns before the other arrives, as
-// with the runtime's communicators).
+// stage's instruction list for GPipe, 1F1B or ZB-H1, checked and timed by
+// running it on a model of the stages: compute takes the stage's estimated
+// flops, a send meets its receive (neither returns before the other
+// arrives, as with the runtime's communicators).
+//
+// ZB-H1 (zero bubble, Qi et al. 2024) splits a stage's backward pass into
+// B, what the gradient sent to the previous stage needs, and W, the rest
+// (the weight gradients). It keeps 1F1B's order of passes and messages, so
+// it cannot deadlock where 1F1B does not, and places each W where the
+// stage would otherwise wait: on the model, a stage at a send or receive
+// its neighbour cannot meet before a W would end runs its oldest pending
+// W first, and one about to hold more micro-batches than the 1F1B
+// schedule's first stage does runs one before its forward pass.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +28,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <deque>
 #include <set>
 
 namespace zcc::zdist {
@@ -32,7 +42,15 @@ namespace zcc::zdist {
 
 namespace {
 
-enum class Step { Forward, Backward, SendActivation, RecvActivation, SendGrad, RecvGrad };
+enum class Step {
+  Forward,
+  Backward,
+  SendActivation,
+  RecvActivation,
+  SendGrad,
+  RecvGrad,
+  Weights
+};
 
 struct Instruction {
   Step step;
@@ -40,15 +58,15 @@ struct Instruction {
 };
 
 std::string instructionText(const Instruction &instruction) {
-  static const char *const kNames[] = {"F", "B", "sa", "ra", "sg", "rg"};
+  static const char *const kNames[] = {"F", "B", "sa", "ra", "sg", "rg", "W"};
   return kNames[static_cast<int>(instruction.step)] + std::to_string(instruction.microBatch);
 }
 
 /// Each stage's instructions. A stage that both sends to and receives from
 /// one neighbour in a row does it in the order its parity says (even
 /// stages send first), so the two neighbours never both wait in a send.
-std::vector<std::vector<Instruction>> buildSchedule(StringRef kind, bool training,
-                                                    int64_t stages, int64_t microBatches) {
+std::vector<std::vector<Instruction>> buildSchedule(bool gpipe, bool training, int64_t stages,
+                                                    int64_t microBatches) {
   std::vector<std::vector<Instruction>> schedule(stages);
   for (int64_t s = 0; s < stages; ++s) {
     std::vector<Instruction> &list = schedule[s];
@@ -77,7 +95,7 @@ std::vector<std::vector<Instruction>> buildSchedule(StringRef kind, bool trainin
       if (!first)
         add(Step::SendGrad, k);
     };
-    if (!training || kind == "gpipe") {
+    if (!training || gpipe) {
       for (int64_t k = 0; k < microBatches; ++k)
         forward(k);
       if (training)
@@ -111,9 +129,55 @@ std::vector<std::vector<Instruction>> buildSchedule(StringRef kind, bool trainin
 
 /// Runs the schedule on the model of the stages; the step's length, or
 /// nothing if the stages wait on each other forever.
+/// Each stage's estimated cost of its forward pass, its backward pass (B
+/// alone where the stage's weight pass is split off) and its weight pass.
+struct StageCosts {
+  SmallVector<double> forward, backward, weights;
+
+  double of(Step step, int64_t stage) const {
+    switch (step) {
+    case Step::Forward:
+      return forward[stage];
+    case Step::Backward:
+      return backward[stage];
+    case Step::Weights:
+      return weights[stage];
+    default:
+      return 0;
+    }
+  }
+};
+
+bool isCompute(Step step) {
+  return step == Step::Forward || step == Step::Backward || step == Step::Weights;
+}
+
+/// The instruction a send or receive meets on the neighbour.
+Instruction counterpart(const Instruction &instruction) {
+  switch (instruction.step) {
+  case Step::SendActivation:
+    return {Step::RecvActivation, instruction.microBatch};
+  case Step::RecvActivation:
+    return {Step::SendActivation, instruction.microBatch};
+  case Step::SendGrad:
+    return {Step::RecvGrad, instruction.microBatch};
+  default:
+    return {Step::SendGrad, instruction.microBatch};
+  }
+}
+
+/// The neighbour a send or receive of stage `s` talks to.
+int64_t peerOf(const Instruction &instruction, int64_t s) {
+  bool next = instruction.step == Step::SendActivation || instruction.step == Step::RecvGrad;
+  return next ? s + 1 : s - 1;
+}
+
+bool operator==(const Instruction &a, const Instruction &b) {
+  return a.step == b.step && a.microBatch == b.microBatch;
+}
+
 std::optional<double> simulate(const std::vector<std::vector<Instruction>> &schedule,
-                               ArrayRef<double> forwardCost, ArrayRef<double> backwardCost,
-                               SmallVectorImpl<double> &busy) {
+                               const StageCosts &costs, SmallVectorImpl<double> &busy) {
   int64_t stages = static_cast<int64_t>(schedule.size());
   std::vector<size_t> next(stages, 0);
   std::vector<double> clock(stages, 0);
@@ -128,8 +192,8 @@ std::optional<double> simulate(const std::vector<std::vector<Instruction>> &sche
       const Instruction *instruction = current(s);
       if (!instruction)
         continue;
-      if (instruction->step == Step::Forward || instruction->step == Step::Backward) {
-        double cost = instruction->step == Step::Forward ? forwardCost[s] : backwardCost[s];
+      if (isCompute(instruction->step)) {
+        double cost = costs.of(instruction->step, s);
         clock[s] += cost;
         busy[s] += cost;
         ++next[s];
@@ -158,6 +222,176 @@ std::optional<double> simulate(const std::vector<std::vector<Instruction>> &sche
   return *std::max_element(clock.begin(), clock.end());
 }
 
+/// The instruction lists with each split stage's W pass of micro-batch k
+/// right after its B pass: 1F1B's timing.
+std::vector<std::vector<Instruction>>
+weightsAfterBackward(const std::vector<std::vector<Instruction>> &skeleton, ArrayRef<bool> split) {
+  std::vector<std::vector<Instruction>> lists(skeleton.size());
+  for (auto [s, list] : llvm::enumerate(skeleton))
+    for (const Instruction &instruction : list) {
+      lists[s].push_back(instruction);
+      if (instruction.step == Step::Backward && split[s])
+        lists[s].push_back({Step::Weights, instruction.microBatch});
+    }
+  return lists;
+}
+
+/// Whether `instruction` is the first of its micro-batch on a stage that
+/// has seen `acquired` micro-batches (they come in order): the receive of
+/// its activations, or on the first stage its forward pass. From there to
+/// the micro-batch's last pass the stage holds its buffers (the slot the
+/// receive fills is the one the forward, B and W passes read).
+bool acquires(const Instruction &instruction, int64_t acquired) {
+  return (instruction.step == Step::RecvActivation || instruction.step == Step::Forward) &&
+         instruction.microBatch == acquired;
+}
+
+/// The most micro-batches each stage holds at once: from its first
+/// instruction (acquires) to its backward pass, or its W pass where the
+/// stage's backward pass is split.
+SmallVector<int64_t> heldCounts(const std::vector<std::vector<Instruction>> &lists,
+                                ArrayRef<bool> split) {
+  SmallVector<int64_t> most(lists.size(), 0);
+  for (auto [s, list] : llvm::enumerate(lists)) {
+    Step last = split[s] ? Step::Weights : Step::Backward;
+    int64_t acquired = 0, held = 0;
+    for (const Instruction &instruction : list) {
+      if (acquires(instruction, acquired)) {
+        ++acquired;
+        most[s] = std::max(most[s], ++held);
+      } else if (instruction.step == last) {
+        --held;
+      }
+    }
+  }
+  return most;
+}
+
+/// ZB-H1's instruction lists: `skeleton` (1F1B's) run on the model of the
+/// stages, each split stage keeping its W passes pending (oldest first)
+/// and running one
+///  - before taking a micro-batch (acquires) that would make it hold more
+///    than its `limits`;
+///  - at a send or receive the neighbour reaches no sooner than `fill`
+///    W passes from now (the neighbour's compute up to its counterpart,
+///    waits not counted);
+///  - after its last skeleton instruction.
+/// Nothing if the model's stages wait on each other forever.
+std::optional<std::vector<std::vector<Instruction>>>
+placeWeights(const std::vector<std::vector<Instruction>> &skeleton, const StageCosts &costs,
+             ArrayRef<bool> split, ArrayRef<int64_t> limits, double fill) {
+  int64_t stages = static_cast<int64_t>(skeleton.size());
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> clock(stages, 0);
+  // The time a stage arrived at a send or receive its neighbour has not.
+  std::vector<std::optional<double>> waiting(stages);
+  std::vector<std::deque<int64_t>> pending(stages);
+  std::vector<int64_t> held(stages, 0), acquired(stages, 0);
+  std::vector<std::vector<Instruction>> lists(stages);
+  auto emit = [&](int64_t s, const Instruction &instruction) {
+    if (acquires(instruction, acquired[s])) {
+      ++acquired[s];
+      ++held[s];
+    }
+    if (instruction.step == Step::Backward && !split[s])
+      --held[s];
+    lists[s].push_back(instruction);
+    ++next[s];
+  };
+  auto runWeights = [&](int64_t s) {
+    lists[s].push_back({Step::Weights, pending[s].front()});
+    pending[s].pop_front();
+    clock[s] += costs.weights[s];
+    --held[s];
+  };
+  auto earliest = [&](int64_t q, const Instruction &target) {
+    double time = waiting[q].value_or(clock[q]);
+    for (size_t i = next[q]; i < skeleton[q].size() && !(skeleton[q][i] == target); ++i)
+      time += costs.of(skeleton[q][i].step, q);
+    return time;
+  };
+  auto unfinished = [&](int64_t s) {
+    return next[s] < skeleton[s].size() || !pending[s].empty();
+  };
+  while (true) {
+    // The stage furthest behind that is not waiting decides next.
+    int64_t s = -1;
+    for (int64_t c = 0; c < stages; ++c)
+      if (!waiting[c] && unfinished(c) && (s < 0 || clock[c] < clock[s]))
+        s = c;
+    if (s < 0)
+      break;
+    if (next[s] == skeleton[s].size()) {
+      runWeights(s);
+      continue;
+    }
+    const Instruction &instruction = skeleton[s][next[s]];
+    if (acquires(instruction, acquired[s]) && held[s] >= limits[s] && !pending[s].empty()) {
+      runWeights(s);
+      continue;
+    }
+    if (isCompute(instruction.step)) {
+      clock[s] += costs.of(instruction.step, s);
+      if (instruction.step == Step::Backward && split[s])
+        pending[s].push_back(instruction.microBatch);
+      emit(s, instruction);
+      continue;
+    }
+    int64_t peer = peerOf(instruction, s);
+    Instruction match = counterpart(instruction);
+    if (waiting[peer] && skeleton[peer][next[peer]] == match) {
+      clock[s] = clock[peer] = std::max(clock[s], *waiting[peer]);
+      waiting[peer].reset();
+      emit(s, instruction);
+      emit(peer, match);
+      continue;
+    }
+    if (!pending[s].empty() && earliest(peer, match) >= clock[s] + fill * costs.weights[s]) {
+      runWeights(s);
+      continue;
+    }
+    waiting[s] = clock[s];
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    if (unfinished(s))
+      return std::nullopt;
+  return lists;
+}
+
+/// zb-h1: marks the backward ops of each stage that no gradient it sends
+/// to an earlier stage depends on (`zdist.weights`: its W pass). A stage
+/// splits when it sends gradients and some of its backward ops are left
+/// for W; the others keep one backward pass.
+SmallVector<bool> markWeightPasses(Block &body, int64_t stages) {
+  SmallVector<bool> sends(stages, false), split(stages, false);
+  llvm::DenseSet<Operation *> needed;
+  SmallVector<Operation *> worklist;
+  for (auto transfer : body.getOps<TransferOp>())
+    if (transfer.getSource() > transfer.getTarget()) {
+      sends[transfer.getSource()] = true;
+      worklist.push_back(transfer);
+    }
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    for (Value operand : op->getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (producer && !isa<TransferOp>(producer) && isBackward(producer) && stageOf(producer) &&
+          needed.insert(producer).second)
+        worklist.push_back(producer);
+    }
+  }
+  Builder builder(body.getParentOp()->getContext());
+  for (Operation &op : body.without_terminator()) {
+    std::optional<int64_t> stage = stageOf(&op);
+    if (!stage || !sends[*stage] || !isBackward(&op) || isa<TransferOp>(op) ||
+        needed.contains(&op))
+      continue;
+    op.setAttr("zdist.weights", builder.getUnitAttr());
+    split[*stage] = true;
+  }
+  return split;
+}
+
 uint64_t byteSize(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
@@ -181,9 +415,9 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
     auto pipeline = config ? config.getAs<DictionaryAttr>("pipeline") : DictionaryAttr();
     auto kindAttr = pipeline ? pipeline.getAs<StringAttr>("schedule") : StringAttr();
     std::string kind = kindAttr ? kindAttr.str() : "1f1b";
-    if (kind != "gpipe" && kind != "1f1b") {
+    if (kind != "gpipe" && kind != "1f1b" && kind != "zb-h1") {
       module.emitError() << "pipeline.schedule: '" << kind
-                         << "' is not built yet; use 'gpipe' or '1f1b'";
+                         << "' is not built yet; use 'gpipe', '1f1b' or 'zb-h1'";
       return signalPassFailure();
     }
     int64_t microBatches = 1;
@@ -265,18 +499,28 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
       }
     }
 
+    // zb-h1 splits each stage's backward pass where it can.
+    SmallVector<bool> split(stages, false);
+    if (training && kind == "zb-h1")
+      split = markWeightPasses(body, stages);
+
     // Each stage's work, and the values its backward pass keeps from its
-    // forward pass (its activations of one micro-batch).
-    SmallVector<double> forwardCost(stages, 0), backwardCost(stages, 0);
-    SmallVector<uint64_t> kept(stages, 0);
+    // forward pass (its activations of one micro-batch), and a split W
+    // pass from B.
+    StageCosts costs;
+    costs.forward.assign(stages, 0);
+    costs.backward.assign(stages, 0);
+    costs.weights.assign(stages, 0);
+    SmallVector<uint64_t> kept(stages, 0), keptActivations(stages, 0);
     SmallVector<llvm::SetVector<Value>> keptValues(stages);
     for (Operation &op : body.without_terminator()) {
       std::optional<int64_t> stage = stageOf(&op);
       if (!stage)
         continue;
-      bool backward = isBackward(&op);
+      bool backward = isBackward(&op), weights = isWeightPass(&op);
       if (!isa<TransferOp, zgraph::ParamOp, zgraph::StateOp>(op))
-        (backward ? backwardCost : forwardCost)[*stage] += estimateFlops(&op);
+        (weights ? costs.weights : backward ? costs.backward : costs.forward)[*stage] +=
+            estimateFlops(&op);
       if (!backward)
         continue;
       for (Value operand : op.getOperands()) {
@@ -284,48 +528,22 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
         bool activation = producer ? stageOf(producer) == stage && !isBackward(producer) &&
                                          !isa<zgraph::ParamOp, zgraph::StateOp>(producer)
                                    : true; // a data input
-        if (activation && keptValues[*stage].insert(operand))
+        bool fromB = weights && producer && stageOf(producer) == stage &&
+                     isBackward(producer) && !isWeightPass(producer) &&
+                     !isa<TransferOp>(producer);
+        if ((activation || fromB) && keptValues[*stage].insert(operand)) {
           kept[*stage] += byteSize(operand.getType());
+          if (activation)
+            keptActivations[*stage] += byteSize(operand.getType());
+        }
       }
     }
     for (int64_t s = 0; s < stages; ++s) {
-      forwardCost[s] = std::max(forwardCost[s], 1.0);
+      costs.forward[s] = std::max(costs.forward[s], 1.0);
       if (training)
-        backwardCost[s] = std::max(backwardCost[s], 1.0);
-    }
-
-    std::vector<std::vector<Instruction>> schedule =
-        buildSchedule(kind, training, stages, microBatches);
-    SmallVector<double> busy;
-    std::optional<double> length = simulate(schedule, forwardCost, backwardCost, busy);
-    if (!length) {
-      module.emitError() << "internal error: the " << kind << " schedule of " << stages
-                         << " stages and " << microBatches << " micro-batches deadlocks";
-      return signalPassFailure();
-    }
-    double work = 0;
-    for (double b : busy)
-      work += b;
-    double bubble = 1.0 - work / (static_cast<double>(stages) * *length);
-    if (bubble < 0)
-      bubble = 0;
-
-    SmallVector<int64_t> buffers(stages, 1);
-    SmallVector<Attribute> lists;
-    for (int64_t s = 0; s < stages; ++s) {
-      int64_t inFlight = 0, most = training ? 0 : 1;
-      std::string text;
-      for (const Instruction &instruction : schedule[s]) {
-        text += (text.empty() ? "" : " ") + instructionText(instruction);
-        if (!training)
-          continue;
-        if (instruction.step == Step::Forward)
-          most = std::max(most, ++inFlight);
-        else if (instruction.step == Step::Backward)
-          --inFlight;
-      }
-      buffers[s] = most;
-      lists.push_back(builder.getStringAttr(text));
+        costs.backward[s] = std::max(costs.backward[s], 1.0);
+      if (split[s])
+        costs.weights[s] = std::max(costs.weights[s], 1.0);
     }
 
     // Bytes each stage holds: the parameters it uses (a parameter used on
@@ -340,7 +558,8 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
         if (std::optional<int64_t> stage = stageOf(user))
           holders[param.getName()].insert(*stage);
     }
-    SmallVector<uint64_t> paramBytes(stages, 0), gradBytes(stages, 0), stateBytes(stages, 0);
+    SmallVector<uint64_t> paramBytes(stages, 0), gradBytes(stages, 0), stateBytes(stages, 0),
+        fixedBytes(stages, 0);
     llvm::StringSet<> seen;
     module.walk([&](Operation *op) {
       if (auto param = dyn_cast<zgraph::ParamOp>(op)) {
@@ -364,7 +583,77 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
       else
         stateBytes[it->second] += byteSize(state.getType());
     });
-    SmallVector<Attribute> memory, costs;
+    for (int64_t s = 0; s < stages; ++s)
+      fixedBytes[s] = paramBytes[s] + gradBytes[s] + stateBytes[s];
+    std::vector<std::vector<Instruction>> schedule =
+        buildSchedule(kind == "gpipe", training, stages, microBatches);
+    SmallVector<double> busy;
+    std::optional<double> length = simulate(schedule, costs, busy);
+    if (length && llvm::is_contained(split, true)) {
+      // ZB-H1: of W placed right after B (1F1B's timing) and the placements
+      // that fill waits with whole, half or any W passes, the shortest on
+      // the model. A stage may hold more micro-batches than under 1F1B, up
+      // to min(p, m), as long as its bytes stay within the 1F1B schedule's
+      // heaviest stage's.
+      std::vector<std::vector<Instruction>> skeleton = std::move(schedule);
+      // A slot also holds the transfers on the stage's paths (received,
+      // sent or relayed).
+      SmallVector<uint64_t> slotBytes(stages, 0);
+      for (auto transfer : body.getOps<TransferOp>()) {
+        auto source = static_cast<int64_t>(transfer.getSource());
+        auto target = static_cast<int64_t>(transfer.getTarget());
+        for (int64_t s = std::min(source, target); s <= std::max(source, target); ++s)
+          slotBytes[s] += byteSize(transfer.getType());
+      }
+      SmallVector<int64_t> oneFOneB = heldCounts(skeleton, SmallVector<bool>(stages, false));
+      uint64_t cap = 0;
+      for (int64_t s = 0; s < stages; ++s)
+        cap = std::max(cap, fixedBytes[s] + (keptActivations[s] + slotBytes[s]) * oneFOneB[s]);
+      SmallVector<int64_t> limits(stages);
+      for (int64_t s = 0; s < stages; ++s) {
+        limits[s] = oneFOneB[s];
+        while (limits[s] < std::min(stages, microBatches) &&
+               fixedBytes[s] + (kept[s] + slotBytes[s]) * (limits[s] + 1) <= cap)
+          ++limits[s];
+      }
+      schedule = weightsAfterBackward(skeleton, split);
+      length = simulate(schedule, costs, busy);
+      for (double fill : {1.0, 0.5, 0.0}) {
+        auto placed = placeWeights(skeleton, costs, split, limits, fill);
+        SmallVector<double> placedBusy;
+        std::optional<double> placedLength =
+            placed ? simulate(*placed, costs, placedBusy) : std::nullopt;
+        if (length && placedLength && *placedLength < *length) {
+          schedule = std::move(*placed);
+          length = placedLength;
+          busy = std::move(placedBusy);
+        }
+      }
+    }
+    if (!length) {
+      module.emitError() << "internal error: the " << kind << " schedule of " << stages
+                         << " stages and " << microBatches << " micro-batches deadlocks";
+      return signalPassFailure();
+    }
+    double work = 0;
+    for (double b : busy)
+      work += b;
+    double bubble = 1.0 - work / (static_cast<double>(stages) * *length);
+    if (bubble < 0)
+      bubble = 0;
+
+    SmallVector<int64_t> buffers(stages, 1);
+    if (training)
+      buffers = heldCounts(schedule, split);
+    SmallVector<Attribute> lists;
+    for (int64_t s = 0; s < stages; ++s) {
+      std::string text;
+      for (const Instruction &instruction : schedule[s])
+        text += (text.empty() ? "" : " ") + instructionText(instruction);
+      lists.push_back(builder.getStringAttr(text));
+    }
+
+    SmallVector<Attribute> memory, flopsPerStage;
     for (int64_t s = 0; s < stages; ++s) {
       auto bytes = [&](uint64_t value) { return builder.getI64IntegerAttr(int64_t(value)); };
       memory.push_back(builder.getDictionaryAttr({
@@ -374,16 +663,19 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
           builder.getNamedAttr("activation_buffer", bytes(kept[s])),
           builder.getNamedAttr("activations", bytes(kept[s] * buffers[s])),
       }));
-      costs.push_back(builder.getArrayAttr(
-          {builder.getI64IntegerAttr(int64_t(forwardCost[s])),
-           builder.getI64IntegerAttr(training ? int64_t(backwardCost[s]) : 0)}));
+      SmallVector<Attribute> flops = {
+          builder.getI64IntegerAttr(int64_t(costs.forward[s])),
+          builder.getI64IntegerAttr(training ? int64_t(costs.backward[s]) : 0)};
+      if (split[s])
+        flops.push_back(builder.getI64IntegerAttr(int64_t(costs.weights[s])));
+      flopsPerStage.push_back(builder.getArrayAttr(flops));
     }
     builder.setInsertionPointToEnd(module.getBody());
     auto op = builder.create<PipelineOp>(
         module.getLoc(), builder.getStringAttr(kind), builder.getI64IntegerAttr(microBatches),
         builder.getDenseI64ArrayAttr(buffers), builder.getF64FloatAttr(bubble),
         builder.getArrayAttr(lists));
-    op->setAttr("flops", builder.getArrayAttr(costs));
+    op->setAttr("flops", builder.getArrayAttr(flopsPerStage));
     op->setAttr("memory", builder.getArrayAttr(memory));
   }
 };

@@ -7,6 +7,8 @@
 //   zcc.pp.t<i>.k<slot>  transfer i (its value on every stage of its path)
 //   zcc.pp.a<j>.k<slot>  activation j a stage's backward pass keeps
 //   zcc.pp.d<n>.k<slot>  data input n, kept for the backward pass
+//   zcc.pp.g<j>.k<slot>  value j of a split backward pass's B that its W
+//                        reads (zb-h1)
 // A stage holds `buffers` slots; micro-batch k uses slot k mod buffers.
 //
 //===----------------------------------------------------------------------===//
@@ -36,6 +38,10 @@ using namespace mlir;
 
 namespace zcc::zdist {
 namespace {
+
+/// The passes of a stage's programs: forward, backward (B alone where the
+/// schedule split the stage's backward pass) and weights (W).
+enum class Phase { Forward, Backward, Weights };
 
 std::string slotName(StringRef kind, int64_t index, int64_t slot) {
   return ("zcc.pp." + kind + std::to_string(index) + ".k" + std::to_string(slot)).str();
@@ -90,6 +96,8 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
   SmallVector<llvm::SetVector<Value>> kept;
   /// Per stage: the step's data arguments its backward pass reads.
   SmallVector<llvm::SetVector<unsigned>> keptData;
+  /// Per stage: the values of its B pass its W pass reads.
+  SmallVector<llvm::SetVector<Value>> keptGrad;
   /// Parameter name -> the stage that owns its gradient and optimizer state.
   llvm::StringMap<int64_t> owner;
   /// Parameter name -> stages whose programs read its parameter ("param")
@@ -129,18 +137,26 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     ArrayRef<int64_t> buffers = pipeline.getBuffers();
     kept.resize(stages);
     keptData.resize(stages);
+    keptGrad.resize(stages);
+    SmallVector<bool> split(stages, false);
+    for (Operation &op : body.without_terminator())
+      if (std::optional<int64_t> stage = stageOf(&op); stage && isWeightPass(&op))
+        split[*stage] = true;
     for (int64_t s = 0; s < stages; ++s) {
       for (int64_t slot = 0; slot < buffers[s]; ++slot) {
-        // The backward pass first: it says what the forward pass keeps.
-        func::FuncOp backward;
-        if (training && failed(buildPhase(s, slot, /*backwardPhase=*/true, backward)))
+        // The later passes first: each says what the one before keeps.
+        func::FuncOp weights, backward, forward;
+        if (split[s] && failed(buildPhase(s, slot, Phase::Weights, weights)))
           return signalPassFailure();
-        func::FuncOp forward;
-        if (failed(buildPhase(s, slot, /*backwardPhase=*/false, forward)))
+        if (training && failed(buildPhase(s, slot, Phase::Backward, backward)))
           return signalPassFailure();
-        // Keep the functions in the order they were written: forward first.
+        if (failed(buildPhase(s, slot, Phase::Forward, forward)))
+          return signalPassFailure();
+        // Keep the functions in the order they run: forward first.
         if (backward)
           backward->moveAfter(forward);
+        if (weights)
+          weights->moveAfter(backward);
       }
     }
     for (int64_t s = 0; s < stages; ++s)
@@ -158,12 +174,14 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     step.erase();
   }
 
-  /// The forward or backward pass of stage `s` for the micro-batch in slot
-  /// `slot`.
-  LogicalResult buildPhase(int64_t s, int64_t slot, bool backwardPhase, func::FuncOp &result) {
+  /// Pass `phase` of stage `s` for the micro-batch in slot `slot`.
+  LogicalResult buildPhase(int64_t s, int64_t slot, Phase phase, func::FuncOp &result) {
     Block &body = step.getBody().front();
-    std::string name = "s" + std::to_string(s) + (backwardPhase ? ".backward." : ".forward.") +
-                       std::to_string(slot);
+    bool backwardPhase = phase != Phase::Forward;
+    StringRef passName = phase == Phase::Forward    ? ".forward."
+                         : phase == Phase::Backward ? ".backward."
+                                                    : ".weights.";
+    std::string name = "s" + std::to_string(s) + passName.str() + std::to_string(slot);
     FunctionBuilder fb(module, name, s);
     IRMapping mapping;
     LogicalResult status = success();
@@ -212,19 +230,37 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
         mapping.map(value, arg);
         return arg;
       }
+      if (*stage == s && phase == Phase::Weights && !isWeightPass(producer)) {
+        keptGrad[s].insert(value);
+        size_t index = llvm::find(keptGrad[s], value) - keptGrad[s].begin();
+        Value arg = fb.argument(slotName("g", index, slot), value.getType(), loc);
+        mapping.map(value, arg);
+        return arg;
+      }
       status = user->emitError() << "reads a value of pipeline stage " << *stage
                                  << " on stage " << s << " without a transfer";
       return value;
     };
 
+    auto inPhase = [&](Operation *op) {
+      return isBackward(op) == backwardPhase && isWeightPass(op) == (phase == Phase::Weights);
+    };
     for (Operation &op : body.without_terminator()) {
-      if (stageOf(&op) != s || isBackward(&op) != backwardPhase || isa<TransferOp>(op))
+      if (stageOf(&op) != s || !inPhase(&op) || isa<TransferOp>(op))
         continue;
       for (Value operand : op.getOperands())
         lookup(operand, &op);
       if (failed(status))
         return failure();
       fb.builder.clone(op, mapping);
+    }
+    if (phase == Phase::Backward) {
+      // What the W pass reads later.
+      for (auto [j, value] : llvm::enumerate(keptGrad[s])) {
+        Value local = lookup(value, value.getDefiningOp());
+        fb.builder.create<StoreOp>(value.getLoc(), local,
+                                   fb.builder.getStringAttr("input:" + slotName("g", j, slot)));
+      }
     }
     if (!backwardPhase) {
       // What the backward pass and the sends read later.
@@ -241,7 +277,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     }
     for (auto [i, transfer] : llvm::enumerate(transfers)) {
       Operation *producer = transfer.getInput().getDefiningOp();
-      if (static_cast<int64_t>(transfer.getSource()) != s || isBackward(producer) != backwardPhase)
+      if (static_cast<int64_t>(transfer.getSource()) != s || !inPhase(producer))
         continue;
       Value local = lookup(transfer.getInput(), transfer);
       fb.builder.create<StoreOp>(transfer.getLoc(), local,

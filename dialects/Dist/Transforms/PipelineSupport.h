@@ -1,9 +1,10 @@
 //===- PipelineSupport.h - Pipeline stage marks -----------------*- C++ -*-===//
 //
 // Partitioning marks the ops of a pipelined step with the stage they run on
-// (`zdist.stage`) and those of the backward pass (`zdist.backward`); the
-// scheduling and splitting passes read the marks and extend them to the ops
-// made since.
+// (`zdist.stage`) and those of the backward pass (`zdist.backward`); a
+// zb-h1 schedule marks the backward ops that only make weight gradients
+// (`zdist.weights`), which run later than the rest. The scheduling and
+// splitting passes read the marks and extend them to the ops made since.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,15 +33,21 @@ inline std::optional<int64_t> stageOf(mlir::Operation *op) {
 
 inline bool isBackward(mlir::Operation *op) { return op && op->hasAttr("zdist.backward"); }
 
-/// Marks `op` with the latest stage among its operands', and as backward
-/// when one of those operands is; leaves it unmarked when none has a stage.
+/// Whether `op` belongs to its stage's weight-gradient pass (zb-h1): a
+/// backward op the gradients sent to earlier stages do not depend on.
+inline bool isWeightPass(mlir::Operation *op) { return op && op->hasAttr("zdist.weights"); }
+
+/// Marks `op` with the latest stage among its operands', as backward when
+/// one of those operands is, and as of the weight pass when one is (it
+/// runs after them); leaves it unmarked when none has a stage.
 inline void inheritOperandStage(mlir::Operation &op) {
   std::optional<int64_t> latest;
-  bool backward = false;
+  bool backward = false, weights = false;
   for (mlir::Value operand : op.getOperands())
     if (std::optional<int64_t> stage = stageOf(operand.getDefiningOp())) {
       latest = std::max(latest.value_or(0), *stage);
       backward |= isBackward(operand.getDefiningOp());
+      weights |= isWeightPass(operand.getDefiningOp());
     }
   if (!latest)
     return;
@@ -48,6 +55,8 @@ inline void inheritOperandStage(mlir::Operation &op) {
   op.setAttr("zdist.stage", builder.getI64IntegerAttr(*latest));
   if (backward)
     op.setAttr("zdist.backward", builder.getUnitAttr());
+  if (weights)
+    op.setAttr("zdist.weights", builder.getUnitAttr());
 }
 
 } // namespace zcc::zdist

@@ -314,8 +314,8 @@ func.func @f(%x: tensor<4xf32>) {
 // -----
 
 // Only the built schedules.
-// expected-error @+1 {{'zdist.pipeline' op schedule must be "gpipe" or "1f1b", got "zb-h1"}}
-zdist.pipeline "zb-h1" micro_batches = 2 buffers = [1] bubble_fraction = 0.0 stages = ["F0 F1"]
+// expected-error @+1 {{'zdist.pipeline' op schedule must be "gpipe", "1f1b" or "zb-h1", got "interleaved"}}
+zdist.pipeline "interleaved" micro_batches = 2 buffers = [1] bubble_fraction = 0.0 stages = ["F0 F1"]
 
 // -----
 

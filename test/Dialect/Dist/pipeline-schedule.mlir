@@ -102,8 +102,8 @@ module attributes {zcc.config = {world_size = 4 : i64, data_parallel_size = 1 : 
 
 // -----
 
-// The schedules that are not built yet say so.
-// expected-error @+1 {{pipeline.schedule: 'interleaved' is not built yet; use 'gpipe' or '1f1b'}}
+// The schedule that is not built yet says so.
+// expected-error @+1 {{pipeline.schedule: 'interleaved' is not built yet; use 'gpipe', '1f1b' or 'zb-h1'}}
 module attributes {zcc.config = {world_size = 4 : i64, data_parallel_size = 1 : i64, pipeline_parallel_size = 4 : i64, optimizer = {type = "SGD", params = {lr = 0.1 : f64}}, pipeline = {enabled = true, num_stages = 4 : i64, partition_method = "uniform", schedule = "interleaved", micro_batches = 8 : i64}}} {
   func.func @main(%x: tensor<4x8xf32> {zgraph.name = "x"}, %t: tensor<4x8xf32> {zgraph.name = "t"}) -> (tensor<f32> {zgraph.name = "loss"}) {
     %w0 = zgraph.param "w0" trainable : tensor<8x8xf32>
