@@ -197,9 +197,9 @@ Status Executor::prepare(const ExecutorOptions &options) {
   if (plan.nvme_bytes() > 0) {
     if (options.nvmePath.empty())
       return Status(StatusCode::kInvalidArgument,
-                    "the plan keeps its optimizer state on NVMe but no swap folder was given; "
-                    "pass zrun --nvme-path DIR (or set "
-                    "zero_optimization.offload_optimizer.nvme_path)");
+                    "the plan keeps parameters or optimizer state on NVMe but no swap folder "
+                    "was given; pass zrun --nvme-path DIR (or set the nvme_path of "
+                    "zero_optimization.offload_optimizer or offload_param)");
     StatusOr<std::unique_ptr<SwapFile>> swap = SwapFile::create(options.nvmePath, plan.nvme_bytes(), options.swapRequests);
     if (!swap.isOk())
       return swap.takeStatus().addContext("while creating the NVMe swap file");
@@ -213,7 +213,7 @@ Status Executor::prepare(const ExecutorOptions &options) {
                                  buffer.constant_data().data(), buffer.bytes()),
           "while copying constant %s", describeBuffer(buffer).c_str());
 
-  ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_, hostArena_),
+  ZCC_RETURN_IF_ERROR(loadWeights(plan_, options.weights, *backend_, arena_, hostArena_, swapFile_.get()),
                       "cannot load the weights");
 
   // Training state starts at zero: gradient accumulators, Adam's moments,

@@ -51,8 +51,9 @@ struct ExecutorOptions {
   /// receives; null without a pipeline.
   Communicator *pipelineCommunicator = nullptr;
   /// The folder this rank's NVMe swap file goes in, for a plan that keeps
-  /// its optimizer state on NVMe (Plan.nvme_bytes): zrun --nvme-path, or
-  /// the config's offload_optimizer.nvme_path.
+  /// parameters or optimizer state on NVMe (Plan.nvme_bytes): zrun
+  /// --nvme-path, or the config's offload_optimizer (else offload_param)
+  /// nvme_path.
   std::string nvmePath;
   /// How the swap file's reads and writes are cut and issued (the
   /// config's aio.block_size and aio.queue_depth).

@@ -587,7 +587,7 @@ static Status loadSafetensorsWeight(const plan::Weight &weight,
 }
 
 Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
-                   Backend &backend, uint8_t *arena, uint8_t *hostArena) {
+                   Backend &backend, uint8_t *arena, uint8_t *hostArena, SwapFile *swapFile) {
   const plan::Plan &plan = loaded.plan;
   // A named source is indexed once, then every weight looked up in it.
   OnnxInitializers initializers;
@@ -607,8 +607,21 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
   for (int i = 0; i < plan.weights_size(); ++i) {
     const plan::Weight &weight = plan.weights(i);
     const plan::Buffer &buffer = plan.buffers(weight.buffer());
+    // A weight in the swap file (offload_param to NVMe) loads into host
+    // memory of the backend's and is written there.
+    void *swapStaging = nullptr;
+    if (buffer.space() == plan::NVME) {
+      if (!swapFile)
+        return Status(StatusCode::kFailedPrecondition,
+                      describeWeight(weight) + " lives in the NVMe swap file, which this rank "
+                                               "has not created");
+      ZCC_RETURN_IF_ERROR(backend.allocateHost(buffer.bytes(), SwapFile::kBlock, &swapStaging),
+                          "cannot allocate host memory to load %s into the swap file",
+                          describeWeight(weight).c_str());
+    }
     uint8_t *destination =
-        (buffer.space() == plan::HOST ? hostArena : arena) + buffer.offset();
+        swapStaging ? static_cast<uint8_t *>(swapStaging)
+                    : (buffer.space() == plan::HOST ? hostArena : arena) + buffer.offset();
     Status status = Status::ok();
     switch (options.source) {
     case WeightSource::kRandom:
@@ -628,6 +641,13 @@ Status loadWeights(const LoadedPlan &loaded, const WeightOptions &options,
       status = loadSafetensorsWeight(weight, buffer, options.shardIndex, options.file, tensors,
                                      staging, backend, destination);
       break;
+    }
+    if (swapStaging) {
+      if (status.isOk())
+        status = swapFile->write(buffer.offset(), swapStaging, buffer.bytes())
+                     .addContext("while writing " + describeWeight(weight) +
+                                 " into the NVMe swap file");
+      backend.deallocateHost(swapStaging);
     }
     if (!status.isOk())
       return status;

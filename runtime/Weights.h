@@ -14,6 +14,7 @@
 
 #include "runtime/Backend.h"
 #include "runtime/Plan/PlanLoader.h"
+#include "runtime/Support/SwapFile.h"
 
 #include <cstdint>
 #include <string>
@@ -51,9 +52,11 @@ std::string weightFilePath(const plan::Plan &plan, const plan::Weight &weight,
                            const WeightOptions &options);
 
 /// Fills every parameter buffer of `plan` in `arena` (device memory of
-/// `backend`) or, for HOST buffers, in `hostArena` (its allocateHost memory).
+/// `backend`), for HOST buffers in `hostArena` (its allocateHost memory),
+/// and for NVME buffers in `swapFile`.
 Status loadWeights(const LoadedPlan &plan, const WeightOptions &options,
-                   Backend &backend, uint8_t *arena, uint8_t *hostArena);
+                   Backend &backend, uint8_t *arena, uint8_t *hostArena,
+                   SwapFile *swapFile = nullptr);
 
 /// Writes `count` elements of `dtype` drawn by `init` into `host`. The
 /// values depend only on `seed`, `weightIndex` and the element's position,

@@ -388,9 +388,11 @@ private:
                                   "multiple of %llu (direct I/O)",
                                   static_cast<unsigned long long>(buffer.offset()),
                                   static_cast<unsigned long long>(kNvmeAlignment)));
-    if (nvme && buffer.kind() != plan::OPTIMIZER_STATE)
+    if (nvme && buffer.kind() != plan::OPTIMIZER_STATE && buffer.kind() != plan::PARAMETER &&
+        buffer.kind() != plan::PARAMETER_COPY)
       return invalid(path_, item,
-                     "is in the NVMe swap file, but only optimizer state lives there (it is " +
+                     "is in the NVMe swap file, but only parameters, their 16-bit copies "
+                     "and optimizer state live there (it is " +
                          kindPhrase(buffer.kind()) + ")");
     if (host && (buffer.kind() == plan::INPUT || buffer.kind() == plan::OUTPUT ||
                  buffer.kind() == plan::SCALARS || buffer.kind() == plan::CONSTANT))

@@ -30,7 +30,7 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
     return Status(StatusCode::kNotFound,
                   "the NVMe swap folder '" + folder +
                       "' does not exist; create it, or give zrun --nvme-path a folder on an "
-                      "NVMe drive (the config's offload_optimizer.nvme_path)");
+                      "NVMe drive (the config's offload_optimizer or offload_param nvme_path)");
   std::unique_ptr<SwapFile> file(new SwapFile());
   file->requests_ = requests;
   std::string pattern = folder + (folder.back() == '/' ? "" : "/") + "zcc-swap-XXXXXX";

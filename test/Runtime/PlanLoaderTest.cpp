@@ -404,9 +404,10 @@ TEST(PlanValidation, HostBuffersStayInTheirArena) {
                 kFix);
 }
 
-// NVMe buffers (offload_optimizer "nvme") live in the swap file, at offsets
-// aligned for direct I/O; they hold optimizer state only, and only
-// "swap_in" (into a host buffer) and "swap_out" (from one) touch them.
+// NVMe buffers (offload_optimizer or offload_param "nvme") live in the swap
+// file, at offsets aligned for direct I/O; they hold optimizer state,
+// parameters and their 16-bit copies only, and only "swap_in" (into a host
+// buffer) and "swap_out" (from one) touch them.
 TEST(PlanValidation, NvmeBuffersOnlySwap) {
   EXPECT_EQ(validationError([](plan::Plan &p) {
               p.mutable_buffers(3)->set_space(plan::NVME);
@@ -423,11 +424,23 @@ TEST(PlanValidation, NvmeBuffersOnlySwap) {
                 kFix);
   EXPECT_EQ(validationError([](plan::Plan &p) {
               p.set_nvme_bytes(8192);
+              p.mutable_buffers(3)->set_kind(plan::GRADIENT);
               p.mutable_buffers(3)->set_space(plan::NVME);
               p.mutable_buffers(3)->set_offset(4096);
             }),
-            std::string("p.bin: buffer 3 ('w'): is in the NVMe swap file, but only optimizer "
-                        "state lives there (it is a parameter buffer)") +
+            std::string("p.bin: buffer 3 ('w'): is in the NVMe swap file, but only parameters, "
+                        "their 16-bit copies and optimizer state live there (it is a gradient "
+                        "buffer)") +
+                kFix);
+  // A parameter may (offload_param "nvme"), but only swaps touch it.
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.set_nvme_bytes(8192);
+              p.mutable_buffers(3)->set_space(plan::NVME);
+              p.mutable_buffers(3)->set_offset(4096);
+            }),
+            std::string("p.bin: program 'infer', instruction 1 (matmul, from node "
+                        "'/h.0/attn/MatMul'): uses buffer 3 ('w'), which is in the NVMe swap "
+                        "file; only swap_in and swap_out touch it") +
                 kFix);
   // The matmul reads w from the swap file.
   EXPECT_EQ(validationError([](plan::Plan &p) {

@@ -76,7 +76,7 @@ TEST(SwapFile, Errors) {
   EXPECT_EQ(missing.status().message(),
             "the NVMe swap folder '" + dir.file("missing") +
                 "' does not exist; create it, or give zrun --nvme-path a folder on an NVMe "
-                "drive (the config's offload_optimizer.nvme_path)");
+                "drive (the config's offload_optimizer or offload_param nvme_path)");
 
   SwapFile::Requests odd;
   odd.blockSize = 1000;

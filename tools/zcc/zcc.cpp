@@ -263,7 +263,7 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
                                (long long)category.bytes());
   }
   if (plan.nvme_bytes() > 0) {
-    outs() << "NVMe swap file (offload_optimizer.nvme_path), per rank (bytes)\n";
+    outs() << "NVMe swap file (nvme_path), per rank (bytes)\n";
     outs() << llvm::format("  %-24s %14lld\n", static_cast<const char *>("file (total)"),
                            (long long)plan.nvme_bytes());
     for (const zcc::plan::MemoryCategory &category : plan.memory())
@@ -389,7 +389,7 @@ void printPipelineReport(const zcc::plan::Plan &plan,
   }
   if (plan.nvme_bytes() == 0)
     return;
-  outs() << "NVMe swap file per stage, per rank (bytes; optimizer state)\n";
+  outs() << "NVMe swap file per stage, per rank (bytes; parameters and optimizer state)\n";
   for (int64_t s = 0; s < stages; ++s)
     outs() << llvm::format("  %-6lld %14lld\n", (long long)s,
                            (long long)pipeline.stages(s).nvme_bytes());

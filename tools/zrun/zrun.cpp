@@ -103,10 +103,11 @@ const char kUsage[] =
     "                         cores, shared by the ranks on this machine);\n"
     "                         the results do not depend on it\n"
     "  --nvme-path DIR        the folder each rank creates its swap file in,\n"
-    "                         for a plan that keeps its optimizer state on\n"
-    "                         NVMe (default: the config's\n"
-    "                         offload_optimizer.nvme_path); the file is\n"
-    "                         removed when the rank exits\n"
+    "                         for a plan that keeps parameters or optimizer\n"
+    "                         state on NVMe (default: the config's\n"
+    "                         offload_optimizer, else offload_param,\n"
+    "                         nvme_path); the file is removed when the rank\n"
+    "                         exits\n"
     "  --ranks-per-gpu N      cuda: N ranks share each GPU (local rank r uses\n"
     "                         device r / N; default 1). For running a plan of\n"
     "                         more ranks than there are GPUs, e.g. to check it:\n"
@@ -474,16 +475,6 @@ void printDeviceMemory(uint64_t allocated, uint64_t inUse, const char *backend,
   std::printf("\n");
 }
 
-Status prepareInference(const Options &options, ExecutorOptions &executorOptions) {
-  Status status = makeDirectories(options.outputDir);
-  if (!status.isOk())
-    return status;
-  executorOptions.backend = options.backend;
-  executorOptions.profile = options.profileRows > 0;
-  executorOptions.graphs = options.graphs;
-  return weightOptions(options, executorOptions.weights);
-}
-
 /// An output name as a file name: ONNX names may hold '/', which would
 /// otherwise point into folders that do not exist.
 std::string outputFileName(const std::string &name) {
@@ -497,18 +488,25 @@ std::string outputFileName(const std::string &name) {
 }
 
 /// The folder of the ranks' NVMe swap files: --nvme-path, else the plan's
-/// config's offload_optimizer.nvme_path (empty when neither is set).
+/// config's offload_optimizer.nvme_path, else its offload_param.nvme_path
+/// (empty when none is set; the compiler made them agree where both are).
 std::string nvmePathFor(const Options &options, const plan::Plan &plan) {
   if (!options.nvmePath.empty() || plan.nvme_bytes() == 0)
     return options.nvmePath;
   auto config = nlohmann::json::parse(plan.config_json(), nullptr, false);
-  const nlohmann::json *path = &config;
-  for (const char *key : {"zero_optimization", "offload_optimizer", "nvme_path"}) {
-    if (!path->is_object() || !path->contains(key))
-      return "";
-    path = &(*path)[key];
+  for (const char *section : {"offload_optimizer", "offload_param"}) {
+    const nlohmann::json *path = &config;
+    for (const char *key : {"zero_optimization", section, "nvme_path"}) {
+      if (!path->is_object() || !path->contains(key)) {
+        path = nullptr;
+        break;
+      }
+      path = &(*path)[key];
+    }
+    if (path && path->is_string() && !path->get<std::string>().empty())
+      return path->get<std::string>();
   }
-  return path->is_string() ? path->get<std::string>() : "";
+  return "";
 }
 
 /// How the ranks cut and issue their swap file I/O: the config's
@@ -524,6 +522,20 @@ SwapFile::Requests swapRequestsFor(const plan::Plan &plan) {
   if (aio.contains("queue_depth") && aio["queue_depth"].is_number())
     requests.queueDepth = static_cast<int>(aio["queue_depth"].get<double>());
   return requests;
+}
+
+Status prepareInference(const Options &options, const plan::Plan &plan,
+                        ExecutorOptions &executorOptions) {
+  Status status = makeDirectories(options.outputDir);
+  if (!status.isOk())
+    return status;
+  executorOptions.backend = options.backend;
+  // ZeRO-Inference with offload_param "nvme": the weights' swap file.
+  executorOptions.nvmePath = nvmePathFor(options, plan);
+  executorOptions.swapRequests = swapRequestsFor(plan);
+  executorOptions.profile = options.profileRows > 0;
+  executorOptions.graphs = options.graphs;
+  return weightOptions(options, executorOptions.weights);
 }
 
 /// Threads each rank gives the host kernels of a plan with CPU offload:
@@ -724,7 +736,7 @@ Status runInference(const Options &options, LoadedPlan loaded) {
     arrays.emplace_back(binding.name(), std::move(*array));
   }
   ExecutorOptions executorOptions;
-  Status status = prepareInference(options, executorOptions);
+  Status status = prepareInference(options, loaded.plan, executorOptions);
   if (!status.isOk())
     return status;
 
@@ -1009,7 +1021,7 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     output.data.assign(static_cast<size_t>(buffer.bytes() * microBatches * dataParallel), 0);
   }
   ExecutorOptions executorOptions;
-  Status status = prepareInference(options, executorOptions);
+  Status status = prepareInference(options, loaded.plan, executorOptions);
   if (!status.isOk())
     return status;
   executorOptions.deviceOrdinal = deviceOrdinal;

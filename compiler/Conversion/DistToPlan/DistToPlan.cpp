@@ -362,7 +362,7 @@ bool overlapComm(ModuleOp module) {
 /// with the copy as its fourth result: the kernel casts each block of the
 /// parameter while it is still in cache, instead of a second pass over the
 /// whole model.
-void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &buffers) {
+void fuseHostCopyRefresh(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   std::vector<PlanInstruction> &list = program.instructions;
   for (size_t i = 0; i + 1 < list.size(); ++i) {
     PlanInstruction &update = list[i];
@@ -379,9 +379,20 @@ void fuseHostCopyRefresh(PlanProgram &program, const std::vector<BufferInfo> &bu
     const BufferInfo &param = buffers[update.outputs.front()];
     const BufferInfo &copy = buffers[cast.outputs.front()];
     Type element = copy.type.getElementType();
-    if (!param.host || !copy.host || copy.kind != Kind::ParameterCopy ||
+    // A copy on NVMe (offload_param "nvme"): the cast writes a host value
+    // that a swap_out right after (past the master's own) writes to it.
+    bool swappedOut = false;
+    for (size_t k = next + 1; k < list.size() && list[k].kernel == "swap_out" && !swappedOut;
+         ++k)
+      swappedOut = list[k].inputs.size() == 1 && list[k].inputs.front() == cast.outputs.front() &&
+                   buffers[list[k].outputs.front()].kind == Kind::ParameterCopy;
+    if (!param.host || !copy.host || (copy.kind != Kind::ParameterCopy && !swappedOut) ||
         !param.type.getElementType().isF32() || !(element.isF16() || element.isBF16()))
       continue;
+    // The copy is now written by the update, which may come before the
+    // cast by swaps of the moments: its bytes are live from there.
+    BufferInfo &written = buffers[cast.outputs.front()];
+    written.firstUse = std::min(written.firstUse, update.index);
     update.outputs.push_back(cast.outputs.front());
     list.erase(list.begin() + static_cast<std::ptrdiff_t>(next));
   }

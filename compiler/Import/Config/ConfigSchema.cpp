@@ -88,8 +88,20 @@ const SectionSpec &offloadParamSchema() {
       {
           enumKey("device", "none", {"none", "cpu", "nvme"}),
           stringKey("nvme_path", nullptr),
-          intKey("buffer_count", 5).atLeast(0),
-          intKey("buffer_size", int64_t(100000000)).atLeast(0),
+          // With device "nvme": zcc plans each swapped-in parameter's
+          // staging buffer in host memory, sized to that parameter, so
+          // there is no pool of buffers to size.
+          intKey("buffer_count", 5)
+              .atLeast(0)
+              .noEffect("zcc plans a host staging buffer of each swapped-in parameter's "
+                        "own size (zcc --report shows the host memory)"),
+          intKey("buffer_size", int64_t(100000000))
+              .atLeast(0)
+              .noEffect("zcc plans a host staging buffer of each swapped-in parameter's "
+                        "own size (zcc --report shows the host memory)"),
+          // With device "nvme": the first max_in_cpu elements of the
+          // swappable partitions, in the order the step reads them, stay
+          // in host memory (zcc-dist-nvme-swap).
           intKey("max_in_cpu", int64_t(1000000000)).atLeast(0),
           boolKey("pin_memory", true),
       },

@@ -630,10 +630,6 @@ bool Importer::checkZero(Json &zero) {
     std::string path = std::string("zero_optimization.") + section;
     bool optimizer = std::string(section) == "offload_optimizer";
     const Json &nvmePath = zero[section]["nvme_path"];
-    if (device == "nvme" && !optimizer)
-      return error(path + ".device",
-                   "NVMe offload of parameters is not supported yet; use \"device\": \"cpu\" "
-                   "(offload_optimizer can use \"nvme\")");
     if (device == "nvme" && (!nvmePath.is_string() || nvmePath.get<std::string>().empty()))
       return error(path + ".nvme_path",
                    "device \"nvme\" needs nvme_path: the folder (on an NVMe drive) where each "
@@ -646,6 +642,13 @@ bool Importer::checkZero(Json &zero) {
                        std::to_string(stage) + ")");
     if (device == "none")
       continue;
+    if (!optimizer && device == "nvme" &&
+        zero["offload_optimizer"]["device"].get<std::string>() == "nvme" &&
+        zero["offload_optimizer"]["nvme_path"].is_string() &&
+        zero["offload_optimizer"]["nvme_path"] != nvmePath)
+      return error(path + ".nvme_path",
+                   "differs from offload_optimizer.nvme_path: each rank keeps one swap file, "
+                   "for its parameters and its optimizer state; give both the same folder");
     if (std::string(section) == "offload_param" && stage != 3)
       return error(path, "offload_param needs ZeRO stage 3 (stage is " +
                              std::to_string(stage) +

@@ -234,12 +234,14 @@ def ZGraph_StagedState : NativeOpTrait<"StagedState"> {
 def ZDist_SwapInOp : ZDist_Op<"swap_in", [SameOperandsAndResultType, ZGraph_StagedState]> {
   let summary = "Reads NVMe-resident state into host memory";
   let description = [{
-    ZeRO-Infinity's NVMe tier (`offload_optimizer.device = "nvme"`): state
-    marked `zdist.memory = "nvme"` lives in the rank's swap file under
+    ZeRO-Infinity's NVMe tier (`offload_optimizer.device` or
+    `offload_param.device` "nvme"): a state or parameter marked
+    `zdist.memory = "nvme"` lives in the rank's swap file under
     `nvme_path`, and only `swap_in` reads it. The result is its value in
     host memory, a staging buffer the host ops read and update in place
-    until a `zdist.swap_out` writes it back. Not pure: it reads the file
-    as it is at this point of the program.
+    until a `zdist.swap_out` writes it back (or a fetch copies to the
+    device). Not pure: it reads the file as it is at this point of the
+    program.
 
     ```mlir
     %m = zgraph.state "w" kind = "exp_avg" {zdist.memory = "nvme"} : tensor<8x4xf32>
@@ -255,7 +257,7 @@ def ZDist_SwapOutOp : ZDist_Op<"swap_out", [AllTypesMatch<["value", "target"]>]>
   let summary = "Writes a host value into NVMe-resident state";
   let description = [{
     The inverse of `zdist.swap_in`: writes the host operand `value` over
-    the NVMe-resident state `target` (a `zgraph.state` marked
+    the NVMe-resident `target` (a `zgraph.state` or `zgraph.param` marked
     `zdist.memory = "nvme"`).
 
     ```mlir

@@ -508,16 +508,18 @@ struct OffloadPass : impl::OffloadPassBase<OffloadPass> {
     ModuleOp module = getOperation();
     auto config = module->getAttrOfType<DictionaryAttr>("zcc.config");
     auto zero = config ? config.getAs<DictionaryAttr>("zero_optimization") : DictionaryAttr();
-    // "nvme" places the optimizer in host memory as "cpu" does; then
-    // zcc-dist-nvme-swap moves its state into the swap file.
+    // "nvme" places the optimizer (the parameters) in host memory as "cpu"
+    // does; then zcc-dist-nvme-swap moves its state (the parameters the
+    // micro-steps fetch) into the swap file.
     StringRef optimizerDevice = offloadDevice(zero, "offload_optimizer");
+    StringRef paramDevice = offloadDevice(zero, "offload_param");
     bool optimizer = optimizerDevice == "cpu" || optimizerDevice == "nvme";
-    bool params = offloadDevice(zero, "offload_param") == "cpu";
-    if (optimizerDevice == "none" && offloadDevice(zero, "offload_param") == "none")
+    bool params = paramDevice == "cpu" || paramDevice == "nvme";
+    if (optimizerDevice == "none" && paramDevice == "none")
       return;
-    if (StringRef device = offloadDevice(zero, "offload_param"); device != "none" && device != "cpu") {
-      module.emitError() << "zero_optimization.offload_param.device '" << device
-                         << "' is not supported: parameters offload to \"cpu\" (host memory)";
+    if (!params && paramDevice != "none") {
+      module.emitError() << "zero_optimization.offload_param.device '" << paramDevice
+                         << "' is not supported: parameters offload to \"cpu\" or \"nvme\"";
       return signalPassFailure();
     }
     if (!optimizer && optimizerDevice != "none") {

@@ -150,22 +150,31 @@ def OffloadCheckpointsPass : Pass<"zcc-dist-offload-checkpoints", "mlir::ModuleO
 }
 
 def NvmeSwapPass : Pass<"zcc-dist-nvme-swap", "mlir::ModuleOp"> {
-  let summary = "Keeps the offloaded optimizer state on NVMe, swapped in around its updates";
+  let summary = "Keeps offloaded optimizer state and parameters on NVMe, swapped in where used";
   let description = [{
     With `zero_optimization.offload_optimizer.device` "nvme" in `zcc.config`
     (ZeRO-Infinity), the state that the host optimizer updates in place
     (its master copies, moments, momentum and sums: every `zgraph.state`
-    an optimizer op updates, all in host memory after zcc-dist-offload)
-    lives in the rank's swap file instead (`zdist.memory = "nvme"`). In
-    each function, the first op that uses such a state is preceded by a
-    `zdist.swap_in` of it into host memory, every use up to the last one
+    an optimizer op updates, all in host memory after zcc-dist-offload,
+    and a host `zgraph.param` it updates that no function fetches, the
+    fp32 master of a parameter whose micro-steps read its 16-bit copy)
+    lives in the rank's swap file instead (`zdist.memory = "nvme"`). With
+    `offload_param.device` "nvme", so does what the functions read of a
+    host parameter on its way to the device (its 16-bit copy, or the host
+    shard itself): every partition of at least 1 MiB (or aio.block_size)
+    beyond the first `offload_param.max_in_cpu` elements, in the order the
+    functions first read them.
+
+    In each function, the first op that uses such a value is preceded by
+    a `zdist.swap_in` of it into host memory, every use up to the last one
     reads and updates that host value, and a `zdist.swap_out` after the
-    last use writes it back when some op wrote it. An assign that sets a
-    whole state from a host value before anything else uses it becomes a
-    `zdist.swap_out` of that value. Parameters stay where zcc-dist-offload
-    put them (with offload_param, the host parameter is the master and
-    stays in host memory). Runs last among the dist passes, after the
-    pipeline split.
+    last use writes it back when some op wrote it. A value the function
+    only reads for the device (a fetch, or the host reshapes and
+    concatenation of a ZeRO-3 gather bucket) gets a `zdist.swap_in` of its
+    own right before each reader instead. An assign that sets a whole
+    state from a host value before anything else uses it becomes a
+    `zdist.swap_out` of that value. Runs last among the dist passes, after
+    the pipeline split.
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];
