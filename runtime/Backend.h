@@ -74,6 +74,16 @@ public:
   virtual Status copyAsync(void *destination, const void *source, uint64_t bytes,
                            uint32_t stream) = 0;
 
+  /// Runs `call(data)` on the host in launch order on `stream`: after the
+  /// work launched on it before, and before the work launched on it after
+  /// (a swap of NVMe data on a copy stream). `call` must not use the
+  /// backend. Called in the step loop: it must not allocate. A backend that
+  /// runs everything on the calling thread calls it right away.
+  virtual Status enqueueHostCall(uint32_t /*stream*/, void (*call)(void *), void *data) {
+    call(data);
+    return Status::ok();
+  }
+
   /// Makes the plan's streams 0 .. `streams` - 1 and events 0 .. `events` -
   /// 1, once, before the first launch.
   virtual Status prepareStreams(uint32_t streams, uint32_t events) = 0;

@@ -272,6 +272,17 @@ Status Executor::prepare(const ExecutorOptions &options) {
         uint32_t host = in ? instruction.outputs(0) : instruction.inputs(0);
         step.fileOffset = plan.buffers(file).offset();
         step.args.outputs.push_back(viewOf(host));
+        if (in && step.stream != 0) {
+          step.hostCall = std::make_unique<HostSwap>();
+          step.hostCall->file = swapFile_.get();
+          step.hostCall->offset = step.fileOffset;
+          step.hostCall->destination = step.args.outputs[0].data;
+          step.hostCall->bytes = plan.buffers(host).bytes();
+          step.hostCall->what =
+              describeInstruction(i, instruction) + " of program '" + program.name() + "'";
+          step.hostCall->errorMutex = &hostCallMutex_;
+          step.hostCall->error = &hostCallError_;
+        }
         continue;
       }
       if (isTransferKernel(instruction.kernel())) {
@@ -333,7 +344,8 @@ Status Executor::prepare(const ExecutorOptions &options) {
       const plan::Instruction &instruction = prepared.source->instructions(static_cast<int>(i));
       if (step.hostKernel)
         prepared.launchedBecause = "host kernel " + describeInstruction(static_cast<int>(i), instruction);
-      if (step.swap != PreparedInstruction::Swap::kNone)
+      // A swap on a copy stream is a host node of the graph.
+      if (step.swap != PreparedInstruction::Swap::kNone && !step.hostCall)
         prepared.launchedBecause = "NVMe swap " + describeInstruction(static_cast<int>(i), instruction);
       // A collective on host memory waits for its copy back on the host.
       bool hostOperand = false;
@@ -532,6 +544,16 @@ bool Executor::hasProgram(const std::string &programName) const {
   return false;
 }
 
+void HostSwap::run(void *self) {
+  auto *swap = static_cast<HostSwap *>(self);
+  Status status = swap->file->read(swap->offset, swap->destination, swap->bytes);
+  if (status.isOk())
+    return;
+  std::lock_guard<std::mutex> lock(*swap->errorMutex);
+  if (swap->error->isOk())
+    *swap->error = std::move(status.addContext("while running " + swap->what));
+}
+
 template <bool kProfile>
 Status Executor::runInstructions(size_t programIndex, const std::function<Status()> &watchPeers) {
   const PreparedProgram &program = programs_[programIndex];
@@ -563,6 +585,9 @@ Status Executor::runInstructions(size_t programIndex, const std::function<Status
         status = step.chunks.empty() ? step.hostKernel(step.args)
                                      : hostPool_->run(step.hostKernel, step.chunks);
       }
+    } else if (step.hostCall) {
+      status = backend_->enqueueHostCall(step.stream, &HostSwap::run, step.hostCall.get());
+      devicePending = true;
     } else if (step.swap != PreparedInstruction::Swap::kNone) {
       // Its host buffer may still be read by a fetch, or written by an
       // offload, on the device.
@@ -675,6 +700,14 @@ Status Executor::run(const std::string &programName) {
   if (!status.isOk())
     return replay ? status.addContext("while replaying program '" + programName + "'") : status;
   status = backend_->synchronize(watchPeers);
+  // A swap run as a host call on a stream failed.
+  if (status.isOk()) {
+    std::lock_guard<std::mutex> lock(hostCallMutex_);
+    if (!hostCallError_.isOk()) {
+      status = std::move(hostCallError_);
+      hostCallError_ = Status::ok();
+    }
+  }
   // Once more after the device is done: a communicator aborted during the
   // run (its watchdog) fails the run even when nothing polled it since.
   if (status.isOk() && watchPeers)

@@ -29,6 +29,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,22 @@ struct InstructionProfile {
 struct ProgramProfile {
   const plan::Program *program = nullptr;
   std::vector<InstructionProfile> instructions;
+};
+
+/// A swap_in run as a host call on a copy stream: what it reads into
+/// where, and where a failure goes.
+struct HostSwap {
+  SwapFile *file = nullptr;
+  uint64_t offset = 0;
+  void *destination = nullptr;
+  uint64_t bytes = 0;
+  /// "instruction N (swap_in, ...) of program 'P'", for its error.
+  std::string what;
+  std::mutex *errorMutex = nullptr;
+  Status *error = nullptr;
+
+  /// Reads the bytes; a failure is kept in *error (the first one).
+  static void run(void *self);
 };
 
 class Executor {
@@ -153,10 +170,12 @@ private:
     /// "offload" / "fetch": a copy between the arenas, in launch order.
     bool transfer = false;
     /// "swap_in" / "swap_out": between the swap file at `fileOffset` and
-    /// host memory, on the calling thread once the device has finished
-    /// what came before it.
+    /// host memory: on stream 0 on the calling thread once the device has
+    /// finished what came before it; on another stream (a swap_in for a
+    /// fetch) as a host call in that stream's order, through `hostCall`.
     enum class Swap { kNone, kIn, kOut } swap = Swap::kNone;
     uint64_t fileOffset = 0;
+    std::unique_ptr<HostSwap> hostCall;
     /// "record_event" / "wait_event": orders `stream` against another.
     enum class Sync { kNone, kRecord, kWait } sync = Sync::kNone;
     uint32_t event = 0;
@@ -201,6 +220,10 @@ private:
   uint8_t *hostArena_ = nullptr;
   /// The swap file of the plan's NVME buffers; null when it has none.
   std::unique_ptr<SwapFile> swapFile_;
+  /// The first failure of a swap run as a host call on a stream, which
+  /// the end of the program reports.
+  std::mutex hostCallMutex_;
+  Status hostCallError_ = Status::ok();
   /// Runs the host kernels' chunks; null with one host thread.
   std::unique_ptr<HostKernelPool> hostPool_;
   std::vector<PreparedProgram> programs_;

@@ -192,6 +192,14 @@ Status CudaBackend::copyAsync(void *destination, const void *source,
   return Status::ok();
 }
 
+Status CudaBackend::enqueueHostCall(uint32_t stream, void (*call)(void *), void *data) {
+  // A host node in a captured graph, a host function otherwise: CUDA runs
+  // it on a thread of its own once the stream reaches it.
+  ZCC_CUDA_RETURN_IF_ERROR(
+      cudaLaunchHostFunc(static_cast<cudaStream_t>(nativeStream(stream)), call, data));
+  return Status::ok();
+}
+
 Status CudaBackend::prepareStreams(uint32_t streams, uint32_t events) {
   if (streams_.empty())
     streams_.push_back(context_.stream);

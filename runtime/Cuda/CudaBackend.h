@@ -39,6 +39,7 @@ public:
   void deallocateHost(void *memory) override;
   Status copyAsync(void *destination, const void *source, uint64_t bytes,
                    uint32_t stream) override;
+  Status enqueueHostCall(uint32_t stream, void (*call)(void *), void *data) override;
   Status prepareStreams(uint32_t streams, uint32_t events) override;
   Status recordEvent(uint32_t event, uint32_t stream) override;
   Status waitEvent(uint32_t event, uint32_t stream) override;

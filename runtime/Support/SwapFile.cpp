@@ -158,6 +158,7 @@ void SwapFile::work(int worker) {
 Status SwapFile::transfer(bool write, uint64_t offset, uint8_t *memory, uint64_t bytes) {
   if (Status range = checkRange(offset, bytes); !range.isOk())
     return range;
+  std::lock_guard<std::mutex> turn(transferMutex_);
   uint64_t count = (bytes + requests_.blockSize - 1) / requests_.blockSize;
   bool helped = false;
   {

@@ -54,7 +54,8 @@ public:
   SwapFile(const SwapFile &) = delete;
   SwapFile &operator=(const SwapFile &) = delete;
 
-  /// Copies `bytes` at `offset` of the file into `destination`. `offset`
+  /// Copies `bytes` at `offset` of the file into `destination` (from any
+  /// thread; transfers take turns). `offset`
   /// is a multiple of the block size, and the file holds nothing but this
   /// buffer up to the next block boundary after it.
   Status read(uint64_t offset, void *destination, uint64_t bytes);
@@ -93,6 +94,9 @@ private:
   std::vector<uint8_t *> staging_;
   /// queueDepth - 1 threads that take requests beside the caller's.
   std::vector<std::thread> workers_;
+  /// One transfer at a time: reads and writes come from the rank's thread
+  /// and from its copy stream's host calls.
+  std::mutex transferMutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   /// The job the workers run: a generation they wait for, the transfer,

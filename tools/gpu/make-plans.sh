@@ -129,6 +129,31 @@ for name in z2r1-off z2r2-off z3r1-offp z3r2-offp z2r1-offs z2r2-offs z3r1-offs 
       -o "$out/$name-$precision.plan"
   done
 done
+# The parameters on NVMe (offload_param "nvme", max_in_cpu 0): a one-block
+# GPT-2 of width 384, whose MLP weights reach DeepSpeed's smallest swap (1
+# MiB), on 1 rank in fp32 and bf16 (each swap_in a host call on the fetch
+# stream, the micro-step a CUDA graph) and on 2 ranks in fp32 (the swap_ins
+# feed ZeRO-3's gather buckets on the host).
+$python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --layers 1 --width 384 \
+  --heads 6 --vocab 128 -o "$out/gpt2-384.onnx"
+$python - "$inputs" "$out" <<'PY'
+import json, sys
+inputs, out = sys.argv[1], sys.argv[2]
+for world in (1, 2):
+    for precision in ("fp32", "bf16"):
+        config = json.load(open(f"{inputs}/ds_zero3_gas2.json"))
+        config["gradient_accumulation_steps"] = 8 // (2 * world)
+        config["zero_optimization"]["offload_optimizer"] = {"device": "cpu"}
+        config["zero_optimization"]["offload_param"] = {"device": "nvme", "nvme_path": "/tmp",
+                                                        "max_in_cpu": 0}
+        if precision == "bf16":
+            config["bf16"] = {"enabled": True}
+        json.dump(config, open(f"{out}/z3r{world}-nvp-{precision}.json", "w"), indent=1)
+PY
+for name in z3r1-nvp-fp32 z3r1-nvp-bf16 z3r2-nvp-fp32; do
+  world=${name#*r}; world=${world%%-*}
+  "$zcc" "$out/gpt2-384.onnx" -c "$out/$name.json" --world-size $world -o "$out/$name.plan"
+done
 # Pipeline training (the 4-block GPT-2 with its embedding tied to the
 # output layer, so that the stages also send the tied weight): 2 stages
 # 1F1B in fp32 and bf16, 4 stages GPipe, and 2 stages x 2 data-parallel

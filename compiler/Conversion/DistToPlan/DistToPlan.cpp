@@ -518,7 +518,8 @@ void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffer
 }
 
 /// Stream 1 carries the program's communication: collectives, copies
-/// from host to device memory, and the data movement that only feeds or
+/// from host to device memory (and the swap_ins from NVMe that only they
+/// read), and the data movement that only feeds or
 /// splits them (a bucket's flattening and slicing, the accumulation or
 /// assignment of a reduce-scattered gradient, a shard's cast for its
 /// all-gather); stream 2 carries the copies from device to host memory
@@ -547,9 +548,22 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   // Buffers something other than communication and its data movement
   // reads.
   llvm::DenseSet<unsigned> readByCompute;
-  for (const PlanInstruction &instruction : program.instructions)
+  // Buffers something other than a fetch reads.
+  llvm::DenseSet<unsigned> readButFetched;
+  for (const PlanInstruction &instruction : program.instructions) {
     if (!communicates(instruction.kernel) && !movesData(instruction.kernel))
       readByCompute.insert(instruction.inputs.begin(), instruction.inputs.end());
+    if (instruction.kernel != "fetch")
+      readButFetched.insert(instruction.inputs.begin(), instruction.inputs.end());
+  }
+  // A swap_in whose staging buffer only fetches read (offload_param
+  // "nvme") goes with them on stream 1, as a host call in its order: the
+  // file's read overlaps compute as the copy to the device does.
+  auto swapsForFetch = [&](const PlanInstruction &instruction) {
+    return instruction.kernel == "swap_in" &&
+           llvm::none_of(instruction.outputs,
+                         [&](unsigned id) { return readButFetched.contains(id); });
+  };
   // A cast moves data too when it writes a collective's result somewhere
   // (a reduce-scattered gradient into its accumulator: zgraph.assign) or
   // makes what only communication reads (a ZeRO-3 shard in 16 bits for
@@ -610,9 +624,10 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
         llvm::all_of(instruction.inputs, [&](unsigned id) {
           return buffers[id].kind != Kind::Activation || onComm.contains(id);
         });
-    bool hostKernel = !communicates(instruction.kernel) &&
+    bool swap = swapsForFetch(instruction);
+    bool hostKernel = !communicates(instruction.kernel) && !swap &&
                       llvm::any_of(touched, [&](unsigned id) { return buffers[id].host; });
-    if ((communicates(instruction.kernel) || feedsOrSplits) && !hostKernel) {
+    if ((communicates(instruction.kernel) || feedsOrSplits || swap) && !hostKernel) {
       Lane &lane = lanes[instruction.kernel == "offload" ? 1 : 0];
       Lane &other = lanes[instruction.kernel == "offload" ? 0 : 1];
       if (lane.computedSinceEntry) {
