@@ -25,6 +25,10 @@
 # guide's 1000 would hold a 20-step run's learning rate near zero), compiled to fit
 # --device-memory-limit DEVICE_MEMORY_LIMIT (default 16GiB); its row has no
 # peer, and gives the compiler's predicted peak beside the measured one.
+# 3inf is the same run with ZeRO-Infinity's NVMe tier:
+# zero3inf_fp16_mb4.json puts the optimizer state and the parameters
+# (max_in_cpu 0) in each rank's swap file under nvme_path (zrun
+# --nvme-path overrides it).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?compile or run}
@@ -56,8 +60,8 @@ if [ "$mode" = compile ]; then
     [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --gelu tanh \
       $(size_args "$model") --vocab 50304 --seq 1024 --batch "$micro" --external-data --sizes-only -o "$onnx"
     config=$root/bench/configs/zero${stage}_bf16_mb$micro.json limit=()
-    if [ "$stage" = 3off ]; then
-      config=$root/bench/configs/zero3off_fp16_mb$micro.json
+    if [ "$stage" = 3off ] || [ "$stage" = 3inf ]; then
+      config=$root/bench/configs/zero${stage}_fp16_mb$micro.json
       limit=(--device-memory-limit "${DEVICE_MEMORY_LIMIT:-16GiB}")
     fi
     "$zcc" "$onnx" -c "$config" --world-size "$nproc" "${limit[@]}" \
@@ -117,7 +121,7 @@ print(json.dumps({"system": f"zcc-z{stage}", "model": model, "tokens_per_s": tps
                   "loss_last": steps[-1]["loss"] if steps else None}))
 PY
   peer=$([ "$stage" = 0 ] && echo ddp || echo fsdp2)
-  [ -n "${SKIP_PEERS:-}" ] || [ "$stage" = 3off ] && continue
+  [ -n "${SKIP_PEERS:-}" ] || [ "$stage" = 3off ] || [ "$stage" = 3inf ] && continue
   torchrun --nproc-per-node "$nproc" "$root/bench/peers.py" --system $peer --preset "$model" --batch "$micro" \
     2> "$log.$peer.err" | tail -1 >> "$results" || tail -5 "$log.$peer.err"
 done

@@ -9,6 +9,7 @@
 #            with NPROC=1) for OFFLOAD_STEPS on build-bench/tokens.bin
 #            (train_torch.py --make-data --distribution markov): every
 #            step's loss, tokens/s of the applied and skipped steps, memory
+#            (ZRUN_ARGS: more zrun options, e.g. --nvme-path DIR)
 # NPROC (default 2) is the GPUs the profile and bench runs use.
 # MODES lists them in order (default "profile check"). Logs under $OUT.
 set -x
@@ -39,7 +40,7 @@ for mode in ${MODES:-profile check}; do
       plan=build-bench/${OFFLOAD_PLAN:-gpt2-xl-z3off}
       timeout ${OFFLOAD_TIMEOUT:-150} build-gpu/bin/zrun $plan.plan --backend cuda --weights random \
         --steps ${OFFLOAD_STEPS:-30} --data build-bench/tokens.bin --log-json $out/offload.jsonl \
-        --memory-report > $out/offload.log 2>&1
+        --memory-report ${ZRUN_ARGS:-} > $out/offload.log 2>&1
       tail -8 $out/offload.log; grep "device (total)" $plan.report
       python3 - $out/offload.jsonl <<'PY'
 import json, sys

@@ -698,9 +698,15 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
                 return saveRun(executor, options, *run, dataRank, step, applied, stepStart);
               }};
   std::vector<uint8_t> scalarBuffer;
+  // The schedule's measured bubble: over the steps after the first (its
+  // warm-up), the share of the schedule's wall time this rank spent
+  // outside its forward, backward and weight passes, waiting on its
+  // neighbours in its sends and receives.
+  double scheduleSeconds = 0, passSeconds = 0;
   auto started = std::chrono::steady_clock::now();
   for (int64_t step = firstStep; step <= options.steps; ++step) {
     auto stepBegin = std::chrono::steady_clock::now();
+    const bool measured = step > firstStep || firstStep == options.steps;
     double lossScale = run->scaler.scale();
     if (hasSeed)
       ZCC_RETURN_IF_ERROR(
@@ -717,9 +723,14 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
         // A backward program applies its micro-batch's masks again.
         ZCC_RETURN_IF_ERROR(run->feeder.keyDropout(executor, first), "step %lld",
                             static_cast<long long>(step));
+      auto passBegin = std::chrono::steady_clock::now();
       ZCC_RETURN_IF_ERROR(executor.run(instruction.program()), "step %lld, micro-batch %lld",
                           static_cast<long long>(step),
                           static_cast<long long>(instruction.micro_batch()));
+      if (measured && (forward || instruction.kind() == plan::PipelineStep::BACKWARD ||
+                       instruction.kind() == plan::PipelineStep::BACKWARD_WEIGHTS))
+        passSeconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - passBegin).count();
       if (forward && hasLoss) {
         StatusOr<double> loss = scalarOutput(executor, lossName);
         if (!loss.isOk())
@@ -727,6 +738,9 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
         lossSum += *loss;
       }
     }
+    if (measured)
+      scheduleSeconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegin).count();
     // The global norm: each stage's sum of squares, summed over the stages.
     StepReport report{};
     Status ended = run->endStep(executor, "zcc.grad_norm_sq", "zcc.optimizer_scalars",
@@ -766,10 +780,35 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   }
   ZCC_RETURN_IF_ERROR(saver.atEnd(firstStep), "at the end of the run");
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // Each stage's idle share (its data-parallel ranks' mean) and the
+  // stages' mean, next to the compiler's prediction.
+  const int world = options.communicator ? options.communicator->size() : 1;
+  std::vector<double> idle(static_cast<size_t>(world), 0.0);
+  if (scheduleSeconds > 0)
+    idle[static_cast<size_t>(options.rank)] = std::max(0.0, 1 - passSeconds / scheduleSeconds);
+  if (options.communicator)
+    ZCC_RETURN_IF_ERROR(options.communicator->allReduce(idle.data(), idle.data(), world,
+                                                        plan::F64, ReduceOp::kSum),
+                        "gathering the stages' idle shares");
   if (run->leader)
     std::printf("trained %lld steps (%lld applied in all) in %.2f s on %d pipeline stages\n",
                 static_cast<long long>(std::max<int64_t>(0, options.steps - firstStep + 1)),
                 static_cast<long long>(applied), total, pipeline.stages_size());
+  if (run->leader && scheduleSeconds > 0) {
+    std::string stages;
+    double mean = 0;
+    for (int s = 0; s < pipeline.stages_size(); ++s) {
+      double share = 0;
+      for (int64_t d = 0; d < dataParallel; ++d)
+        share += idle[static_cast<size_t>(s * dataParallel + d)];
+      share /= static_cast<double>(dataParallel);
+      mean += share / pipeline.stages_size();
+      stages += formatString("%s%.3f", s ? " " : "", share);
+    }
+    std::printf("measured bubble fraction %.3f (the stages' mean share of the schedule outside "
+                "their passes: %s; predicted %.3f)\n",
+                mean, stages.c_str(), pipeline.bubble_fraction());
+  }
   Status flushed = run->flushLog(options);
   if (!flushed.isOk())
     return flushed;
