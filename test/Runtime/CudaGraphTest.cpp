@@ -58,14 +58,53 @@ plan::Plan twoStreamPlan() {
   return builder.plan();
 }
 
-std::unique_ptr<Executor> instantiate(const plan::Plan &plan, bool graphs) {
+/// y = x + w, where w lives in the NVMe swap file (offload_param "nvme"):
+/// stream 1 swaps it into a host staging buffer (a host call in the
+/// stream's order) and fetches it to the device; stream 0 adds.
+plan::Plan swappedFetchPlan() {
+  PlanBuilder builder;
+  uint32_t x = builder.addBuffer("x", plan::INPUT, plan::F32, {256});
+  uint32_t fetched = builder.addBuffer("w.fetched", plan::ACTIVATION, plan::F32, {256});
+  uint32_t y = builder.addBuffer("y", plan::OUTPUT, plan::F32, {256});
+  uint32_t staged = builder.addBuffer("w.staged", plan::ACTIVATION, plan::F32, {256});
+  uint32_t file = builder.addBuffer("w", plan::OPTIMIZER_STATE, plan::F32, {256});
+  builder.addInput("x", x);
+  builder.addOutput("y", y);
+  plan::Instruction &entry = builder.addInstruction("record_event", {}, {}, "");
+  (*entry.mutable_attributes())["event"].set_i(0);
+  plan::Instruction &wait = builder.addInstruction("wait_event", {}, {}, "");
+  (*wait.mutable_attributes())["event"].set_i(0);
+  wait.set_stream(1);
+  builder.addInstruction("swap_in", {file}, {staged}, "w").set_stream(1);
+  builder.addInstruction("fetch", {staged}, {fetched}, "w").set_stream(1);
+  plan::Instruction &done = builder.addInstruction("record_event", {}, {}, "");
+  (*done.mutable_attributes())["event"].set_i(1);
+  done.set_stream(1);
+  plan::Instruction &back = builder.addInstruction("wait_event", {}, {}, "");
+  (*back.mutable_attributes())["event"].set_i(1);
+  builder.addInstruction("add", {x, fetched}, {y}, "/Add");
+  plan::Plan plan = builder.plan();
+  // The staging buffer in the host arena, w in the swap file.
+  plan.mutable_buffers(static_cast<int>(staged))->set_space(plan::HOST);
+  plan.mutable_buffers(static_cast<int>(staged))->set_offset(0);
+  plan.mutable_buffers(static_cast<int>(file))->set_space(plan::NVME);
+  plan.mutable_buffers(static_cast<int>(file))->set_offset(0);
+  plan.set_host_arena_bytes(1024);
+  plan.set_nvme_bytes(4096);
+  plan.set_arena_bytes(3 * 1024);
+  return plan;
+}
+
+std::unique_ptr<Executor> instantiate(const plan::Plan &plan, bool graphs,
+                                      const std::string &backend = "cuda") {
   StatusOr<LoadedPlan> loaded = parsePlanFile(encodePlanFile(plan, "t"), "test.bin");
   EXPECT_TRUE(loaded.isOk()) << loaded.status().toString();
   if (!loaded.isOk())
     return nullptr;
   ExecutorOptions options;
-  options.backend = "cuda";
+  options.backend = backend;
   options.graphs = graphs;
+  options.nvmePath = ::testing::TempDir();
   options.weights.source = WeightSource::kRandom;
   StatusOr<std::unique_ptr<Executor>> executor = Executor::instantiate(std::move(*loaded), options);
   EXPECT_TRUE(executor.isOk()) << executor.status().toString();
@@ -112,6 +151,43 @@ TEST(CudaGraphs, ReplayReadsEachRunsInputsAcrossStreams) {
   EXPECT_EQ(replayed->graphSummary(), "program 'infer': replayed as a graph of 7 instructions\n");
   EXPECT_EQ(launched->graphSummary(),
             "program 'infer': launched instruction by instruction (no graphs)\n");
+}
+
+/// Runs swappedFetchPlan four times with new contents of w in the swap file
+/// each time: each run must read the file as it is then (on cuda, from the
+/// second run on, through the graph's host node).
+void checkSwappedFetch(Executor &executor) {
+  const uint32_t file = 4; // "w" (swappedFetchPlan)
+  for (int run = 0; run < 4; ++run) {
+    std::vector<float> x(256), w(256), expected(256);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>(i % 13) - 6.f;
+      w[i] = static_cast<float>(run * 100) + 0.5f * static_cast<float>(i);
+      expected[i] = x[i] + w[i];
+    }
+    ASSERT_TRUE(executor.writeBuffer(file, w.data(), w.size() * sizeof(float)).isOk());
+    ASSERT_TRUE(setFloats(executor, "x", x).isOk());
+    Status status = executor.run("infer");
+    ASSERT_TRUE(status.isOk()) << "run " << run << ": " << status.toString();
+    StatusOr<HostTensor> y = executor.output("y");
+    ASSERT_TRUE(y.isOk()) << y.status().toString();
+    EXPECT_EQ(floats(*y), expected) << "run " << run;
+  }
+}
+
+TEST(SwappedFetch, ReadsTheFileAtEachRunOnTheCpu) {
+  std::unique_ptr<Executor> executor = instantiate(swappedFetchPlan(), /*graphs=*/true, "cpu");
+  ASSERT_TRUE(executor);
+  checkSwappedFetch(*executor);
+}
+
+TEST(CudaGraphs, SwapInOnACopyStreamIsAHostNodeOfTheGraph) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Executor> replayed = instantiate(swappedFetchPlan(), /*graphs=*/true);
+  ASSERT_TRUE(replayed);
+  checkSwappedFetch(*replayed);
+  EXPECT_EQ(replayed->graphSummary(), "program 'infer': replayed as a graph of 7 instructions\n");
 }
 
 /// PlanTestUtil's training plan, its fills given the value the kernel needs
