@@ -257,6 +257,8 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
   out->set_schedule(pipeline.getAs<StringAttr>("schedule").str());
   out->set_micro_batches(pipeline.getAs<IntegerAttr>("micro_batches").getInt());
   out->set_bubble_fraction(pipeline.getAs<FloatAttr>("bubble_fraction").getValueAsDouble());
+  auto chunkBuffers = pipeline.getAs<DenseI64ArrayAttr>("chunk_buffers");
+  int64_t stages = static_cast<int64_t>(pipeline.getAs<ArrayAttr>("stages").size());
   for (auto [s, entry] : llvm::enumerate(pipeline.getAs<ArrayAttr>("stages"))) {
     auto stage = cast<DictionaryAttr>(entry);
     plan::PipelineStage *stageOut = out->add_stages();
@@ -289,10 +291,18 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
     SmallVector<StringRef> words;
     stage.getAs<StringAttr>("instructions").getValue().split(words, ' ', -1, false);
     for (StringRef word : words) {
-      size_t digits = word.find_first_of("0123456789");
-      StringRef kind = word.take_front(digits);
+      // "F3", or "F3@2" under the interleaved schedule: chunk 2's.
+      auto [instruction, chunkText] = word.split('@');
+      int64_t chunk = -1;
+      if (!chunkText.empty() &&
+          (chunkText.getAsInteger(10, chunk) || !chunkBuffers ||
+           chunk >= static_cast<int64_t>(chunkBuffers.size()) || chunk % stages != int64_t(s)))
+        return module.emitError() << "bad pipeline instruction '" << word << "'", failure();
+      size_t digits = instruction.find_first_of("0123456789");
+      StringRef kind = instruction.take_front(digits);
       int64_t microBatch = 0;
-      if (digits == StringRef::npos || word.drop_front(digits).getAsInteger(10, microBatch))
+      if (digits == StringRef::npos ||
+          instruction.drop_front(digits).getAsInteger(10, microBatch))
         return module.emitError() << "bad pipeline instruction '" << word << "'", failure();
       auto [stepKind, program] =
           llvm::StringSwitch<std::pair<plan::PipelineStep::Kind, StringRef>>(kind)
@@ -309,8 +319,11 @@ LogicalResult buildPipeline(ModuleOp module, DictionaryAttr pipeline, plan::Plan
       plan::PipelineStep *step = stageOut->add_steps();
       step->set_kind(stepKind);
       step->set_micro_batch(microBatch);
-      step->set_program("s" + std::to_string(s) + "." + program.str() + "." +
-                        std::to_string(microBatch % std::max<int64_t>(1, buffers)));
+      int64_t slots = chunk >= 0 ? chunkBuffers.asArrayRef()[chunk] : buffers;
+      step->set_program("s" + std::to_string(s) + "." +
+                        (chunk >= 0 ? "c" + std::to_string(chunk) + "." : std::string()) +
+                        program.str() + "." +
+                        std::to_string(microBatch % std::max<int64_t>(1, slots)));
     }
   }
   return success();

@@ -11,6 +11,7 @@
 #include "runtime/Train/TokenData.h"
 #include "runtime/Support/Status.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
+#include <string>
 #include <unistd.h>
 
 namespace zcc {
@@ -670,6 +673,9 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   const int dataRank = static_cast<int>(options.rank % dataParallel);
   const std::string lossName = bindingName(plan, training.loss());
   const bool hasLoss = !lossName.empty();
+  // The forward passes that compute the loss (under the interleaved
+  // schedule the last stage also runs earlier chunks' passes).
+  const std::set<std::string> lossWriters = writersOf(plan, training.loss());
   bool hasData = false;
   for (const plan::Binding &input : training.data_inputs())
     hasData |= executor.hasInput(input.name());
@@ -731,7 +737,8 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
                        instruction.kind() == plan::PipelineStep::BACKWARD_WEIGHTS))
         passSeconds +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - passBegin).count();
-      if (forward && hasLoss) {
+      if (forward && hasLoss &&
+          (lossWriters.empty() || lossWriters.count(instruction.program()))) {
         StatusOr<double> loss = scalarOutput(executor, lossName);
         if (!loss.isOk())
           return loss.takeStatus();
@@ -927,6 +934,16 @@ Status train(Executor &executor, const TrainOptions &options) {
   if (!flushed.isOk())
     return flushed;
   return reportProfile(executor, options, firstStep, /*pipelined=*/false);
+}
+
+std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id) {
+  std::set<std::string> writers;
+  for (const plan::Program &program : plan.programs())
+    for (const plan::Instruction &instruction : program.instructions())
+      if (std::find(instruction.outputs().begin(), instruction.outputs().end(), id) !=
+          instruction.outputs().end())
+        writers.insert(program.name());
+  return writers;
 }
 
 } // namespace zcc

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,10 @@ Status parseGradAccum(const std::string &text,
 
 /// Runs `options.steps` optimizer steps of the executor's training plan.
 Status train(Executor &executor, const TrainOptions &options);
+
+/// The programs of `plan` with an instruction that writes buffer `id`
+/// (the forward passes that compute a pipeline's loss or outputs).
+std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id);
 
 } // namespace zcc
 

@@ -1071,6 +1071,11 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       for (const plan::Binding &binding : mine.outputs())
         computed.insert(binding.name());
     }
+    // The forward passes that write each output (under the interleaved
+    // schedule a stage's earlier chunks write none).
+    std::map<std::string, std::set<std::string>> outputWriters;
+    for (const plan::Binding &binding : mine.outputs())
+      outputWriters[binding.name()] = writersOf(mine, binding.buffer());
     double timed = 0;
     for (int64_t run = 0; run < options.repeat; ++run) {
       if (run == 1 && options.profileRows > 0)
@@ -1095,6 +1100,9 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
                             static_cast<long long>(step.micro_batch()));
         if (forward && !options.noOutputs)
           for (const plan::Binding &binding : mine.outputs()) {
+            const std::set<std::string> &writers = outputWriters[binding.name()];
+            if (!writers.empty() && !writers.count(step.program()))
+              continue;
             StatusOr<HostTensor> part = (*executor)->output(binding.name());
             if (!part.isOk())
               return part.takeStatus();

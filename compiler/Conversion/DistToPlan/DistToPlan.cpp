@@ -1351,7 +1351,13 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
     if (pipeline) {
       // The schedule and each stage's arena, as the plan's pipeline.
       SmallVector<Attribute> stageAttrs;
+      // Under the interleaved schedule `buffers` counts each chunk's slots
+      // (chunk c on stage c mod stages); a stage holds its chunks' slots.
+      ArrayRef<int64_t> chunkBuffers = pipeline.getBuffers();
       for (int64_t s = 0; s < stages; ++s) {
+        int64_t slots = 0;
+        for (size_t c = s; c < chunkBuffers.size(); c += stages)
+          slots += chunkBuffers[c];
         auto dictionary = [&](const std::map<std::string, uint64_t> &categories) {
           SmallVector<NamedAttribute> bytes;
           for (const auto &[category, value] : categories)
@@ -1361,8 +1367,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
         stageAttrs.push_back(builder.getDictionaryAttr({
             builder.getNamedAttr("arena_bytes",
                                  builder.getI64IntegerAttr(stagePlans[s].arenaBytes)),
-            builder.getNamedAttr("buffers",
-                                 builder.getI64IntegerAttr(pipeline.getBuffers()[s])),
+            builder.getNamedAttr("buffers", builder.getI64IntegerAttr(slots)),
             builder.getNamedAttr("host_arena_bytes",
                                  builder.getI64IntegerAttr(hostStagePlans[s].arenaBytes)),
             builder.getNamedAttr("host_memory", dictionary(hostStageCategoryBytes[s])),
@@ -1380,6 +1385,8 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
                           builder.getNamedAttr("bubble_fraction",
                                                pipeline.getBubbleFractionAttr()),
                           builder.getNamedAttr("stages", builder.getArrayAttr(stageAttrs)),
+                          builder.getNamedAttr("chunk_buffers",
+                                               builder.getDenseI64ArrayAttr(chunkBuffers)),
                       }));
     }
 

@@ -279,6 +279,7 @@ const SectionSpec &pipelineSchema() {
           stringKey("partition_method", "parameters"),
           enumKey("schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zb-h1"}),
           intKey("micro_batches", nullptr).atLeast(1),
+          intKey("chunks", nullptr).atLeast(1),
           intKey("activation_checkpoint_interval", 0).atLeast(0),
           boolKey("pipe_partitioned", true),
           boolKey("grad_partitioned", true),

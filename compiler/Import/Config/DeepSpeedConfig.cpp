@@ -721,6 +721,28 @@ bool Importer::checkPipeline(Json &pipeline) {
     pipeline["num_stages"] = 1;
   }
   int64_t stages = pipeline["num_stages"].get<int64_t>();
+  // The interleaved schedule's model chunks per stage (Megatron's virtual
+  // pipeline size); every other schedule holds one.
+  const bool interleaved = pipeline["schedule"] == "interleaved";
+  if (!pipeline["chunks"].is_null() && !interleaved) {
+    if (pipeline["chunks"].get<int64_t>() != 1)
+      warning("pipeline.chunks", "has no effect: only the 'interleaved' schedule splits a "
+                                 "stage into chunks");
+    pipeline["chunks"] = 1;
+  }
+  if (pipeline["chunks"].is_null())
+    pipeline["chunks"] = interleaved ? 2 : 1;
+  if (interleaved && pipeline["enabled"].get<bool>()) {
+    if (stages < 2)
+      return error("pipeline.schedule",
+                   "'interleaved' needs at least 2 stages (num_stages is " +
+                       std::to_string(stages) + "): set num_stages, or use '1f1b'");
+    if (pipeline["chunks"].get<int64_t>() < 2)
+      return error("pipeline.chunks",
+                   "the 'interleaved' schedule needs at least 2 chunks per stage, got " +
+                       std::to_string(pipeline["chunks"].get<int64_t>()) +
+                       "; with one chunk use the '1f1b' schedule");
+  }
   if (options_.worldSize % stages != 0) {
     std::string divisors;
     for (int64_t d = 1; d <= options_.worldSize && divisors.size() < 60; ++d)
@@ -827,6 +849,15 @@ bool Importer::reconcileBatch(Json &config, int64_t dp) {
   config["train_micro_batch_size_per_gpu"] = *mb;
   config["gradient_accumulation_steps"] = *gas;
   pipeline["micro_batches"] = *gas;
+  int64_t stages = pipeline["num_stages"].get<int64_t>();
+  if (pipeline["enabled"].get<bool>() && pipeline["schedule"] == "interleaved" &&
+      *gas % stages != 0)
+    return error(
+        "pipeline.micro_batches",
+        "the 'interleaved' schedule runs the micro-batches in groups of num_stages (" +
+            std::to_string(stages) + "), but there are " + std::to_string(*gas) +
+            "; set pipeline.micro_batches (gradient_accumulation_steps) to a multiple of " +
+            std::to_string(stages));
   return true;
 }
 

@@ -355,15 +355,20 @@ LogicalResult TransferOp::verify() {
 }
 
 LogicalResult PipelineOp::verify() {
-  if (getSchedule() != "gpipe" && getSchedule() != "1f1b" && getSchedule() != "zb-h1")
-    return emitOpError() << "schedule must be \"gpipe\", \"1f1b\" or \"zb-h1\", got \""
+  bool interleaved = getSchedule() == "interleaved";
+  if (getSchedule() != "gpipe" && getSchedule() != "1f1b" && getSchedule() != "zb-h1" &&
+      !interleaved)
+    return emitOpError() << "schedule must be \"gpipe\", \"1f1b\", \"interleaved\" or "
+                            "\"zb-h1\", got \""
                          << getSchedule() << "\"";
-  if (getBuffers().size() != getStages().size())
-    return emitOpError() << "has " << getStages().size()
-                         << " stages but buffer counts for "
-                         << getBuffers().size();
   if (getStages().empty())
     return emitOpError("requires at least one stage");
+  size_t stages = getStages().size(), chunks = getBuffers().size();
+  if (interleaved ? chunks < 2 * stages || chunks % stages != 0 : chunks != stages)
+    return emitOpError() << "has " << stages << " stages but buffer counts for " << chunks
+                         << (interleaved ? " chunks (interleaved: a multiple of the stages, "
+                                           "at least 2 each)"
+                                         : "");
   double bubble = getBubbleFraction().convertToDouble();
   if (!(bubble >= 0 && bubble < 1))
     return emitOpError() << "bubble_fraction must be in [0, 1), got " << bubble;

@@ -327,8 +327,14 @@ def ZDist_PipelineOp : ZDist_Op<"pipeline"> {
     previous one), `sg<k>`/`rg<k>` its gradients (to the previous stage,
     from the next one). Under "zb-h1" a stage whose backward pass splits
     runs `B<k>` for what its gradient send needs and `W<k>`, later, for the
-    rest (its weight gradients). `buffers` is the number of micro-batches whose
-    activations a stage holds at once (its activation buffers);
+    rest (its weight gradients). Under "interleaved" each stage s holds
+    chunks s, s + p, s + 2p, ... of the model cut into `buffers`' count of
+    chunks (p the stages), and its instructions name the chunk: `F<k>@<c>`
+    runs chunk c's forward pass of micro-batch k, `sa<k>@<c>` sends chunk
+    c's activations to chunk c + 1 (on the next stage, stage 0 after the
+    last). `buffers` is the number of micro-batches whose activations a
+    stage (under "interleaved", a chunk) holds at once (its activation
+    buffers);
     `bubble_fraction` the idle share of the step predicted from the
     stages' costs; `memory` each stage's bytes by category.
 

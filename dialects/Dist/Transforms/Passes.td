@@ -271,6 +271,15 @@ def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> 
       marked `zdist.weights`), W placed on the model where the stage would
       wait, each stage holding at most min(p, m) micro-batches; a stage
       that sends no gradient back keeps one backward pass;
+    - `interleaved` (m a multiple of p): the ops were partitioned into
+      p x `pipeline.chunks` (v) chunks, chunk c on stage c mod p; stage s
+      runs Megatron's interleaved 1F1B order of its chunks' passes
+      ((p - s - 1) x 2 + (v - 1) x p forward passes of warm-up, all when
+      m = p), its sends and receives placed by running the passes on the
+      model of the stages (a stage sends a value its receiver needs next
+      when it would wait no longer for the receiver than the receiver for
+      it), each instruction naming its chunk (`F<k>@<c>`); `buffers` gets
+      one count per chunk, and `memory` and `flops` each stage's sums;
     an inference step runs the forward passes only. Sends and receives
     are placed so that no two stages wait on each other (a stage that both
     sends to and receives from a neighbour sends first on even stages).
@@ -282,7 +291,6 @@ def PipelineSchedulePass : Pass<"zcc-dist-pipeline-schedule", "mlir::ModuleOp"> 
     buffers (the values its backward pass keeps, and a split one's W pass
     from its B pass, times `buffers`).
 
-    Fails for the schedule not built yet (`interleaved`).
   }];
   let dependentDialects = ["::zcc::zdist::ZDistDialect", "::zcc::zgraph::ZGraphDialect",
                            "::mlir::func::FuncDialect"];
@@ -313,6 +321,11 @@ def PipelineSplitPass : Pass<"zcc-dist-pipeline-split", "mlir::ModuleOp"> {
     - `s<s>.sync`: a parameter read on a stage other than its owner's (tied
       weights) is sent by the owner, with its low-precision copy, after
       init and each optimizer step.
+    Under the interleaved schedule each chunk c of stage s has its own
+    programs, `s<s>.c<c>.forward.<k>` and so on (k a slot of the chunk's
+    `buffers`), and its own named buffers (`zcc.pp.c<c>.*`); sends and
+    receives name the stage of the neighbouring chunk; the step functions
+    and `sync` are one per stage, over all its chunks' parameters.
     Values that cross programs are named buffers (`zcc.pp.*` arguments).
     Ops that ZeRO added after scheduling take their operands' stage;
     values of parameters and constants alone are made again in each

@@ -1,7 +1,8 @@
 //===- PipelinePartition.cpp - Assign the forward graph to pipeline stages ===//
 //
 // The forward graph is cut into `pipeline.num_stages` contiguous pieces of
-// its op order. The pieces are made of units: the ops that depend on the
+// its op order (num_stages x `chunks` under the interleaved schedule, whose
+// stage s holds pieces s, s + num_stages, ...). The pieces are made of units: the ops that depend on the
 // data (an op computed from parameters and constants alone belongs to the
 // unit that first uses it). Each unit weighs what `partition_method` counts
 // (the parameter elements it is the first to use, its flops, 1 if it uses a
@@ -113,6 +114,15 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
     auto enabled = pipeline ? pipeline.getAs<BoolAttr>("enabled") : BoolAttr();
     if (stages <= 1 || (enabled && !enabled.getValue()))
       return;
+    // The interleaved schedule cuts num_stages x chunks pieces (stage s
+    // holds pieces s, s + num_stages, ...).
+    auto chunksAttr = pipeline.getAs<IntegerAttr>("chunks");
+    auto scheduleAttr = pipeline.getAs<StringAttr>("schedule");
+    int64_t chunks = scheduleAttr && scheduleAttr.getValue() == "interleaved" && chunksAttr
+                         ? chunksAttr.getInt()
+                         : 1;
+    const int64_t physicalStages = stages;
+    stages *= chunks;
     auto methodAttr = pipeline.getAs<StringAttr>("partition_method");
     std::string method = methodAttr ? methodAttr.str() : "parameters";
     auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -212,6 +222,15 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
                        : method == "flops"    ? "ops with work"
                        : method == "uniform"  ? "ops that use a parameter"
                                               : "ops whose name matches the regular expression";
+      if (chunks > 1) {
+        module.emitError() << "pipeline.chunks: " << physicalStages << " stages x " << chunks
+                           << " chunks need at least one layer each, but partition_method '"
+                           << method << "' finds " << weighted << " (" << what
+                           << "); set num_stages x chunks to at most "
+                           << std::max<int64_t>(1, weighted)
+                           << (pattern ? " or match more ops" : "");
+        return signalPassFailure();
+      }
       module.emitError() << "pipeline.num_stages: " << stages
                          << " stages need at least one layer each, but partition_method '"
                          << method << "' finds " << weighted << " (" << what

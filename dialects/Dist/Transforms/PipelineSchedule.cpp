@@ -1,10 +1,10 @@
 //===- PipelineSchedule.cpp - Stage transfers and pipeline schedules ------===//
 //
 // Makes the stage boundaries explicit (zdist.transfer) and writes each
-// stage's instruction list for GPipe, 1F1B or ZB-H1, checked and timed by
-// running it on a model of the stages: compute takes the stage's estimated
-// flops, a send meets its receive (neither returns before the other
-// arrives, as with the runtime's communicators).
+// stage's instruction list for GPipe, 1F1B, interleaved 1F1B or ZB-H1,
+// checked and timed by running it on a model of the stages: compute takes
+// the stage's estimated flops, a send meets its receive (neither returns
+// before the other arrives, as with the runtime's communicators).
 //
 // ZB-H1 (zero bubble, Qi et al. 2024) splits a stage's backward pass into
 // B, what the gradient sent to the previous stage needs, and W, the rest
@@ -29,7 +29,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <deque>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace zcc::zdist {
 #define GEN_PASS_DEF_PIPELINESCHEDULEPASS
@@ -55,11 +57,15 @@ enum class Step {
 struct Instruction {
   Step step;
   int64_t microBatch;
+  /// The model chunk it belongs to (interleaved); -1 where a stage holds
+  /// one piece of the model.
+  int64_t chunk = -1;
 };
 
 std::string instructionText(const Instruction &instruction) {
   static const char *const kNames[] = {"F", "B", "sa", "ra", "sg", "rg", "W"};
-  return kNames[static_cast<int>(instruction.step)] + std::to_string(instruction.microBatch);
+  return kNames[static_cast<int>(instruction.step)] + std::to_string(instruction.microBatch) +
+         (instruction.chunk >= 0 ? "@" + std::to_string(instruction.chunk) : "");
 }
 
 /// Each stage's instructions. A stage that both sends to and receives from
@@ -173,7 +179,218 @@ int64_t peerOf(const Instruction &instruction, int64_t s) {
 }
 
 bool operator==(const Instruction &a, const Instruction &b) {
-  return a.step == b.step && a.microBatch == b.microBatch;
+  return a.step == b.step && a.microBatch == b.microBatch && a.chunk == b.chunk;
+}
+
+/// The interleaved schedule (Megatron's interleaved 1F1B, Narayanan et al.
+/// 2021) of p stages holding v chunks each, chunk c on stage c mod p.
+/// Each stage runs its chunks' passes in Megatron's order: micro-batches
+/// in groups of p, each group through chunk 0, 1, ... of the stage
+/// forwards and in reverse backwards; (p - s - 1) x 2 + (v - 1) x p
+/// forward passes of warm-up (all of them when m = p), then one forward
+/// and one backward pass in turn. The sends and receives are placed by
+/// running the passes on the model of the stages, where a send waits for
+/// its receive: a stage receives what a pass needs right before the pass.
+/// A stage holding a value its receiver needs next (after the passes the
+/// receiver can run first) sends it when it waits itself, or when its own
+/// wait for the receiver would be no longer than the receiver's wait for
+/// its next pass; otherwise it runs that pass first. Every send meets its
+/// receive in one global order, so the lists cannot deadlock. `busy` gets
+/// each stage's compute and `length` the step's length on the model;
+/// nothing if the stages wait on each other forever.
+struct InterleavedSchedule {
+  std::vector<std::vector<Instruction>> lists;
+  SmallVector<double> busy;
+  double length = 0;
+};
+
+std::optional<InterleavedSchedule> buildInterleaved(bool training, int64_t stages,
+                                                    int64_t chunks, int64_t microBatches,
+                                                    ArrayRef<double> forwardCost,
+                                                    ArrayRef<double> backwardCost) {
+  const int64_t p = stages, v = chunks, m = microBatches, total = m * v, last = p * v - 1;
+  // A message: activations into chunk `chunk` (gradient false) or
+  // gradients into it (true), of micro-batch `microBatch`.
+  using Message = std::tuple<bool, int64_t, int64_t>;
+  struct Pass {
+    bool forward;
+    int64_t chunk, microBatch;
+  };
+  std::vector<std::vector<Pass>> passes(p);
+  for (int64_t s = 0; s < p; ++s) {
+    auto pass = [&](int64_t i, bool forward) {
+      int64_t local = (i / p) % v;
+      if (!forward)
+        local = v - 1 - local;
+      return Pass{forward, local * p + s, (i / (p * v)) * p + i % p};
+    };
+    std::vector<Pass> &list = passes[s];
+    if (!training) {
+      for (int64_t i = 0; i < total; ++i)
+        list.push_back(pass(i, true));
+      continue;
+    }
+    int64_t warmup = m == p ? total : std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+    for (int64_t i = 0; i < warmup; ++i)
+      list.push_back(pass(i, true));
+    for (int64_t j = 0; j < total - warmup; ++j) {
+      list.push_back(pass(warmup + j, true));
+      list.push_back(pass(j, false));
+    }
+    for (int64_t j = total - warmup; j < total; ++j)
+      list.push_back(pass(j, false));
+  }
+
+  InterleavedSchedule result;
+  result.lists.resize(p);
+  result.busy.assign(p, 0);
+  std::vector<double> clock(p, 0);
+  std::vector<size_t> next(p, 0);
+  // A stage waits for a value its next pass needs (`waiting`), or in a
+  // send for its receiver to arrive (`sending`).
+  std::vector<std::optional<Message>> waiting(p), sending(p);
+  std::vector<double> waitBegan(p, 0);
+  std::vector<std::deque<Message>> pending(p);
+  std::vector<std::set<Message>> received(p);
+  auto receiverOf = [&](const Message &message) { return std::get<1>(message) % p; };
+  auto senderOf = [&](const Message &message) {
+    return (std::get<1>(message) + (std::get<0>(message) ? 1 : p - 1)) % p;
+  };
+  auto meet = [&](int64_t sender, int64_t receiver, const Message &message) {
+    auto [gradient, chunk, k] = message;
+    double time = std::max(clock[sender], clock[receiver]);
+    clock[sender] = clock[receiver] = time;
+    result.lists[sender].push_back({gradient ? Step::SendGrad : Step::SendActivation, k,
+                                    gradient ? chunk + 1 : chunk - 1});
+    result.lists[receiver].push_back(
+        {gradient ? Step::RecvGrad : Step::RecvActivation, k, chunk});
+    pending[sender].erase(llvm::find(pending[sender], message));
+    received[receiver].insert(message);
+    waiting[receiver].reset();
+    if (sending[sender] == message)
+      sending[sender].reset();
+  };
+  auto computed = [&](int64_t s) { return next[s] == passes[s].size(); };
+  // A stage is blocked when it waits, or when it has only sends left.
+  auto blocked = [&](int64_t s) {
+    return waiting[s] || sending[s] || (computed(s) && !pending[s].empty());
+  };
+  auto needOf = [&](int64_t s, const Pass &pass) -> std::optional<Message> {
+    std::optional<Message> need;
+    if (pass.forward && pass.chunk > 0)
+      need = Message{false, pass.chunk, pass.microBatch};
+    if (!pass.forward && pass.chunk < last)
+      need = Message{true, pass.chunk, pass.microBatch};
+    if (need && received[s].count(*need))
+      need.reset();
+    return need;
+  };
+  auto costOf = [&](const Pass &pass) {
+    return (pass.forward ? forwardCost : backwardCost)[pass.chunk];
+  };
+  // The first value stage r needs and has not received, and when it will
+  // need it (after the passes it can run first).
+  auto firstNeed = [&](int64_t r) -> std::optional<std::pair<Message, double>> {
+    if (waiting[r])
+      return std::make_pair(*waiting[r], waitBegan[r]);
+    double time = clock[r];
+    for (size_t i = next[r]; i < passes[r].size(); ++i) {
+      if (std::optional<Message> need = needOf(r, passes[r][i]))
+        return std::make_pair(*need, time);
+      time += costOf(passes[r][i]);
+    }
+    return std::nullopt;
+  };
+  while (true) {
+    bool met = false;
+    // A waiting receiver and a blocked sender holding its value meet.
+    for (int64_t r = 0; r < p && !met; ++r) {
+      if (!waiting[r])
+        continue;
+      int64_t sender = senderOf(*waiting[r]);
+      if (blocked(sender) && llvm::is_contained(pending[sender], *waiting[r])) {
+        meet(sender, r, *waiting[r]);
+        met = true;
+      }
+    }
+    if (met)
+      continue;
+    // The stage furthest behind that can go on decides next.
+    int64_t s = -1;
+    for (int64_t c = 0; c < p; ++c)
+      if (!blocked(c) && !computed(c) && (s < 0 || clock[c] < clock[s]))
+        s = c;
+    if (s < 0)
+      break;
+    const Pass &pass = passes[s][next[s]];
+    std::optional<Message> need = needOf(s, pass);
+    double cost = costOf(pass);
+    // It sends a value its receiver needs next, or runs its pass first,
+    // whichever leaves the shorter wait.
+    bool sends = false;
+    if (!need)
+      for (const Message &message : pending[s]) {
+        int64_t r = receiverOf(message);
+        auto first = firstNeed(r);
+        if (!first || first->first != message)
+          continue;
+        double arrival = first->second;
+        if (std::max(0.0, arrival - clock[s]) <= std::max(0.0, clock[s] + cost - arrival)) {
+          if (waiting[r] && *waiting[r] == message)
+            meet(s, r, message);
+          else
+            sending[s] = message;
+          sends = true;
+          break;
+        }
+      }
+    if (sends)
+      continue;
+    if (need) {
+      waiting[s] = need;
+      waitBegan[s] = clock[s];
+      continue;
+    }
+    clock[s] += cost;
+    result.busy[s] += cost;
+    result.lists[s].push_back(
+        {pass.forward ? Step::Forward : Step::Backward, pass.microBatch, pass.chunk});
+    ++next[s];
+    if (pass.forward && pass.chunk < last)
+      pending[s].push_back(Message{false, pass.chunk + 1, pass.microBatch});
+    if (!pass.forward && pass.chunk > 0)
+      pending[s].push_back(Message{true, pass.chunk - 1, pass.microBatch});
+  }
+  for (int64_t s = 0; s < p; ++s)
+    if (!computed(s) || !pending[s].empty() || waiting[s] || sending[s])
+      return std::nullopt;
+  result.length = *std::max_element(clock.begin(), clock.end());
+  return result;
+}
+
+/// The most micro-batches each chunk holds at once under the interleaved
+/// schedule: from the chunk's first instruction for a micro-batch (its
+/// receive, or its forward pass) to its last (its backward pass, or the
+/// send after it).
+SmallVector<int64_t> chunkHeldCounts(const std::vector<std::vector<Instruction>> &lists,
+                                     int64_t chunks) {
+  SmallVector<int64_t> most(chunks, 0);
+  for (const std::vector<Instruction> &list : lists) {
+    std::map<std::pair<int64_t, int64_t>, size_t> first, lastSeen;
+    for (auto [i, instruction] : llvm::enumerate(list)) {
+      std::pair<int64_t, int64_t> key{instruction.chunk, instruction.microBatch};
+      first.try_emplace(key, i);
+      lastSeen[key] = i;
+    }
+    for (const auto &[key, begin] : first) {
+      int64_t held = 0;
+      for (const auto &[other, otherBegin] : first)
+        if (other.first == key.first && otherBegin <= begin && lastSeen[other] >= begin)
+          ++held;
+      most[key.first] = std::max(most[key.first], held);
+    }
+  }
+  return most;
 }
 
 std::optional<double> simulate(const std::vector<std::vector<Instruction>> &schedule,
@@ -415,11 +632,27 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
     auto pipeline = config ? config.getAs<DictionaryAttr>("pipeline") : DictionaryAttr();
     auto kindAttr = pipeline ? pipeline.getAs<StringAttr>("schedule") : StringAttr();
     std::string kind = kindAttr ? kindAttr.str() : "1f1b";
-    if (kind != "gpipe" && kind != "1f1b" && kind != "zb-h1") {
+    if (kind != "gpipe" && kind != "1f1b" && kind != "zb-h1" && kind != "interleaved") {
       module.emitError() << "pipeline.schedule: '" << kind
-                         << "' is not built yet; use 'gpipe', '1f1b' or 'zb-h1'";
+                         << "' is not a schedule; use 'gpipe', '1f1b', 'interleaved' or 'zb-h1'";
       return signalPassFailure();
     }
+    // Under the interleaved schedule each of the mesh's stages holds
+    // `chunks` pieces of the model; from here on `stages` counts the
+    // pieces (chunk c on stage c mod physicalStages).
+    int64_t chunks = 1;
+    if (kind == "interleaved") {
+      auto chunksAttr = pipeline.getAs<IntegerAttr>("chunks");
+      chunks = chunksAttr ? chunksAttr.getInt() : 2;
+      if (chunks < 2) {
+        module.emitError() << "pipeline.chunks: the 'interleaved' schedule needs at least 2 "
+                              "chunks per stage, got "
+                           << chunks;
+        return signalPassFailure();
+      }
+    }
+    const int64_t physicalStages = stages;
+    stages *= chunks;
     int64_t microBatches = 1;
     if (auto attr = pipeline ? pipeline.getAs<IntegerAttr>("micro_batches") : IntegerAttr())
       microBatches = attr.getInt();
@@ -428,6 +661,12 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
       microBatches = gas.getInt();
     if (microBatches < 1) {
       module.emitError() << "pipeline.micro_batches must be at least 1, got " << microBatches;
+      return signalPassFailure();
+    }
+    if (chunks > 1 && microBatches % physicalStages != 0) {
+      module.emitError() << "pipeline.micro_batches: the 'interleaved' schedule runs the "
+                            "micro-batches in groups of num_stages ("
+                         << physicalStages << "), but there are " << microBatches;
       return signalPassFailure();
     }
 
@@ -454,7 +693,7 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
       partitioned |= stage.has_value();
       if (stage && (*stage < 0 || *stage >= stages)) {
         op.emitError() << "is assigned to pipeline stage " << *stage << ", but the mesh has "
-                       << stages << " stages";
+                       << stages << (chunks > 1 ? " chunks" : " stages");
         return signalPassFailure();
       }
     }
@@ -585,10 +824,21 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
     });
     for (int64_t s = 0; s < stages; ++s)
       fixedBytes[s] = paramBytes[s] + gradBytes[s] + stateBytes[s];
-    std::vector<std::vector<Instruction>> schedule =
-        buildSchedule(kind == "gpipe", training, stages, microBatches);
+    std::vector<std::vector<Instruction>> schedule;
     SmallVector<double> busy;
-    std::optional<double> length = simulate(schedule, costs, busy);
+    std::optional<double> length;
+    if (chunks > 1) {
+      if (std::optional<InterleavedSchedule> built =
+              buildInterleaved(training, physicalStages, chunks, microBatches, costs.forward,
+                               costs.backward)) {
+        schedule = std::move(built->lists);
+        busy = std::move(built->busy);
+        length = built->length;
+      }
+    } else {
+      schedule = buildSchedule(kind == "gpipe", training, stages, microBatches);
+      length = simulate(schedule, costs, busy);
+    }
     if (length && llvm::is_contained(split, true)) {
       // ZB-H1: of W placed right after B (1F1B's timing) and the placements
       // that fill waits with whole, half or any W passes, the shortest on
@@ -631,43 +881,58 @@ struct PipelineSchedulePass : impl::PipelineSchedulePassBase<PipelineSchedulePas
       }
     }
     if (!length) {
-      module.emitError() << "internal error: the " << kind << " schedule of " << stages
+      module.emitError() << "internal error: the " << kind << " schedule of " << physicalStages
                          << " stages and " << microBatches << " micro-batches deadlocks";
       return signalPassFailure();
     }
     double work = 0;
     for (double b : busy)
       work += b;
-    double bubble = 1.0 - work / (static_cast<double>(stages) * *length);
+    double bubble = 1.0 - work / (static_cast<double>(physicalStages) * *length);
     if (bubble < 0)
       bubble = 0;
 
     SmallVector<int64_t> buffers(stages, 1);
-    if (training)
+    if (chunks > 1)
+      buffers = chunkHeldCounts(schedule, stages);
+    else if (training)
       buffers = heldCounts(schedule, split);
     SmallVector<Attribute> lists;
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = 0; s < physicalStages; ++s) {
       std::string text;
       for (const Instruction &instruction : schedule[s])
         text += (text.empty() ? "" : " ") + instructionText(instruction);
       lists.push_back(builder.getStringAttr(text));
     }
 
+    // Each stage's figures, the sums of its chunks' under the interleaved
+    // schedule.
     SmallVector<Attribute> memory, flopsPerStage;
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = 0; s < physicalStages; ++s) {
       auto bytes = [&](uint64_t value) { return builder.getI64IntegerAttr(int64_t(value)); };
+      uint64_t params = 0, grads = 0, state = 0, buffer = 0, activations = 0;
+      double forward = 0, backward = 0, weights = 0;
+      for (int64_t c = s; c < stages; c += physicalStages) {
+        params += paramBytes[c];
+        grads += gradBytes[c];
+        state += stateBytes[c];
+        buffer += kept[c];
+        activations += kept[c] * buffers[c];
+        forward += costs.forward[c];
+        backward += costs.backward[c];
+        weights += costs.weights[c];
+      }
       memory.push_back(builder.getDictionaryAttr({
-          builder.getNamedAttr("parameters", bytes(paramBytes[s])),
-          builder.getNamedAttr("gradients", bytes(gradBytes[s])),
-          builder.getNamedAttr("optimizer_state", bytes(stateBytes[s])),
-          builder.getNamedAttr("activation_buffer", bytes(kept[s])),
-          builder.getNamedAttr("activations", bytes(kept[s] * buffers[s])),
+          builder.getNamedAttr("parameters", bytes(params)),
+          builder.getNamedAttr("gradients", bytes(grads)),
+          builder.getNamedAttr("optimizer_state", bytes(state)),
+          builder.getNamedAttr("activation_buffer", bytes(buffer)),
+          builder.getNamedAttr("activations", bytes(activations)),
       }));
-      SmallVector<Attribute> flops = {
-          builder.getI64IntegerAttr(int64_t(costs.forward[s])),
-          builder.getI64IntegerAttr(training ? int64_t(costs.backward[s]) : 0)};
+      SmallVector<Attribute> flops = {builder.getI64IntegerAttr(int64_t(forward)),
+                                      builder.getI64IntegerAttr(training ? int64_t(backward) : 0)};
       if (split[s])
-        flops.push_back(builder.getI64IntegerAttr(int64_t(costs.weights[s])));
+        flops.push_back(builder.getI64IntegerAttr(int64_t(weights)));
       flopsPerStage.push_back(builder.getArrayAttr(flops));
     }
     builder.setInsertionPointToEnd(module.getBody());

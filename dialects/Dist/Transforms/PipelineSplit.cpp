@@ -43,8 +43,11 @@ namespace {
 /// schedule split the stage's backward pass) and weights (W).
 enum class Phase { Forward, Backward, Weights };
 
-std::string slotName(StringRef kind, int64_t index, int64_t slot) {
-  return ("zcc.pp." + kind + std::to_string(index) + ".k" + std::to_string(slot)).str();
+/// The buffer of value `index` of `kind` in slot `slot`; under the
+/// interleaved schedule (`chunk` at least 0) each chunk has its own.
+std::string slotName(StringRef kind, int64_t index, int64_t slot, int64_t chunk = -1) {
+  std::string prefix = chunk >= 0 ? "zcc.pp.c" + std::to_string(chunk) + "." : "zcc.pp.";
+  return prefix + kind.str() + std::to_string(index) + ".k" + std::to_string(slot);
 }
 
 /// A function being built: arguments are added on first use, by name.
@@ -89,7 +92,9 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
   ModuleOp module;
   func::FuncOp step;
   bool training = false;
-  int64_t stages = 0;
+  /// The pieces of the model (the interleaved schedule's chunks) and the
+  /// stages whose ranks run them: piece c on stage c mod `ranks`.
+  int64_t stages = 0, ranks = 0;
   SmallVector<TransferOp> transfers;
   llvm::DenseMap<Operation *, int64_t> transferIndex;
   /// Per stage: the forward values its backward pass reads.
@@ -110,7 +115,8 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     if (pipelines.empty())
       return;
     PipelineOp pipeline = pipelines.front();
-    stages = static_cast<int64_t>(pipeline.getStages().size());
+    ranks = static_cast<int64_t>(pipeline.getStages().size());
+    stages = static_cast<int64_t>(pipeline.getBuffers().size());
     step = module.lookupSymbol<func::FuncOp>("micro_step");
     training = bool(step);
     if (!step)
@@ -165,7 +171,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     if (training)
       for (StringRef name : {"grad_norm", "optimizer_step", "zero_grads", "init"})
         if (auto func = module.lookupSymbol<func::FuncOp>(name)) {
-          for (int64_t s = 0; s < stages; ++s)
+          for (int64_t s = 0; s < ranks; ++s)
             if (failed(buildStepFunction(func, s)))
               return signalPassFailure();
           func.erase();
@@ -174,15 +180,28 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
     step.erase();
   }
 
+  bool interleaved() const { return stages != ranks; }
+  /// The stage whose ranks run piece `s`.
+  int64_t rankOf(int64_t s) const { return s % ranks; }
+  /// The name of piece `s`'s program `what` of slot `slot`.
+  std::string programName(int64_t s, StringRef what, int64_t slot) const {
+    std::string chunk = interleaved() ? "c" + std::to_string(s) + "." : "";
+    return "s" + std::to_string(rankOf(s)) + "." + chunk + what.str() + "." +
+           std::to_string(slot);
+  }
+  /// Piece `s`'s buffer of value `index` of `kind` in slot `slot`.
+  std::string slotOf(int64_t s, StringRef kind, int64_t index, int64_t slot) const {
+    return slotName(kind, index, slot, interleaved() ? s : -1);
+  }
+
   /// Pass `phase` of stage `s` for the micro-batch in slot `slot`.
   LogicalResult buildPhase(int64_t s, int64_t slot, Phase phase, func::FuncOp &result) {
     Block &body = step.getBody().front();
     bool backwardPhase = phase != Phase::Forward;
-    StringRef passName = phase == Phase::Forward    ? ".forward."
-                         : phase == Phase::Backward ? ".backward."
-                                                    : ".weights.";
-    std::string name = "s" + std::to_string(s) + passName.str() + std::to_string(slot);
-    FunctionBuilder fb(module, name, s);
+    StringRef passName = phase == Phase::Forward    ? "forward"
+                         : phase == Phase::Backward ? "backward"
+                                                    : "weights";
+    FunctionBuilder fb(module, programName(s, passName, slot), rankOf(s));
     IRMapping mapping;
     LogicalResult status = success();
     std::function<Value(Value, Operation *)> lookup = [&](Value value, Operation *user) -> Value {
@@ -195,7 +214,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
         std::string argName = nameAttr ? nameAttr.str() : "arg" + std::to_string(argument.getArgNumber());
         if (backwardPhase && !StringRef(argName).starts_with("zcc.")) {
           keptData[s].insert(argument.getArgNumber());
-          argName = slotName("d", argument.getArgNumber(), slot);
+          argName = slotOf(s, "d", argument.getArgNumber(), slot);
         }
         Value arg = fb.argument(argName, value.getType(), loc);
         mapping.map(value, arg);
@@ -208,7 +227,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
                                      << " on stage " << s;
           return value;
         }
-        Value arg = fb.argument(slotName("t", transferIndex[transfer], slot), value.getType(),
+        Value arg = fb.argument(slotOf(s, "t", transferIndex[transfer], slot), value.getType(),
                                 loc);
         mapping.map(value, arg);
         return arg;
@@ -220,20 +239,20 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
         for (Value operand : producer->getOperands())
           lookup(operand, producer);
         Operation *clone = fb.builder.clone(*producer, mapping);
-        recordReader(clone, s);
+        recordReader(clone, rankOf(s));
         return clone->getResult(cast<OpResult>(value).getResultNumber());
       }
       if (*stage == s && backwardPhase && !isBackward(producer)) {
         kept[s].insert(value);
         size_t index = llvm::find(kept[s], value) - kept[s].begin();
-        Value arg = fb.argument(slotName("a", index, slot), value.getType(), loc);
+        Value arg = fb.argument(slotOf(s, "a", index, slot), value.getType(), loc);
         mapping.map(value, arg);
         return arg;
       }
       if (*stage == s && phase == Phase::Weights && !isWeightPass(producer)) {
         keptGrad[s].insert(value);
         size_t index = llvm::find(keptGrad[s], value) - keptGrad[s].begin();
-        Value arg = fb.argument(slotName("g", index, slot), value.getType(), loc);
+        Value arg = fb.argument(slotOf(s, "g", index, slot), value.getType(), loc);
         mapping.map(value, arg);
         return arg;
       }
@@ -259,7 +278,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
       for (auto [j, value] : llvm::enumerate(keptGrad[s])) {
         Value local = lookup(value, value.getDefiningOp());
         fb.builder.create<StoreOp>(value.getLoc(), local,
-                                   fb.builder.getStringAttr("input:" + slotName("g", j, slot)));
+                                   fb.builder.getStringAttr("input:" + slotOf(s, "g", j, slot)));
       }
     }
     if (!backwardPhase) {
@@ -267,12 +286,12 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
       for (auto [j, value] : llvm::enumerate(kept[s])) {
         Value local = lookup(value, value.getDefiningOp());
         fb.builder.create<StoreOp>(value.getLoc(), local,
-                                   fb.builder.getStringAttr("input:" + slotName("a", j, slot)));
+                                   fb.builder.getStringAttr("input:" + slotOf(s, "a", j, slot)));
       }
       for (unsigned argNumber : keptData[s]) {
         Value local = lookup(step.getArgument(argNumber), step);
         fb.builder.create<StoreOp>(
-            step.getLoc(), local, fb.builder.getStringAttr("input:" + slotName("d", argNumber, slot)));
+            step.getLoc(), local, fb.builder.getStringAttr("input:" + slotOf(s, "d", argNumber, slot)));
       }
     }
     for (auto [i, transfer] : llvm::enumerate(transfers)) {
@@ -281,7 +300,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
         continue;
       Value local = lookup(transfer.getInput(), transfer);
       fb.builder.create<StoreOp>(transfer.getLoc(), local,
-                                 fb.builder.getStringAttr("input:" + slotName("t", i, slot)));
+                                 fb.builder.getStringAttr("input:" + slotOf(s, "t", i, slot)));
     }
     if (failed(status))
       return failure();
@@ -318,29 +337,29 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
   /// between them.
   void buildTransfers(int64_t s, int64_t slot) {
     auto make = [&](StringRef what, bool gradients, bool receive) {
-      FunctionBuilder fb(module,
-                         "s" + std::to_string(s) + "." + what.str() + "." + std::to_string(slot), s);
+      FunctionBuilder fb(module, programName(s, what, slot), rankOf(s));
       for (auto [i, transfer] : llvm::enumerate(transfers)) {
         int64_t source = transfer.getSource(), target = transfer.getTarget();
         bool backward = source > target;
         if (backward != gradients)
           continue;
         int64_t low = std::min(source, target), high = std::max(source, target);
-        std::string name = slotName("t", i, slot);
+        std::string name = slotOf(s, "t", i, slot);
         Location loc = transfer.getLoc();
         if (receive) {
           // This stage is on the path and not its start.
           int64_t from = backward ? s + 1 : s - 1;
           bool onPath = backward ? (s >= low && s < high) : (s > low && s <= high);
           if (onPath)
-            fb.builder.create<RecvOp>(loc, transfer.getType(), fb.builder.getI64IntegerAttr(from),
+            fb.builder.create<RecvOp>(loc, transfer.getType(),
+                                      fb.builder.getI64IntegerAttr(rankOf(from)),
                                       fb.builder.getStringAttr("input:" + name));
         } else {
           int64_t to = backward ? s - 1 : s + 1;
           bool onPath = backward ? (s > low && s <= high) : (s >= low && s < high);
           if (onPath)
             fb.builder.create<SendOp>(loc, fb.argument(name, transfer.getType(), loc),
-                                      fb.builder.getI64IntegerAttr(to));
+                                      fb.builder.getI64IntegerAttr(rankOf(to)));
         }
       }
       fb.finish();
@@ -375,7 +394,7 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
         name = state.getName();
       if (name) {
         auto it = owner.find(*name);
-        if (it != owner.end() && it->second != s)
+        if (it != owner.end() && rankOf(it->second) != s)
           foreign.insert(&op);
         continue;
       }
@@ -423,14 +442,14 @@ struct PipelineSplitPass : impl::PipelineSplitPassBase<PipelineSplitPass> {
   void buildSync() {
     OpBuilder builder(module.getContext());
     std::vector<std::unique_ptr<FunctionBuilder>> functions;
-    for (int64_t s = 0; s < stages; ++s)
+    for (int64_t s = 0; s < ranks; ++s)
       functions.push_back(
           std::make_unique<FunctionBuilder>(module, "s" + std::to_string(s) + ".sync", s));
     for (const auto &[name, byStage] : readers) {
       auto it = owner.find(name);
       if (it == owner.end())
         continue;
-      int64_t from = it->second;
+      int64_t from = rankOf(it->second);
       for (const auto &[stage, kinds] : byStage) {
         if (stage == from)
           continue;

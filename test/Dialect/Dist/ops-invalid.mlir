@@ -313,9 +313,15 @@ func.func @f(%x: tensor<4xf32>) {
 
 // -----
 
-// Only the built schedules.
-// expected-error @+1 {{'zdist.pipeline' op schedule must be "gpipe", "1f1b" or "zb-h1", got "interleaved"}}
-zdist.pipeline "interleaved" micro_batches = 2 buffers = [1] bubble_fraction = 0.0 stages = ["F0 F1"]
+// Only the known schedules.
+// expected-error @+1 {{'zdist.pipeline' op schedule must be "gpipe", "1f1b", "interleaved" or "zb-h1", got "pipedream"}}
+zdist.pipeline "pipedream" micro_batches = 2 buffers = [1] bubble_fraction = 0.0 stages = ["F0 F1"]
+
+// -----
+
+// Interleaved: a buffer count per chunk, at least 2 chunks a stage.
+// expected-error @+1 {{'zdist.pipeline' op has 2 stages but buffer counts for 3 chunks (interleaved: a multiple of the stages, at least 2 each)}}
+zdist.pipeline "interleaved" micro_batches = 2 buffers = [1, 1, 1] bubble_fraction = 0.0 stages = ["F0@0 F0@2", "F0@1"]
 
 // -----
 
