@@ -162,7 +162,8 @@ done
 # partitioned; ZeRO 1 with the host optimizer in bf16 on 2 x 1), and the
 # zero-bubble schedule (zb-h1: weight passes of their own) on 2 stages in
 # fp32 and bf16, on 4 stages, and on 2 stages x 2 data-parallel ranks with
-# ZeRO 3; batch 8 in every case.
+# ZeRO 3; the interleaved schedule (2 chunks a stage) on 2 stages in fp32
+# and bf16 and on 2 x 2 ranks with ZeRO 3; batch 8 in every case.
 $python "$root/examples/models/make_models.py" --model gpt2 --batch 2 --layers 4 -o "$out/gpt2-4.onnx"
 $python - "$inputs" "$out" <<'PY'
 import json, sys
@@ -171,7 +172,9 @@ cases = {"p2r2-1f1b-fp32": "ds_pp2_1f1b.json", "p2r2-1f1b-bf16": "ds_pp2_1f1b.js
          "p4r4-gpipe-fp32": "ds_pp4_gpipe.json", "p2r4-zero3-fp32": "ds_pp2_zero3.json",
          "p2r4-z3off-fp32": "ds_pp2_zero3.json", "p2r2-z1off-bf16": "ds_pp2_1f1b.json",
          "p2r2-zbh1-fp32": "ds_pp2_1f1b.json", "p2r2-zbh1-bf16": "ds_pp2_1f1b.json",
-         "p4r4-zbh1-fp32": "ds_pp4_gpipe.json", "p2r4-zbh1z3-fp32": "ds_pp2_zero3.json"}
+         "p4r4-zbh1-fp32": "ds_pp4_gpipe.json", "p2r4-zbh1z3-fp32": "ds_pp2_zero3.json",
+         "p2r2-il-fp32": "ds_pp2_1f1b.json", "p2r2-il-bf16": "ds_pp2_1f1b.json",
+         "p2r4-ilz3-fp32": "ds_pp2_zero3.json"}
 for name, base in cases.items():
     config = json.load(open(f"{inputs}/{base}"))
     if name.endswith("bf16"):
@@ -184,10 +187,13 @@ for name, base in cases.items():
         config["zero_optimization"] = {"stage": 1, "offload_optimizer": {"device": "cpu"}}
     if "zbh1" in name:
         config["pipeline"]["schedule"] = "zb-h1"
+    if "-il" in name:
+        config["pipeline"]["schedule"] = "interleaved"
     json.dump(config, open(f"{out}/{name}.json", "w"), indent=1)
 PY
 for name in p2r2-1f1b-fp32 p2r2-1f1b-bf16 p4r4-gpipe-fp32 p2r4-zero3-fp32 p2r4-z3off-fp32 \
-  p2r2-z1off-bf16 p2r2-zbh1-fp32 p2r2-zbh1-bf16 p4r4-zbh1-fp32 p2r4-zbh1z3-fp32; do
+  p2r2-z1off-bf16 p2r2-zbh1-fp32 p2r2-zbh1-bf16 p4r4-zbh1-fp32 p2r4-zbh1z3-fp32 \
+  p2r2-il-fp32 p2r2-il-bf16 p2r4-ilz3-fp32; do
   world=${name#*r}; world=${world%%-*}
   "$zcc" "$out/gpt2-4.onnx" -c "$out/$name.json" --world-size $world -o "$out/$name.plan"
 done
