@@ -9,6 +9,8 @@
 #   bash bench/pipeline_sweep.sh run OUT        # on the GPU machine: the table
 #
 # STAGES (default 4), SEQS ("256 1024 2048"), MICRO ("4 8 16"), BATCH (32),
+# SCHEDULES ("gpipe interleaved": each case under each, interleaved with 2
+# chunks a stage; its micro-batch counts must be multiples of STAGES),
 # PRESET (gpt2-xl: 48 layers, width 1600, 25 heads, vocabulary 50304; bf16,
 # random init). BACKEND=cpu and PRESET=tiny with SKIP_PEERS=1 run the whole
 # sweep on the cpu backend (a smoke test of the script). ZCC and ZRUN name
@@ -20,6 +22,7 @@ out=${2:?usage: pipeline_sweep.sh compile|run OUT}
 stages=${STAGES:-4}
 seqs=${SEQS:-256 1024 2048}
 micros=${MICRO:-4 8 16}
+schedules=${SCHEDULES:-gpipe interleaved}
 batch=${BATCH:-32}
 preset=${PRESET:-gpt2-xl}
 backend=${BACKEND:-cuda}
@@ -55,14 +58,17 @@ if [ "$mode" = compile ]; then
         exit 2
       fi
       rows=$((batch / micro))
-      cat > "$out/pp-m$micro.json" <<EOF
-{"train_micro_batch_size_per_gpu": $rows, "gradient_accumulation_steps": $micro,
- "pipeline": {"enabled": true, "num_stages": $stages, "schedule": "gpipe"}}
-EOF
       onnx=$(model "$seq" "$rows")
-      compile "$out/pp-s$seq-m$micro.report" "$onnx" -c "$out/pp-m$micro.json" \
-        --world-size "$stages" -o "$out/pp-s$seq-m$micro.plan"
-      echo "seq $seq, $micro micro-batches: $(grep -m1 'bubble' "$out/pp-s$seq-m$micro.report" || true)"
+      for schedule in $schedules; do
+        cat > "$out/$schedule-m$micro.json" <<EOF
+{"train_micro_batch_size_per_gpu": $rows, "gradient_accumulation_steps": $micro,
+ "pipeline": {"enabled": true, "num_stages": $stages, "schedule": "$schedule"}}
+EOF
+        name=$schedule-s$seq-m$micro
+        compile "$out/$name.report" "$onnx" -c "$out/$schedule-m$micro.json" \
+          --world-size "$stages" -o "$out/$name.plan"
+        echo "seq $seq, $micro micro-batches, $schedule: $(grep -m1 'bubble' "$out/$name.report" || true)"
+      done
     done
   done
   exit 0
@@ -88,8 +94,10 @@ np.save(sys.argv[1], np.random.default_rng(0).integers(0, int(sys.argv[2]), (int
     --repeat 5 --no-outputs > "$log" 2>&1 || tail -3 "$log"
   echo "{\"system\": \"zcc-1gpu\", \"seq\": $seq, \"latency_ms\": $(latency "$log")}" >> "$results"
   for micro in $micros; do
-    plan=$out/pp-s$seq-m$micro.plan
-    log=$out/pp-s$seq-m$micro.log
+  for schedule in $schedules; do
+    name=$schedule-s$seq-m$micro
+    plan=$out/$name.plan
+    log=$out/$name.log
     "$zrun" "$plan" --backend "$backend" --nproc "$stages" --weights random --input input_ids="$ids" \
       --repeat 5 --no-outputs --comm-timeout 120 > "$log" 2>&1 || tail -3 "$log"
     # The bubble: each stage's idle share over profiled runs (one line per
@@ -99,9 +107,10 @@ np.save(sys.argv[1], np.random.default_rng(0).integers(0, int(sys.argv[2]), (int
     measured=$(sed -nE 's/^stage [0-9]+ \(rank [0-9]+\):.* idle ([0-9.]+)%$/\1/p' "$log.profile" |
       awk -v stages="$stages" '{ s += $1; n++ } END { if (n == stages) printf "%.3f", s / n / 100; else print "null" }')
     predicted=null
-    [ -f "$out/pp-s$seq-m$micro.report" ] &&
-      predicted=$(sed -nE 's/.*bubble fraction ([0-9.]+).*/\1/p' "$out/pp-s$seq-m$micro.report" | head -1)
-    echo "{\"system\": \"zcc-pipeline\", \"seq\": $seq, \"micro\": $micro, \"latency_ms\": $(latency "$log"), \"bubble_measured\": $measured, \"bubble_predicted\": ${predicted:-null}}" >> "$results"
+    [ -f "$out/$name.report" ] &&
+      predicted=$(sed -nE 's/.*bubble fraction ([0-9.]+).*/\1/p' "$out/$name.report" | head -1)
+    echo "{\"system\": \"zcc-pipeline\", \"schedule\": \"$schedule\", \"seq\": $seq, \"micro\": $micro, \"latency_ms\": $(latency "$log"), \"bubble_measured\": $measured, \"bubble_predicted\": ${predicted:-null}}" >> "$results"
+  done
     if [ -z "${SKIP_PEERS:-}" ]; then
       torchrun --nproc-per-node "$stages" "$root/bench/peers.py" --system pipeline --preset "$preset" \
         --batch "$batch" --chunks "$micro" --seq "$seq" 2> "$out/torch-s$seq-m$micro.err" |
@@ -124,15 +133,15 @@ torch = {(r["seq"], r["micro"]): r["latency_ms"] for r in rows if r["system"] ==
 fmt = lambda x, f="{:.1f}": f.format(x) if x is not None else "–"
 tps = lambda seq, ms: batch * seq / (ms / 1e3) if ms else None
 ratio = lambda a, b: a / b if a and b else None
-print(f"| seq | micro-batches | zcc 1 GPU ms | zcc {stages} stages ms | tokens/s | torch {stages} stages ms | tokens/s "
+print(f"| seq | micro-batches | schedule | zcc 1 GPU ms | zcc {stages} stages ms | tokens/s | torch {stages} stages ms | tokens/s "
       f"| latency 1 GPU / {stages} stages | tokens/s zcc / torch | bubble predicted | bubble measured |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["system"] != "zcc-pipeline":
         continue
     seq, micro, ms = r["seq"], r["micro"], r["latency_ms"]
     single, peer = one.get(seq), torch.get((seq, micro))
-    print(f"| {seq} | {micro} | {fmt(single)} | {fmt(ms)} | {fmt(tps(seq, ms), '{:,.0f}')} | {fmt(peer)} "
+    print(f"| {seq} | {micro} | {r['schedule']} | {fmt(single)} | {fmt(ms)} | {fmt(tps(seq, ms), '{:,.0f}')} | {fmt(peer)} "
           f"| {fmt(tps(seq, peer), '{:,.0f}')} | {fmt(ratio(single, ms), '{:.2f}')} "
           f"| {fmt(ratio(peer, ms), '{:.2f}')} | {fmt(r['bubble_predicted'], '{:.3f}')} "
           f"| {fmt(r['bubble_measured'], '{:.3f}')} |")
