@@ -330,9 +330,11 @@ std::optional<InterleavedSchedule> buildInterleaved(bool training, int64_t stage
     bool sends = false;
     if (!need)
       for (const Message &message : pending[s]) {
+        // (Not to a stage blocked in a send itself: the two sends could
+        // wait on each other.)
         int64_t r = receiverOf(message);
         auto first = firstNeed(r);
-        if (!first || first->first != message)
+        if (!first || first->first != message || sending[r])
           continue;
         double arrival = first->second;
         if (std::max(0.0, arrival - clock[s]) <= std::max(0.0, clock[s] + cost - arrival)) {
