@@ -677,8 +677,14 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   // schedule the last stage also runs earlier chunks' passes).
   const std::set<std::string> lossWriters = writersOf(plan, training.loss());
   bool hasData = false;
-  for (const plan::Binding &input : training.data_inputs())
+  std::set<uint32_t> dataBuffers;
+  for (const plan::Binding &input : training.data_inputs()) {
     hasData |= executor.hasInput(input.name());
+    dataBuffers.insert(input.buffer());
+  }
+  // The forward passes that read the data (under the interleaved schedule
+  // the first stage also runs later chunks' passes, which do not).
+  const std::set<std::string> dataReaders = readersOf(plan, dataBuffers);
   const bool hasSeed = executor.hasInput("zcc.loss_scale");
   const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
   BatchLayout layout;
@@ -722,7 +728,8 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
     for (const plan::PipelineStep &instruction : steps) {
       bool forward = instruction.kind() == plan::PipelineStep::FORWARD;
       int64_t first = layout.sampleIndex(stepStart, instruction.micro_batch(), dataRank, 0);
-      if (forward && hasData)
+      if (forward && hasData &&
+          (dataReaders.empty() || dataReaders.count(instruction.program())))
         ZCC_RETURN_IF_ERROR(run->feeder.feed(executor, first), "step %lld",
                             static_cast<long long>(step));
       else
@@ -944,6 +951,16 @@ std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id) {
           instruction.outputs().end())
         writers.insert(program.name());
   return writers;
+}
+
+std::set<std::string> readersOf(const plan::Plan &plan, const std::set<uint32_t> &ids) {
+  std::set<std::string> readers;
+  for (const plan::Program &program : plan.programs())
+    for (const plan::Instruction &instruction : program.instructions())
+      for (uint32_t input : instruction.inputs())
+        if (ids.count(input))
+          readers.insert(program.name());
+  return readers;
 }
 
 } // namespace zcc

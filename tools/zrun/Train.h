@@ -93,6 +93,9 @@ Status train(Executor &executor, const TrainOptions &options);
 /// (the forward passes that compute a pipeline's loss or outputs).
 std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id);
 
+/// The programs of `plan` with an instruction that reads one of `ids`.
+std::set<std::string> readersOf(const plan::Plan &plan, const std::set<uint32_t> &ids);
+
 } // namespace zcc
 
 #endif // ZCC_TOOLS_ZRUN_TRAIN_H

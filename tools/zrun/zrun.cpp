@@ -1071,11 +1071,15 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       for (const plan::Binding &binding : mine.outputs())
         computed.insert(binding.name());
     }
-    // The forward passes that write each output (under the interleaved
-    // schedule a stage's earlier chunks write none).
+    // The forward passes that read the inputs and write each output (under
+    // the interleaved schedule a stage's other chunks do neither).
     std::map<std::string, std::set<std::string>> outputWriters;
     for (const plan::Binding &binding : mine.outputs())
       outputWriters[binding.name()] = writersOf(mine, binding.buffer());
+    std::set<uint32_t> inputBuffers;
+    for (const plan::Binding &binding : mine.inputs())
+      inputBuffers.insert(binding.buffer());
+    const std::set<std::string> inputReaders = readersOf(mine, inputBuffers);
     double timed = 0;
     for (int64_t run = 0; run < options.repeat; ++run) {
       if (run == 1 && options.profileRows > 0)
@@ -1086,7 +1090,7 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
       for (const plan::PipelineStep &step : mine.pipeline().stages(stage).steps()) {
         bool forward = step.kind() == plan::PipelineStep::FORWARD;
         int64_t block = step.micro_batch() * dataParallel + dataRank;
-        if (forward)
+        if (forward && (inputReaders.empty() || inputReaders.count(step.program())))
           for (const plan::Binding &binding : mine.inputs()) {
             const plan::Buffer &buffer = mine.buffers(binding.buffer());
             const HostTensor &whole = inputs[binding.name()];
