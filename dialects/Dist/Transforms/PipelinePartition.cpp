@@ -223,12 +223,16 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
                        : method == "uniform"  ? "ops that use a parameter"
                                               : "ops whose name matches the regular expression";
       if (chunks > 1) {
-        module.emitError() << "pipeline.chunks: " << physicalStages << " stages x " << chunks
-                           << " chunks need at least one layer each, but partition_method '"
-                           << method << "' finds " << weighted << " (" << what
-                           << "); set num_stages x chunks to at most "
-                           << std::max<int64_t>(1, weighted)
-                           << (pattern ? " or match more ops" : "");
+        InFlightDiagnostic diagnostic =
+            module.emitError() << "pipeline.chunks: " << physicalStages << " stages x " << chunks
+                               << " chunks need at least one layer each, but partition_method '"
+                               << method << "' finds " << weighted << " (" << what << "); ";
+        if (weighted >= 2 * physicalStages)
+          diagnostic << "set chunks to at most " << weighted / physicalStages;
+        else
+          diagnostic << "that is too few for 2 chunks a stage: use the '1f1b' schedule";
+        if (pattern)
+          diagnostic << " or match more ops";
         return signalPassFailure();
       }
       module.emitError() << "pipeline.num_stages: " << stages
