@@ -11,6 +11,8 @@
 # STAGES (default 4), SEQS ("256 1024 2048"), MICRO ("4 8 16"), BATCH (32),
 # SCHEDULES ("gpipe interleaved": each case under each, interleaved with 2
 # chunks a stage; its micro-batch counts must be multiples of STAGES),
+# PARTITION (flops: stages of even estimated work; parameters is
+# DeepSpeed's default, which leaves the output layer's work uncounted),
 # PRESET (gpt2-xl: 48 layers, width 1600, 25 heads, vocabulary 50304; bf16,
 # random init). BACKEND=cpu and PRESET=tiny with SKIP_PEERS=1 run the whole
 # sweep on the cpu backend (a smoke test of the script). ZCC and ZRUN name
@@ -23,6 +25,7 @@ stages=${STAGES:-4}
 seqs=${SEQS:-256 1024 2048}
 micros=${MICRO:-4 8 16}
 schedules=${SCHEDULES:-gpipe interleaved}
+partition=${PARTITION:-flops}
 batch=${BATCH:-32}
 preset=${PRESET:-gpt2-xl}
 backend=${BACKEND:-cuda}
@@ -62,7 +65,8 @@ if [ "$mode" = compile ]; then
       for schedule in $schedules; do
         cat > "$out/$schedule-m$micro.json" <<EOF
 {"train_micro_batch_size_per_gpu": $rows, "gradient_accumulation_steps": $micro,
- "pipeline": {"enabled": true, "num_stages": $stages, "schedule": "$schedule"}}
+ "pipeline": {"enabled": true, "num_stages": $stages, "schedule": "$schedule",
+              "partition_method": "$partition"}}
 EOF
         name=$schedule-s$seq-m$micro
         compile "$out/$name.report" "$onnx" -c "$out/$schedule-m$micro.json" \
