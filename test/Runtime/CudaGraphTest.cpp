@@ -28,6 +28,13 @@ bool haveDevice() {
   return backend.isOk();
 }
 
+/// A record_event or wait_event of `event` on `stream`.
+void addEvent(PlanBuilder &builder, const char *kernel, int64_t event, uint32_t stream) {
+  plan::Instruction &instruction = builder.addInstruction(kernel, {}, {}, "");
+  (*instruction.mutable_attributes())["event"].set_i(event);
+  instruction.set_stream(stream);
+}
+
 /// y = (x + c) * (x + c) + (x + c), the product on stream 1 between two
 /// events, so that the graph holds a fork and a join.
 plan::Plan twoStreamPlan() {
@@ -43,17 +50,11 @@ plan::Plan twoStreamPlan() {
   builder.addInput("x", x);
   builder.addOutput("y", y);
   builder.addInstruction("add", {x, constant}, {sum}, "/Add");
-  plan::Instruction &forked = builder.addInstruction("record_event", {}, {}, "");
-  (*forked.mutable_attributes())["event"].set_i(0);
-  plan::Instruction &wait = builder.addInstruction("wait_event", {}, {}, "");
-  (*wait.mutable_attributes())["event"].set_i(0);
-  wait.set_stream(1);
+  addEvent(builder, "record_event", 0, 0);
+  addEvent(builder, "wait_event", 0, 1);
   builder.addInstruction("mul", {sum, sum}, {square}, "/Mul").set_stream(1);
-  plan::Instruction &joined = builder.addInstruction("record_event", {}, {}, "");
-  (*joined.mutable_attributes())["event"].set_i(1);
-  joined.set_stream(1);
-  plan::Instruction &back = builder.addInstruction("wait_event", {}, {}, "");
-  (*back.mutable_attributes())["event"].set_i(1);
+  addEvent(builder, "record_event", 1, 1);
+  addEvent(builder, "wait_event", 1, 0);
   builder.addInstruction("add", {square, sum}, {y}, "/Add2");
   return builder.plan();
 }
@@ -70,18 +71,12 @@ plan::Plan swappedFetchPlan() {
   uint32_t file = builder.addBuffer("w", plan::OPTIMIZER_STATE, plan::F32, {256});
   builder.addInput("x", x);
   builder.addOutput("y", y);
-  plan::Instruction &entry = builder.addInstruction("record_event", {}, {}, "");
-  (*entry.mutable_attributes())["event"].set_i(0);
-  plan::Instruction &wait = builder.addInstruction("wait_event", {}, {}, "");
-  (*wait.mutable_attributes())["event"].set_i(0);
-  wait.set_stream(1);
+  addEvent(builder, "record_event", 0, 0);
+  addEvent(builder, "wait_event", 0, 1);
   builder.addInstruction("swap_in", {file}, {staged}, "w").set_stream(1);
   builder.addInstruction("fetch", {staged}, {fetched}, "w").set_stream(1);
-  plan::Instruction &done = builder.addInstruction("record_event", {}, {}, "");
-  (*done.mutable_attributes())["event"].set_i(1);
-  done.set_stream(1);
-  plan::Instruction &back = builder.addInstruction("wait_event", {}, {}, "");
-  (*back.mutable_attributes())["event"].set_i(1);
+  addEvent(builder, "record_event", 1, 1);
+  addEvent(builder, "wait_event", 1, 0);
   builder.addInstruction("add", {x, fetched}, {y}, "/Add");
   plan::Plan plan = builder.plan();
   // The staging buffer in the host arena, w in the swap file.

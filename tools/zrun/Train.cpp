@@ -675,7 +675,7 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   const bool hasLoss = !lossName.empty();
   // The forward passes that compute the loss (under the interleaved
   // schedule the last stage also runs earlier chunks' passes).
-  const std::set<std::string> lossWriters = writersOf(plan, training.loss());
+  const std::set<std::string> lossWriters = programsUsing(plan, {training.loss()}, /*writes=*/true);
   bool hasData = false;
   std::set<uint32_t> dataBuffers;
   for (const plan::Binding &input : training.data_inputs()) {
@@ -684,7 +684,7 @@ Status trainPipeline(Executor &executor, const TrainOptions &options) {
   }
   // The forward passes that read the data (under the interleaved schedule
   // the first stage also runs later chunks' passes, which do not).
-  const std::set<std::string> dataReaders = readersOf(plan, dataBuffers);
+  const std::set<std::string> dataReaders = programsUsing(plan, dataBuffers, /*writes=*/false);
   const bool hasSeed = executor.hasInput("zcc.loss_scale");
   const plan::DType lossScaleDType = plan.buffers(training.loss_scale()).dtype();
   BatchLayout layout;
@@ -943,24 +943,15 @@ Status train(Executor &executor, const TrainOptions &options) {
   return reportProfile(executor, options, firstStep, /*pipelined=*/false);
 }
 
-std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id) {
-  std::set<std::string> writers;
+std::set<std::string> programsUsing(const plan::Plan &plan, const std::set<uint32_t> &ids,
+                                    bool writes) {
+  std::set<std::string> programs;
   for (const plan::Program &program : plan.programs())
     for (const plan::Instruction &instruction : program.instructions())
-      if (std::find(instruction.outputs().begin(), instruction.outputs().end(), id) !=
-          instruction.outputs().end())
-        writers.insert(program.name());
-  return writers;
-}
-
-std::set<std::string> readersOf(const plan::Plan &plan, const std::set<uint32_t> &ids) {
-  std::set<std::string> readers;
-  for (const plan::Program &program : plan.programs())
-    for (const plan::Instruction &instruction : program.instructions())
-      for (uint32_t input : instruction.inputs())
-        if (ids.count(input))
-          readers.insert(program.name());
-  return readers;
+      for (uint32_t id : writes ? instruction.outputs() : instruction.inputs())
+        if (ids.count(id))
+          programs.insert(program.name());
+  return programs;
 }
 
 } // namespace zcc

@@ -89,12 +89,11 @@ Status parseGradAccum(const std::string &text,
 /// Runs `options.steps` optimizer steps of the executor's training plan.
 Status train(Executor &executor, const TrainOptions &options);
 
-/// The programs of `plan` with an instruction that writes buffer `id`
-/// (the forward passes that compute a pipeline's loss or outputs).
-std::set<std::string> writersOf(const plan::Plan &plan, uint32_t id);
-
-/// The programs of `plan` with an instruction that reads one of `ids`.
-std::set<std::string> readersOf(const plan::Plan &plan, const std::set<uint32_t> &ids);
+/// The programs of `plan` with an instruction that writes (`writes`) or
+/// reads one of buffers `ids`: the forward passes of a pipeline stage
+/// that read its data, or compute its loss or outputs.
+std::set<std::string> programsUsing(const plan::Plan &plan, const std::set<uint32_t> &ids,
+                                    bool writes);
 
 } // namespace zcc
 

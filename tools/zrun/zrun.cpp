@@ -1075,11 +1075,11 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     // the interleaved schedule a stage's other chunks do neither).
     std::map<std::string, std::set<std::string>> outputWriters;
     for (const plan::Binding &binding : mine.outputs())
-      outputWriters[binding.name()] = writersOf(mine, binding.buffer());
+      outputWriters[binding.name()] = programsUsing(mine, {binding.buffer()}, /*writes=*/true);
     std::set<uint32_t> inputBuffers;
     for (const plan::Binding &binding : mine.inputs())
       inputBuffers.insert(binding.buffer());
-    const std::set<std::string> inputReaders = readersOf(mine, inputBuffers);
+    const std::set<std::string> inputReaders = programsUsing(mine, inputBuffers, /*writes=*/false);
     double timed = 0;
     for (int64_t run = 0; run < options.repeat; ++run) {
       if (run == 1 && options.profileRows > 0)
