@@ -38,6 +38,11 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nproc=${NPROC:-2}
 cases=${CASES:-"gpt2-medium:0:8 gpt2-medium:3:8 gpt2-xl:0:8 gpt2-xl:3:8 gpt-6.7b:3:4"}
 steps=${STEPS:-8}
+# The pipeline inference's configs (bench/configs/NAME.json), each a row
+# against torch pipelining: DeepSpeed's defaults (GPipe, stages cut by
+# parameter counts, as torch's even cut of the blocks), and zcc's
+# interleaved schedule over stages cut by estimated work (2 and 6 chunks).
+pipeline_configs=${PIPELINE_CONFIGS:-"pipeline_infer pipeline_infer_interleaved pipeline_infer_interleaved6"}
 # More zrun options for every zcc run (e.g. --no-graphs).
 ZRUN_ARGS=${ZRUN_ARGS:-}
 
@@ -81,13 +86,15 @@ if [ "$mode" = compile ]; then
     exit 0
   fi
   # Pipeline inference: gpt2-xl, bf16, a batch of 32 in 8 micro-batches of
-  # 4 over 2 stages (one GPU each).
+  # 4 over 2 stages (one GPU each), once per config of PIPELINE_CONFIGS.
   onnx=$models/gpt2-xl-infer-mb4-tanh.onnx
   [ -f "$onnx" ] || /usr/bin/python3 "$root/examples/models/make_models.py" --model gpt2 --preset gpt2-xl --gelu tanh \
     --vocab 50304 --seq 1024 --batch 4 --no-loss --external-data --sizes-only -o "$onnx"
-  "$zcc" "$onnx" -c "$root/bench/configs/pipeline_infer.json" --world-size 2 --infer-precision bf16 --report \
-    -o "$out/gpt2-xl-pipeline.plan" 2>/dev/null > "$out/gpt2-xl-pipeline.report"
-  echo "gpt2-xl pipeline inference: $(head -1 "$out/gpt2-xl-pipeline.report")"
+  for config in $pipeline_configs; do
+    "$zcc" "$onnx" -c "$root/bench/configs/$config.json" --world-size 2 --infer-precision bf16 --report \
+      -o "$out/gpt2-xl-$config.plan" 2>/dev/null > "$out/gpt2-xl-$config.report"
+    echo "gpt2-xl $config: $(head -1 "$out/gpt2-xl-$config.report"), $(grep -o 'bubble fraction [0-9.]*' "$out/gpt2-xl-$config.report")"
+  done
   exit 0
 fi
 
@@ -152,17 +159,25 @@ fi
 # zcc's pipeline inference: 5 runs of the batch, the last 4 timed, logits
 # left on the device (as torch pipelining leaves them).
 $python -c "import numpy as np; np.save('$out/ids32.npy', np.random.default_rng(0).integers(0, 50304, (32, 1024)))"
-"$zrun" "$out/gpt2-xl-pipeline.plan" --backend cuda --nproc 2 --weights random --input input_ids="$out/ids32.npy" \
-  --repeat 5 --no-outputs --comm-timeout "${COMM_TIMEOUT:-60}" > "$out/pipeline-zcc.log" 2>&1 || tail -5 "$out/pipeline-zcc.log"
-$python - "$out/pipeline-zcc.log" >> "$results" <<'PY'
+for config in $pipeline_configs; do
+  [ -f "$out/gpt2-xl-$config.plan" ] || continue
+  "$zrun" "$out/gpt2-xl-$config.plan" --backend cuda --nproc 2 --weights random --input input_ids="$out/ids32.npy" \
+    --repeat 5 --no-outputs --comm-timeout "${COMM_TIMEOUT:-60}" > "$out/$config-zcc.log" 2>&1 || tail -5 "$out/$config-zcc.log"
+  $python - "$out/$config-zcc.log" "$out/gpt2-xl-$config.report" "$config" >> "$results" <<'PY'
 import json, re, sys
 text = open(sys.argv[1]).read()
+report = open(sys.argv[2]).read()
 m = re.search(r"batch of (\d+) samples in ([0-9.]+) ms", text)
+bubble = re.search(r"bubble fraction ([0-9.]+)", report)
+schedule = re.search(r"(\w+) schedule", report)
 if m:
     samples, ms = int(m.group(1)), float(m.group(2))
-    print(json.dumps({"system": "zcc-pipeline", "model": "gpt2-xl", "latency_s": ms / 1e3,
-                      "tokens_per_s": samples * 1024 / (ms / 1e3)}))
+    print(json.dumps({"system": "zcc-pipeline:" + sys.argv[3], "model": "gpt2-xl", "latency_s": ms / 1e3,
+                      "tokens_per_s": samples * 1024 / (ms / 1e3),
+                      "schedule": schedule.group(1) if schedule else None,
+                      "predicted_bubble": float(bubble.group(1)) if bubble else None}))
 PY
+done
 torchrun --nproc-per-node 2 "$root/bench/peers.py" --system pipeline --preset gpt2-xl --batch 32 --chunks 8 \
   2> "$out/pipeline.err" | tail -1 >> "$results" || tail -5 "$out/pipeline.err"
 $python "$root/bench/peers.py" --system single-infer --preset gpt2-xl --batch 32 >> "$results" 2> "$out/infer.err" || tail -5 "$out/infer.err"

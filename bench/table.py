@@ -63,14 +63,17 @@ def main():
               f"{mine['latency_s'] * 1e3:.1f} ms per batch{ratio}{memory}")
     if GPUS < 2:
         return
-    mine, peer = by.get(("zcc-pipeline", "gpt2-xl")), by.get(("torch-pipelining", "gpt2-xl"))
-    if mine and mine.get("tokens_per_s"):
+    peer = by.get(("torch-pipelining", "gpt2-xl"))
+    pipelines = [(system, r) for (system, model), r in by.items()
+                 if system.startswith("zcc-pipeline:") and r.get("tokens_per_s")]
+    for system, mine in pipelines:
         ratio = f", {mine['tokens_per_s'] / peer['tokens_per_s']:.2f}x torch pipelining" if peer else ""
-        print(f"zcc-pipeline gpt2-xl: {mine['tokens_per_s']:.0f} tokens/s, latency "
-              f"{mine['latency_s'] * 1e3:.1f} ms per batch{ratio}")
-    else:
-        print("zcc pipeline inference: not run or failed (see pipeline-zcc.log)")
-
+        bubble = (f" ({mine['schedule']}, predicted bubble {mine['predicted_bubble']:.3f})"
+                  if mine.get("predicted_bubble") is not None else "")
+        print(f"zcc-pipeline gpt2-xl, {system.split(':', 1)[1]}{bubble}: {mine['tokens_per_s']:.0f} tokens/s, "
+              f"latency {mine['latency_s'] * 1e3:.1f} ms per batch{ratio}")
+    if not pipelines:
+        print("zcc pipeline inference: not run or failed (see the *-zcc.log of each pipeline config)")
 
 if __name__ == "__main__":
     main()

@@ -52,8 +52,8 @@ struct LaunchContext {
   /// The first time a matrix product of a shape runs (outside a graph
   /// capture, not accumulating into its result), time the cuBLASLt
   /// heuristic's first candidates on it and keep the fastest; false keeps
-  /// the heuristic's first (the default until the timing has been
-  /// measured against it on the GPUs: tools/gpu/matmul-algos.sh).
+  /// the heuristic's first. The backend turns it on unless
+  /// ZCC_MATMUL_ALGOS=heuristic; the kernel tests leave it off.
   bool measureMatmulAlgos = false;
 };
 

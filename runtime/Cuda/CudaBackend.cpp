@@ -43,11 +43,18 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   ZCC_CUDA_RETURN_IF_ERROR(
       cudaMalloc(&backend->context_.workspace, cuda::kWorkspaceBytes));
   backend->context_.workspaceBytes = cuda::kWorkspaceBytes;
-  // ZCC_MATMUL_ALGOS=measured times cuBLASLt's first candidates for every
-  // product shape and keeps the fastest, instead of its first choice (to
-  // compare them: tools/gpu/matmul-algos.sh).
+  // Each product shape's algorithm: cuBLASLt's first candidates timed on
+  // it and the fastest kept (measured, the default: 1-3% faster on gpt2-xl,
+  // tools/gpu/matmul-algos.sh), or its heuristic's first choice, which is
+  // the same from run to run (heuristic).
   const char *algos = std::getenv("ZCC_MATMUL_ALGOS");
-  backend->context_.measureMatmulAlgos = algos && std::strcmp(algos, "measured") == 0;
+  if (algos && std::strcmp(algos, "measured") != 0 && std::strcmp(algos, "heuristic") != 0)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "ZCC_MATMUL_ALGOS=%s: expected measured (time cuBLASLt's candidates "
+                      "for each product shape, the default) or heuristic (its first choice, "
+                      "the same in every run)",
+                      algos);
+  backend->context_.measureMatmulAlgos = !algos || std::strcmp(algos, "heuristic") != 0;
   // ZCC_CUDNN_ATTENTION=0 keeps the attention on the own kernels (to
   // compare them, or where cuDNN misbehaves).
   const char *cudnn = std::getenv("ZCC_CUDNN_ATTENTION");

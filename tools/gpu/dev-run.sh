@@ -30,9 +30,9 @@ for mode in ${MODES:-profile check}; do
       ZRUN=build-gpu/bin/zrun timeout ${BENCH_TIMEOUT:-420} bash bench/gpu_bench.sh run $out/bench > $out/bench.txt 2>&1
       tail -30 $out/bench.txt; grep -h "program '" $out/bench/*.log | sort | uniq -c ;;
     infer)
-      mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline.* $out/infer/
+      mkdir -p $out/infer && cp build-bench/gpt2-xl-pipeline_infer*.* $out/infer/
       CASES=" " ZRUN=build-gpu/bin/zrun timeout ${INFER_TIMEOUT:-200} bash bench/gpu_bench.sh run $out/infer > $out/infer.txt 2>&1
-      tail -8 $out/infer.txt; tail -5 $out/infer/pipeline-zcc.log; cat $out/infer/results.jsonl ;;
+      tail -8 $out/infer.txt; tail -n 3 $out/infer/*-zcc.log; cat $out/infer/results.jsonl ;;
     attention)
       timeout ${ATTENTION_TIMEOUT:-200} python3 bench/attention.py --build build-gpu > $out/attention.txt 2>&1
       tail -12 $out/attention.txt ;;
