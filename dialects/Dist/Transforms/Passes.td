@@ -224,8 +224,10 @@ def PipelinePartitionPass : Pass<"zcc-dist-pipeline-partition", "mlir::ModuleOp"
     The units of partitioning are the ops that depend on the data, in
     program order; an op computed from parameters and constants alone goes
     with its first user. Each unit weighs, by `partition_method`:
-    - `parameters`: the elements of the float parameters (weights) it is
-      the first to use;
+    - `parameters`: the elements of the float parameters (weights) it
+      uses; a parameter used by several units counts at each, as
+      DeepSpeed counts a tied layer at each of its layer specs (GPT-2's
+      embedding at the input and again at the output layer);
     - `flops`: its estimated floating-point operations;
     - `uniform`: 1 if it uses a parameter (a layer), else 0;
     - `type:REGEX`: 1 if its ONNX node name or its op name matches REGEX

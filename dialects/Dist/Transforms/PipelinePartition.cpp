@@ -5,8 +5,8 @@
 // stage s holds pieces s, s + num_stages, ...). The pieces are made of units: the ops that depend on the
 // data (an op computed from parameters and constants alone belongs to the
 // unit that first uses it). Each unit weighs what `partition_method` counts
-// (the parameter elements it is the first to use, its flops, 1 if it uses a
-// parameter, or 1 if its name matches a regular expression), and the cuts
+// (the parameter elements it uses, its flops, 1 if it uses a parameter, or
+// 1 if its name matches a regular expression), and the cuts
 // minimise the heaviest stage, as DeepSpeed's partition_balanced does.
 //
 //===----------------------------------------------------------------------===//
@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/Regex.h"
 
 #include <limits>
@@ -184,12 +185,15 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
         paramSources[result] = sources;
     }
 
-    // Each unit's weight; parameters are counted at their first use.
-    llvm::DenseSet<Operation *> counted;
+    // Each unit's weight. A parameter counts at every unit that uses it:
+    // DeepSpeed builds each layer spec to count its parameters, so a tied
+    // layer (GPT-2's embedding, reused by the output layer) counts on both
+    // ends of the pipeline, where each stage holds a copy.
     SmallVector<int64_t> weights, paramWeights, flopWeights;
     for (Operation *unit : units) {
       int64_t params = 0;
       bool usesParam = false;
+      llvm::SmallPtrSet<Operation *, 4> counted;
       for (Value operand : unit->getOperands()) {
         auto it = paramSources.find(operand);
         if (it == paramSources.end() || !operand.getDefiningOp() ||
@@ -218,7 +222,7 @@ struct PipelinePartitionPass : impl::PipelinePartitionPassBase<PipelinePartition
     }
     int64_t weighted = llvm::count_if(weights, [](int64_t w) { return w > 0; });
     if (weighted < stages) {
-      StringRef what = method == "parameters" ? "ops that first use a parameter"
+      StringRef what = method == "parameters" ? "ops that use a parameter"
                        : method == "flops"    ? "ops with work"
                        : method == "uniform"  ? "ops that use a parameter"
                                               : "ops whose name matches the regular expression";

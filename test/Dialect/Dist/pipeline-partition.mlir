@@ -39,6 +39,39 @@ module attributes {zcc.config = {pipeline = {enabled = true, num_stages = 2 : i6
 
 // -----
 
+// A tied table: the 16x8 embedding (128 elements) is read again, transposed,
+// by the output layer. DeepSpeed builds and counts each layer spec, so the
+// tied table weighs on both ends: 128 + 4 x 64 + 128, and the cut falls
+// after the second layer (256 each). Counted once it would fall after the
+// first (192 each), leaving the output layer's work out of the balance.
+// CHECK-LABEL: module attributes
+// CHECK-SAME: parameters = array<i64: 256, 256>, weights = array<i64: 256, 256>
+// CHECK: zgraph.param "embed" trainable {zdist.stage = 0 : i64}
+// CHECK: zgraph.gather {{.*}}zdist.stage = 0
+// CHECK: zgraph.matmul {{.*}}zdist.stage = 0
+// CHECK: zgraph.matmul {{.*}}zdist.stage = 0
+// CHECK: zgraph.matmul {{.*}}zdist.stage = 1
+// CHECK: zgraph.matmul {{.*}}zdist.stage = 1
+// CHECK: zgraph.matmul {{.*}}{transpose_rhs{{.*}}zdist.stage = 1
+module attributes {zcc.config = {pipeline = {enabled = true, num_stages = 2 : i64, partition_method = "parameters"}}} {
+  func.func @main(%ids: tensor<4xi64> {zgraph.name = "ids"}) -> tensor<4x16xf32> {
+    %table = zgraph.param "embed" trainable : tensor<16x8xf32>
+    %w0 = zgraph.param "w0" trainable : tensor<8x8xf32>
+    %w1 = zgraph.param "w1" trainable : tensor<8x8xf32>
+    %w2 = zgraph.param "w2" trainable : tensor<8x8xf32>
+    %w3 = zgraph.param "w3" trainable : tensor<8x8xf32>
+    %x = zgraph.gather %table[%ids] axis = 0 : (tensor<16x8xf32>, tensor<4xi64>) -> tensor<4x8xf32> loc("embed/Gather")
+    %h0 = zgraph.matmul %x, %w0 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("block0/fc/MatMul")
+    %h1 = zgraph.matmul %h0, %w1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("block1/fc/MatMul")
+    %h2 = zgraph.matmul %h1, %w2 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("block2/fc/MatMul")
+    %h3 = zgraph.matmul %h2, %w3 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("block3/fc/MatMul")
+    %logits = zgraph.matmul %h3, %table {transpose_rhs} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32> loc("head/MatMul")
+    return %logits : tensor<4x16xf32>
+  }
+}
+
+// -----
+
 // By flops: the lookup costs 32 flops, each layer 512 (2 x 4 x 8 x 8) and
 // each ReLU 32, so the cut falls after the second layer's product: 1088
 // flops each.
