@@ -174,6 +174,10 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
   training->set_precision(halfPrecision ? "fp16" : flag(bf16, "enabled", false) ? "bf16" : "fp32");
   plan::LossScaler *scaler = training->mutable_loss_scaler();
   scaler->set_enabled(halfPrecision);
+  // DeepSpeed's bf16 optimizers check the gradients for inf and NaN and
+  // skip such a step (bf16.check_grad_overflow, default true).
+  scaler->set_skip_nonfinite(!halfPrecision && flag(bf16, "enabled", false) &&
+                             flag(bf16, "check_grad_overflow", true));
   if (halfPrecision) {
     double staticScale = number(fp16, "loss_scale", 0.0);
     scaler->set_dynamic(staticScale == 0.0);

@@ -174,7 +174,8 @@ static std::string trainingText(const plan::Training &training) {
   const plan::LossScaler &scaler = training.loss_scaler();
   out += "  loss_scaler: ";
   if (!scaler.enabled())
-    out += "disabled";
+    out += scaler.skip_nonfinite() ? "disabled, steps with inf or NaN gradients skipped"
+                                   : "disabled";
   else
     out += std::string(scaler.dynamic() ? "dynamic" : "static") +
            ", static_scale " + formatDouble(scaler.static_scale()) +

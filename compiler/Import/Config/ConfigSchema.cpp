@@ -103,7 +103,8 @@ const SectionSpec &offloadParamSchema() {
           // swappable partitions, in the order the step reads them, stay
           // in host memory (zcc-dist-nvme-swap).
           intKey("max_in_cpu", int64_t(1000000000)).atLeast(0),
-          boolKey("pin_memory", true),
+          boolKey("pin_memory", true)
+              .noEffect("zcc pins every host buffer the device copies to or from"),
       },
       {}};
   return section;
@@ -116,7 +117,8 @@ const SectionSpec &offloadOptimizerSchema() {
           enumKey("device", "none", {"none", "cpu", "nvme"}),
           stringKey("nvme_path", nullptr),
           intKey("buffer_count", 4).atLeast(0),
-          boolKey("pin_memory", true),
+          boolKey("pin_memory", true)
+              .noEffect("zcc pins every host buffer the device copies to or from"),
           boolKey("pipeline_read", false)
               .noEffect("zcc places every swap of the optimizer state in the plan"),
           boolKey("pipeline_write", false)
@@ -140,16 +142,23 @@ const SectionSpec &zeroSchema() {
       "zero_optimization",
       {
           intKey("stage", 0).atLeast(0).atMost(3),
-          boolKey("contiguous_gradients", true),
+          boolKey("contiguous_gradients", true)
+              .noEffect("zcc plans every gradient's bytes before the run: nothing fragments"),
           boolKey("reduce_scatter", true),
           intKey("reduce_bucket_size", int64_t(500000000)).atLeast(0).autoTuned(),
-          boolKey("use_multi_rank_bucket_allreduce", true),
-          boolKey("allgather_partitions", true),
+          boolKey("use_multi_rank_bucket_allreduce", true)
+              .noEffect("zcc sizes its reduction buckets from reduce_bucket_size"),
+          boolKey("allgather_partitions", true)
+              .noEffect("zcc gathers the updated partitions with all-gathers"),
           intKey("allgather_bucket_size", int64_t(500000000)).atLeast(0).autoTuned(),
           // None resolves to stage == 3 after the section is read.
           key("overlap_comm", ValueKind::Bool, nullptr),
-          boolKey("load_from_fp32_weights", true),
-          boolKey("elastic_checkpoint", false),
+          boolKey("load_from_fp32_weights", true)
+              .unsupported("zcc restores the fp32 master weights its checkpoints hold; remove "
+                           "load_from_fp32_weights"),
+          boolKey("elastic_checkpoint", false)
+              .unsupported("elastic checkpoints (resuming at another data-parallel size) are "
+                           "not supported yet; remove elastic_checkpoint"),
           sectionKey("offload_param", offloadParamSchema()).orNull(),
           sectionKey("offload_optimizer", offloadOptimizerSchema()).orNull(),
           key("zenflow", ValueKind::Opaque, nullptr)
@@ -226,7 +235,8 @@ const SectionSpec &fp16Schema() {
       "fp16",
       {
           boolKey("enabled", false),
-          boolKey("auto_cast", false),
+          boolKey("auto_cast", false)
+              .noEffect("zcc casts the model's fp32 inputs to fp16 at the entry already"),
           numberKey("loss_scale", 0.0).atLeast(0.0),
           intKey("initial_scale_power", 16).atLeast(0).atMost(127),
           intKey("loss_scale_window", 1000),
@@ -246,7 +256,9 @@ const SectionSpec &bf16Schema() {
       "bf16",
       {
           boolKey("enabled", false),
-          boolKey("immediate_grad_update", false),
+          boolKey("immediate_grad_update", false)
+              .noEffect("zcc adds each gradient into its fp32 accumulator as the backward "
+                        "computes it"),
           boolKey("check_grad_overflow", true),
           boolKey("bf16_master_weights_and_grads", false),
           boolKey("bf16_optimizer_states", false),
@@ -260,7 +272,8 @@ const SectionSpec &activationCheckpointingSchema() {
       "activation_checkpointing",
       {
           boolKey("partition_activations", false),
-          boolKey("contiguous_memory_optimization", false),
+          boolKey("contiguous_memory_optimization", false)
+              .noEffect("zcc plans the checkpoints' bytes with every other buffer"),
           boolKey("cpu_checkpointing", false),
           intKey("number_checkpoints", nullptr).atLeast(1),
           boolKey("synchronize_checkpoint_boundary", false),
@@ -310,6 +323,9 @@ const SectionSpec &dataTypesSchema() {
 SectionSpec makeTopLevelSchema() {
   static const char *kMonitor =
       "zcc writes metrics with zrun --log-json; monitor back ends are not used";
+  static const char *kFp32Reduction =
+      "zcc averages the gradients in fp32, where dividing before or after the sum "
+      "changes only the rounding";
   KeySpec tensorboard = opaqueKey("tensorboard").noEffect(kMonitor);
   KeySpec wandb = opaqueKey("wandb").noEffect(kMonitor);
   KeySpec csvMonitor = opaqueKey("csv_monitor").noEffect(kMonitor);
@@ -322,24 +338,31 @@ SectionSpec makeTopLevelSchema() {
           intKey("gradient_accumulation_steps", nullptr).atLeast(1),
           intKey("steps_per_print", 10).atLeast(1),
           numberKey("gradient_clipping", 1.0).atLeast(0.0),
-          boolKey("prescale_gradients", false),
-          numberKey("gradient_predivide_factor", 1.0).above(0.0),
+          boolKey("prescale_gradients", false)
+              .noEffect(kFp32Reduction),
+          numberKey("gradient_predivide_factor", 1.0).above(0.0).noEffect(kFp32Reduction),
           enumKey("gradient_allreduce_op", "avg", {"avg", "sum"}),
           enumKey("communication_data_type", nullptr, {"fp32", "fp16", "bf16"}).orNull(),
           enumKey("seq_parallel_communication_data_type", "fp32", {"fp32", "fp16", "bf16"}),
           boolKey("sparse_gradients", false)
               .unsupported("sparse gradients are not supported yet"),
-          boolKey("zero_allow_untested_optimizer", false),
-          boolKey("zero_force_ds_cpu_optimizer", true),
-          boolKey("disable_allgather", false),
+          boolKey("zero_allow_untested_optimizer", false)
+              .noEffect("zcc runs only its own optimizers"),
+          boolKey("zero_force_ds_cpu_optimizer", true)
+              .noEffect("an offloaded optimizer always runs on zcc's own host kernels"),
+          boolKey("disable_allgather", false)
+              .noEffect("zcc gathers the updated partitions with all-gathers"),
           boolKey("dataloader_drop_last", false),
           boolKey("wall_clock_breakdown", false)
               .noEffect("zrun --log-json records step times"),
           boolKey("memory_breakdown", false)
               .noEffect("zcc --report gives the memory plan before the run"),
           boolKey("dump_state", false).noEffect("zplan dump prints the plan"),
-          boolKey("load_universal_checkpoint", false),
-          boolKey("use_node_local_storage", false),
+          boolKey("load_universal_checkpoint", false)
+              .unsupported("universal checkpoints are not supported; zrun --resume reads the "
+                           "checkpoints zrun --save writes"),
+          boolKey("use_node_local_storage", false)
+              .noEffect("each rank writes its own files under zrun --save's folder"),
           sectionKey("zero_optimization", zeroSchema()),
           sectionKey("fp16", fp16Schema()),
           sectionKey("bf16", bf16Schema()),

@@ -683,6 +683,18 @@ bool Importer::checkPrecision(const Json &config) {
     if (config["zero_optimization"]["stage"].get<int64_t>() < 1)
       return error("bf16.bf16_optimizer_states", "needs ZeRO stage 1 or higher");
   }
+  // zcc reduces and accumulates gradients in fp32 (the plan's gradient
+  // buffers); a 16-bit choice here would trade accuracy for bandwidth.
+  if (const Json &type = config["communication_data_type"];
+      type.is_string() && type != "fp32")
+    warning("communication_data_type",
+            "has no effect in zcc: the gradients are reduced in fp32, not " +
+                type.get<std::string>());
+  if (const Json &type = config["data_types"]["grad_accum_dtype"];
+      type.is_string() && type != "fp32")
+    return error("data_types.grad_accum_dtype",
+                 "zcc accumulates gradients in fp32; " + type.get<std::string>() +
+                     " accumulation is not supported: set it to \"fp32\" or remove it");
   if (config["gradient_allreduce_op"] == "sum" &&
       config["zero_optimization"]["stage"].get<int64_t>() == 3)
     return error("gradient_allreduce_op",

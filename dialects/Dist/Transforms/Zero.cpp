@@ -4,7 +4,8 @@
 // to the config's ZeRO stage, deciding at compile time what DeepSpeed decides
 // with hooks at run time:
 //   stage 0  every rank holds everything; at the accumulation boundary (the
-//            start of @grad_norm) each gradient is averaged over the group;
+//            start of @grad_norm) each gradient is averaged over the group
+//            (summed with gradient_allreduce_op "sum");
 //   stage 1  optimizer state partitioned: each rank keeps its rows of Adam's
 //            moments and an fp32 master copy of its rows, updates them, and
 //            all-gathers the updated rows into the whole parameters, in
@@ -57,9 +58,10 @@ class ZeroPartitioner {
 public:
   ZeroPartitioner(ModuleOp module, MeshOp mesh, int64_t dataParallel, int64_t stage,
                   int64_t persistenceThreshold, int64_t reduceBucketSize,
-                  int64_t allgatherBucketSize, Stage3Schedule schedule, bool reduceInStep)
+                  int64_t allgatherBucketSize, Stage3Schedule schedule, bool reduceInStep,
+                  ReductionKind gradientReduction)
       : module(module), builder(module.getContext()), dataParallel(dataParallel), stage(stage),
-        reduceInStep(reduceInStep),
+        reduceInStep(reduceInStep), gradientReduction(gradientReduction),
         persistenceThreshold(persistenceThreshold), reduceBucketSize(reduceBucketSize),
         allgatherBucketSize(allgatherBucketSize), schedule(schedule),
         meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
@@ -113,7 +115,7 @@ private:
     auto type = cast<RankedTensorType>(full.getType());
     return builder.create<ReduceScatterOp>(
         loc, shardType(type), full, meshRef, axes, builder.getI64IntegerAttr(0),
-        ReductionKindAttr::get(builder.getContext(), ReductionKind::Avg));
+        ReductionKindAttr::get(builder.getContext(), gradientReduction));
   }
 
   Value allReduce(Location loc, Value value, ReductionKind kind) {
@@ -138,6 +140,9 @@ private:
   /// Stages 0 and 1: the gradients are averaged in the micro-step, bucket
   /// by bucket as the backward pass completes them, not in @grad_norm.
   bool reduceInStep;
+  /// How the gradients combine over the group: Avg, or Sum with
+  /// gradient_allreduce_op "sum" (stages 0 to 2, as DeepSpeed allows).
+  ReductionKind gradientReduction;
   int64_t persistenceThreshold, reduceBucketSize, allgatherBucketSize;
   Stage3Schedule schedule;
   FlatSymbolRefAttr meshRef;
@@ -349,7 +354,7 @@ void ZeroPartitioner::allReduceBucket(ArrayRef<zgraph::AccumulateOp> bucket) {
   builder.setInsertionPoint(last);
   Location loc = last.getLoc();
   if (bucket.size() == 1) {
-    last.getValueMutable().assign(allReduce(loc, last.getValue(), ReductionKind::Avg));
+    last.getValueMutable().assign(allReduce(loc, last.getValue(), gradientReduction));
     return;
   }
   Type element = cast<RankedTensorType>(last.getValue().getType()).getElementType();
@@ -363,7 +368,7 @@ void ZeroPartitioner::allReduceBucket(ArrayRef<zgraph::AccumulateOp> bucket) {
   }
   Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
                                                 flats, builder.getI64IntegerAttr(0));
-  Value averaged = allReduce(loc, flat, ReductionKind::Avg);
+  Value averaged = allReduce(loc, flat, gradientReduction);
   int64_t offset = 0;
   for (zgraph::AccumulateOp accumulate : bucket) {
     auto type = cast<RankedTensorType>(accumulate.getValue().getType());
@@ -692,7 +697,7 @@ void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
     Location loc = bucket.front().getLoc();
     SmallVector<Value> reducedValues;
     if (bucket.size() == 1) {
-      reducedValues.push_back(allReduce(loc, bucket.front(), ReductionKind::Avg));
+      reducedValues.push_back(allReduce(loc, bucket.front(), gradientReduction));
     } else {
       Type element = bucket.front().getType().getElementType();
       SmallVector<Value> flats;
@@ -707,7 +712,7 @@ void ZeroPartitioner::partitionGradNorm(func::FuncOp gradNorm) {
       }
       Value flat = builder.create<zgraph::ConcatOp>(loc, RankedTensorType::get({total}, element),
                                                     flats, builder.getI64IntegerAttr(0));
-      Value reduced = allReduce(loc, flat, ReductionKind::Avg);
+      Value reduced = allReduce(loc, flat, gradientReduction);
       int64_t offset = 0;
       for (zgraph::StateOp &state : bucket) {
         int64_t size = state.getType().getNumElements();
@@ -890,9 +895,18 @@ struct ZeroPass : impl::ZeroPassBase<ZeroPass> {
                                        : IntegerAttr();
     bool reduceInStep =
         schedule.gatherAhead && gradientAccumulation && gradientAccumulation.getInt() == 1;
+    // gradient_allreduce_op "sum" adds the ranks' gradients instead of
+    // averaging them (the config importer rejects it with stage 3).
+    auto allreduceOp = config ? config.getAs<StringAttr>("gradient_allreduce_op") : StringAttr();
+    ReductionKind gradientReduction =
+        allreduceOp && allreduceOp.getValue() == "sum" ? ReductionKind::Sum : ReductionKind::Avg;
+    if (gradientReduction == ReductionKind::Sum && stage == 3) {
+      module.emitError("gradient_allreduce_op 'sum' is not supported with ZeRO stage 3; use 'avg'");
+      return signalPassFailure();
+    }
     ZeroPartitioner partitioner(module, mesh, dataParallel, stage, threshold,
                                 std::max<int64_t>(1, bucket), std::max<int64_t>(1, gatherBucket),
-                                schedule, reduceInStep);
+                                schedule, reduceInStep, gradientReduction);
     if (!gradNorm) {
       auto main = module.lookupSymbol<func::FuncOp>("main");
       if (!main) {
