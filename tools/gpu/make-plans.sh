@@ -56,6 +56,14 @@ for name in z0r1-fp32 z0r1-bf16 z3r2-fp32 z3r2-bf16; do
   "$zcc" "$out/gpt2-dropout.onnx" -c "$out/${name%-*}-${name#*-}.json" --world-size $world \
     -o "$out/${name%-*}-dropout-${name#*-}.plan"
 done
+# gradient_allreduce_op "sum": NCCL's sum of the gradients, in ZeRO-0's
+# all-reduce and ZeRO-2's reduce-scatter, on 2 ranks.
+for name in z0r2 z2r2; do
+  source=$out/z0r2-fp32.json
+  [ $name = z2r2 ] && source=$inputs/ds_zero2_gas2.json
+  $python "$inputs/set_config.py" "$source" "$out/$name-sum.json" 'gradient_allreduce_op="sum"'
+  "$zcc" "$out/gpt2.onnx" -c "$out/$name-sum.json" --world-size 2 -o "$out/$name-sum-fp32.plan"
+done
 # Lion: the cuda step against the cpu's, on the device (ZeRO 0 and 3) and
 # on the host (ZeRO 2 with the optimizer offloaded).
 for name in z0r1-fp32 z3r2-bf16 z2r1-off-fp32; do
