@@ -144,7 +144,9 @@ const SectionSpec &zeroSchema() {
           intKey("stage", 0).atLeast(0).atMost(3),
           boolKey("contiguous_gradients", true)
               .noEffect("zcc plans every gradient's bytes before the run: nothing fragments"),
-          boolKey("reduce_scatter", true),
+          boolKey("reduce_scatter", true)
+              .noEffect("an all-reduce and a reduce-scatter average the same gradients; zcc "
+                        "reduce-scatters the partitioned ones"),
           intKey("reduce_bucket_size", int64_t(500000000)).atLeast(0).autoTuned(),
           boolKey("use_multi_rank_bucket_allreduce", true)
               .noEffect("zcc sizes its reduction buckets from reduce_bucket_size"),
@@ -163,7 +165,10 @@ const SectionSpec &zeroSchema() {
           sectionKey("offload_optimizer", offloadOptimizerSchema()).orNull(),
           key("zenflow", ValueKind::Opaque, nullptr)
               .unsupported("ZenFlow is not supported yet; remove zenflow"),
-          intKey("sub_group_size", int64_t(1000000000)).atLeast(1).autoTuned(),
+          intKey("sub_group_size", int64_t(1000000000))
+              .atLeast(1)
+              .autoTuned()
+              .noEffect("zcc's optimizer updates each parameter whole, in no groups"),
           intKey("stage3_prefetch_bucket_size", int64_t(50000000))
               .atLeast(0)
               .autoTuned()

@@ -269,6 +269,9 @@ bool Importer::checkSupport(const KeySpec &spec, const Json &resolved,
                             const std::string &path) {
   if (spec.support == Support::Yes)
     return true;
+  // "auto" left for zcc-dist-auto-tune to fill is zcc's own choice.
+  if (spec.autoMode == AutoMode::Tune && resolved == Json("auto"))
+    return true;
   bool changed = spec.kind == ValueKind::Opaque ? isActive(spec, resolved)
                                                 : resolved != spec.defaultValue;
   if (!changed)
