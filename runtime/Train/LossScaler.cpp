@@ -12,6 +12,7 @@ static constexpr double kScaleFactor = 2.0;
 
 StatusOr<LossScaler> LossScaler::create(const plan::LossScaler &config) {
   LossScaler scaler;
+  scaler.skipNonfinite_ = config.skip_nonfinite();
   if (!config.enabled())
     return scaler;
   scaler.enabled_ = true;

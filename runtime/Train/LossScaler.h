@@ -54,6 +54,10 @@ public:
   /// The scale of the next backward pass.
   double scale() const { return scale_; }
   bool enabled() const { return enabled_; }
+  /// Whether a step with inf or NaN gradients is skipped: always with
+  /// scaling (fp16), and without it where the plan asks (bf16's
+  /// check_grad_overflow).
+  bool skipsNonfinite() const { return enabled_ || skipNonfinite_; }
   bool dynamic() const { return dynamic_; }
 
   /// Moves the scale after a step; `overflow` says whether its gradients
@@ -77,6 +81,7 @@ private:
   LossScaler() = default;
 
   bool enabled_ = false;
+  bool skipNonfinite_ = false;
   bool dynamic_ = false;
   double scale_ = 1.0;
   // DynamicLossScaler's fields (DeepSpeed calls hysteresis delayed_shift).

@@ -498,7 +498,6 @@ struct TrainRun {
   Status endStep(Executor &executor, const std::string &normName,
                  const std::string &scalarsName, Communicator *stages, int64_t step, int64_t k,
                  int64_t accumulation, double lossScale, StepReport &report) const {
-    const plan::Training &training = executor.plan().plan.training();
     ZCC_RETURN_IF_ERROR(executor.run("grad_norm"), "step %lld", static_cast<long long>(step));
     StatusOr<double> normSq = scalarOutput(executor, normName);
     if (!normSq.isOk())
@@ -513,15 +512,13 @@ struct TrainRun {
     report.lossScale = lossScale;
     report.accumulation = accumulation;
     report.gradNorm = std::sqrt(sumSquares) * unscale;
-    // fp16's scaler, or bf16's check (the scale stays 1): a step with inf
-    // or NaN gradients is skipped, its learning rate not taken.
-    report.overflow = (scaler.enabled() || training.loss_scaler().skip_nonfinite()) &&
-                      !std::isfinite(report.gradNorm);
+    report.overflow = scaler.skipsNonfinite() && !std::isfinite(report.gradNorm);
     report.lr = schedule.lrForStep(k);
     if (report.overflow) {
       ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));
       return Status::ok();
     }
+    const plan::Training &training = executor.plan().plan.training();
     double factor = unscale;
     if (training.gradient_clipping() > 0) {
       double coefficient = training.gradient_clipping() / (report.gradNorm + 1e-6);
