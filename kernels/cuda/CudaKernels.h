@@ -50,12 +50,15 @@ struct LaunchContext {
   /// kernels use where it takes the shape; null runs the own kernels only.
   CudnnAttention *cudnnAttention = nullptr;
   /// The first time a matrix product of a shape runs (outside a graph
-  /// capture, not accumulating into its result), time the cuBLASLt
-  /// heuristic's first candidates on it and keep the fastest; false keeps
-  /// the heuristic's first. The backend turns it on unless
-  /// ZCC_MATMUL_ALGOS=heuristic; the kernel tests leave it off.
-  bool measureMatmulAlgos = false;
+  /// capture, not accumulating into its result), time this many of the
+  /// cuBLASLt heuristic's first candidates on it and keep the fastest
+  /// (at most kMaxMatmulCandidates); 1 keeps the heuristic's first. The
+  /// backend sets it from ZCC_MATMUL_ALGOS; the kernel tests leave it 1.
+  int matmulCandidates = 1;
 };
+
+/// The most cuBLASLt candidates a product shape times (matmulCandidates).
+constexpr int kMaxMatmulCandidates = 64;
 
 /// Bytes of workspace the backend allocates: cuBLASLt's recommendation for
 /// Hopper, room for reductions, and cuDNN's attention gradient's f32 query

@@ -39,6 +39,7 @@
 #include "kernels/cuda/ElementwiseLaunch.h"
 #include "kernels/cuda/ShapeLaunch.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <mutex>
@@ -392,10 +393,6 @@ template <typename T> struct ProductEpilogue {
   const T *geluInput = nullptr;
 };
 
-/// Candidates of the heuristic that a product measures (LaunchContext::
-/// measureMatmulAlgos).
-constexpr int kMeasuredCandidates = 8;
-
 /// The index of the fastest of `count` candidates, each run by
 /// `launch(i)` on `stream` (false: the candidate cannot run this product):
 /// one warm-up launch, then the mean of three timed by events. Leaves the
@@ -574,8 +571,8 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   if (!cached) {
     // With measuring on, the heuristic's first candidates are each timed
     // on this product and the fastest is kept; otherwise its first.
-    const int wanted = context.measureMatmulAlgos ? kMeasuredCandidates : 1;
-    cublasLtMatmulHeuristicResult_t heuristics[kMeasuredCandidates] = {};
+    const int wanted = std::clamp(context.matmulCandidates, 1, kMaxMatmulCandidates);
+    cublasLtMatmulHeuristicResult_t heuristics[kMaxMatmulCandidates] = {};
     cublasLtMatmulHeuristicResult_t &heuristic = heuristics[0];
     int found = 0;
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(

@@ -13,6 +13,35 @@
 
 namespace zcc {
 
+namespace {
+
+/// The cuBLASLt candidates each product shape times, from the value of
+/// ZCC_MATMUL_ALGOS: unset or "measured" times 8, "measured:N" times N
+/// (1 to cuda::kMaxMatmulCandidates), "heuristic" keeps the heuristic's
+/// first choice, which is the same from run to run.
+StatusOr<int> matmulCandidatesFromEnv(const char *value) {
+  constexpr int kDefaultCandidates = 8;
+  if (!value || std::strcmp(value, "measured") == 0)
+    return kDefaultCandidates;
+  if (std::strcmp(value, "heuristic") == 0)
+    return 1;
+  if (std::strncmp(value, "measured:", 9) == 0) {
+    char *end = nullptr;
+    long count = std::strtol(value + 9, &end, 10);
+    if (end != value + 9 && *end == '\0' && count >= 1 &&
+        count <= cuda::kMaxMatmulCandidates)
+      return static_cast<int>(count);
+  }
+  return makeStatus(StatusCode::kInvalidArgument,
+                    "ZCC_MATMUL_ALGOS=%s: expected measured (time %d of cuBLASLt's "
+                    "candidates for each product shape, the default), measured:N "
+                    "(time N of them, 1 to %d) or heuristic (its first choice, the "
+                    "same in every run)",
+                    value, kDefaultCandidates, cuda::kMaxMatmulCandidates);
+}
+
+} // namespace
+
 StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   int count = 0;
   cudaError_t counted = cudaGetDeviceCount(&count);
@@ -45,16 +74,13 @@ StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
   backend->context_.workspaceBytes = cuda::kWorkspaceBytes;
   // Each product shape's algorithm: cuBLASLt's first candidates timed on
   // it and the fastest kept (measured, the default: 1-3% faster on gpt2-xl,
-  // tools/gpu/matmul-algos.sh), or its heuristic's first choice, which is
-  // the same from run to run (heuristic).
-  const char *algos = std::getenv("ZCC_MATMUL_ALGOS");
-  if (algos && std::strcmp(algos, "measured") != 0 && std::strcmp(algos, "heuristic") != 0)
-    return makeStatus(StatusCode::kInvalidArgument,
-                      "ZCC_MATMUL_ALGOS=%s: expected measured (time cuBLASLt's candidates "
-                      "for each product shape, the default) or heuristic (its first choice, "
-                      "the same in every run)",
-                      algos);
-  backend->context_.measureMatmulAlgos = !algos || std::strcmp(algos, "heuristic") != 0;
+  // tools/gpu/matmul-algos.sh; measured:N times N of them), or its
+  // heuristic's first choice, which is the same from run to run
+  // (heuristic).
+  StatusOr<int> candidates = matmulCandidatesFromEnv(std::getenv("ZCC_MATMUL_ALGOS"));
+  if (!candidates.isOk())
+    return candidates.takeStatus();
+  backend->context_.matmulCandidates = *candidates;
   // ZCC_CUDNN_ATTENTION=0 keeps the attention on the own kernels (to
   // compare them, or where cuDNN misbehaves).
   const char *cudnn = std::getenv("ZCC_CUDNN_ATTENTION");

@@ -4,6 +4,9 @@
 #   bench    bench/gpu_bench.sh run (CASES, SKIP_PEERS as there)
 #   check    tools/gpu/check.sh on build-gpu-plans
 #   attention bench/attention.py (zcc's attention kernels against torch's)
+#   matmul   bench/matmul.py (zcc's products, by cuBLASLt candidates timed,
+#            against torch's; MATMUL_ARGS: more of its options)
+#   algos    tools/gpu/matmul-algos.sh (whole plans by ZCC_MATMUL_ALGOS)
 #   gputests the gpu-labelled tests (GPU_TESTS: a ctest -R pattern)
 #   offload  OFFLOAD_PLAN (default gpt2-xl-z3off, from gpu_bench.sh compile
 #            with NPROC=1) for OFFLOAD_STEPS on build-bench/tokens.bin
@@ -16,7 +19,7 @@ set -x
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=$OUT
 cmake -G Ninja -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DZCC_BUILD_COMPILER=OFF > $out/cmake.log 2>&1
-ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests zcc-cuda-graph-test zcc-bench-attention} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
+ninja -C build-gpu ${BUILD_TARGETS:-zrun zcc_cuda zcc-cuda-kernels-test zcc-cuda-unittests zcc-cuda-graph-test zcc-bench-attention zcc-bench-matmul} > $out/build.log 2>&1 || { grep -B2 -A12 -m3 error $out/build.log; exit 1; }
 for mode in ${MODES:-profile check}; do
   case $mode in
     profile)
@@ -36,6 +39,12 @@ for mode in ${MODES:-profile check}; do
     attention)
       timeout ${ATTENTION_TIMEOUT:-200} python3 bench/attention.py --build build-gpu > $out/attention.txt 2>&1
       tail -12 $out/attention.txt ;;
+    matmul)
+      timeout ${MATMUL_TIMEOUT:-300} python3 bench/matmul.py --build build-gpu ${MATMUL_ARGS:-} > $out/matmul.txt 2>&1
+      tail -16 $out/matmul.txt ;;
+    algos)
+      timeout ${ALGOS_TIMEOUT:-400} bash tools/gpu/matmul-algos.sh > $out/algos.txt 2>&1
+      cat $out/algos.txt ;;
     offload)
       plan=build-bench/${OFFLOAD_PLAN:-gpt2-xl-z3off}
       timeout ${OFFLOAD_TIMEOUT:-150} build-gpu/bin/zrun $plan.plan --backend cuda --weights random \
