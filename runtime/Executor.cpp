@@ -13,6 +13,10 @@ namespace zcc {
 Executor::Executor(LoadedPlan plan) : plan_(std::move(plan)) {}
 
 Executor::~Executor() {
+  // Programs still running read the arenas; a dead or hung peer ends the
+  // wait (watched as finish() watches) and its error has been reported.
+  if (pending_ && backend_)
+    (void)finish();
   if (backend_) {
     backend_->deallocate(arena_);
     backend_->deallocateHost(hostArena_);
@@ -416,6 +420,9 @@ static std::string numpyName(plan::DType dtype) {
 Status Executor::setInput(const std::string &name, const void *data,
                           uint64_t bytes, plan::DType dtype,
                           const std::vector<int64_t> &shape) {
+  // The programs still running may read or write it.
+  if (Status finished = finish(); !finished.isOk())
+    return finished;
   const plan::Plan &plan = plan_.plan;
   int index = -1;
   std::string known;
@@ -457,7 +464,10 @@ Status Executor::setInput(const std::string &name, const void *data,
   return Status::ok();
 }
 
-StatusOr<HostTensor> Executor::output(const std::string &name) const {
+StatusOr<HostTensor> Executor::output(const std::string &name) {
+  // The programs still running may read or write it.
+  if (Status finished = finish(); !finished.isOk())
+    return finished;
   const plan::Plan &plan = plan_.plan;
   std::string known;
   for (const plan::Binding &binding : plan.outputs()) {
@@ -490,7 +500,10 @@ Status Executor::kernelFailed(Status status, const PreparedProgram &program,
       " of program '" + source.name() + "'");
 }
 
-StatusOr<HostTensor> Executor::readBuffer(uint32_t id) const {
+StatusOr<HostTensor> Executor::readBuffer(uint32_t id) {
+  // The programs still running may read or write it.
+  if (Status finished = finish(); !finished.isOk())
+    return finished;
   const plan::Plan &plan = plan_.plan;
   if (id >= static_cast<uint32_t>(plan.buffers_size()))
     return makeStatus(StatusCode::kOutOfRange, "the plan has no buffer %u", id);
@@ -511,6 +524,9 @@ StatusOr<HostTensor> Executor::readBuffer(uint32_t id) const {
 }
 
 Status Executor::writeBuffer(uint32_t id, const void *data, uint64_t bytes) {
+  // The programs still running may read or write it.
+  if (Status finished = finish(); !finished.isOk())
+    return finished;
   const plan::Plan &plan = plan_.plan;
   if (id >= static_cast<uint32_t>(plan.buffers_size()))
     return makeStatus(StatusCode::kOutOfRange, "the plan has no buffer %u", id);
@@ -636,6 +652,31 @@ Status Executor::runInstructions(size_t programIndex, const std::function<Status
 }
 
 Status Executor::run(const std::string &programName) {
+  return launchProgram(programName, /*wait=*/true);
+}
+
+Status Executor::start(const std::string &programName) {
+  return launchProgram(programName, /*wait=*/false);
+}
+
+std::function<Status()>
+Executor::peerWatch(std::chrono::steady_clock::time_point since) const {
+  Communicator *first = communicator_;
+  Communicator *second = pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr;
+  if (!first && !second)
+    return {};
+  return [first, second, since]() -> Status {
+    auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - since);
+    for (Communicator *communicator : {first, second})
+      if (communicator)
+        if (Status health = communicator->checkHealth(waited); !health.isOk())
+          return health;
+    return Status::ok();
+  };
+}
+
+Status Executor::launchProgram(const std::string &programName, bool wait) {
   size_t index = programs_.size();
   for (size_t p = 0; p < programs_.size(); ++p)
     if (programs_[p].source->name() == programName)
@@ -658,24 +699,19 @@ Status Executor::run(const std::string &programName) {
 
   // A rank with peers watches them while it waits: a dead or hung peer ends
   // the wait with the communicator's error instead of blocking forever.
-  auto start = std::chrono::steady_clock::now();
-  std::function<Status()> watchPeers;
-  // And the communicators' watchdogs watch the run, in case this thread
-  // gets stuck where it cannot look.
-  Communicator *watched[2] = {communicator_, pipelineCommunicator_ != communicator_
-                                                 ? pipelineCommunicator_
-                                                 : nullptr};
-  WatchedRun watchedStage(watched[0]), watchedPipe(watched[1]);
-  if (watched[0] || watched[1])
-    watchPeers = [&]() -> Status {
-      auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - start);
-      for (Communicator *communicator : watched)
-        if (communicator)
-          if (Status health = communicator->checkHealth(waited); !health.isOk())
-            return health;
-      return Status::ok();
-    };
+  // And the communicators' watchdogs watch the run until it is finished,
+  // in case this thread gets stuck where it cannot look. The run joins
+  // those started before it.
+  if (!pending_) {
+    pending_.emplace();
+    pending_->first = programName;
+    pending_->since = std::chrono::steady_clock::now();
+    pending_->watched[0] = std::make_unique<WatchedRun>(communicator_);
+    pending_->watched[1] = std::make_unique<WatchedRun>(
+        pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr);
+  }
+  pending_->last = programName;
+  std::function<Status()> watchPeers = peerWatch(pending_->since);
 
   // The first run launches the instructions one by one (kernels load,
   // cuBLASLt picks its algorithms); the second captures them and replays
@@ -697,9 +733,21 @@ Status Executor::run(const std::string &programName) {
   Status status = replay       ? backend_->replay(static_cast<uint32_t>(prepared.graph))
                   : profiling_ ? runInstructions<true>(index, watchPeers)
                                : runInstructions<false>(index, watchPeers);
-  if (!status.isOk())
+  if (!status.isOk()) {
+    pending_.reset();
     return replay ? status.addContext("while replaying program '" + programName + "'") : status;
-  status = backend_->synchronize(watchPeers);
+  }
+  // A replayed graph runs on its own; anything else was waited for as it
+  // launched (host kernels, profiling) or is waited for now.
+  if (!wait && replay)
+    return Status::ok();
+  return finish();
+}
+
+Status Executor::finish() {
+  if (!pending_)
+    return Status::ok();
+  Status status = backend_->synchronize(peerWatch(pending_->since));
   // A swap run as a host call on a stream failed.
   if (status.isOk()) {
     std::lock_guard<std::mutex> lock(hostCallMutex_);
@@ -710,10 +758,15 @@ Status Executor::run(const std::string &programName) {
   }
   // Once more after the device is done: a communicator aborted during the
   // run (its watchdog) fails the run even when nothing polled it since.
-  if (status.isOk() && watchPeers)
+  if (std::function<Status()> watchPeers = peerWatch(pending_->since); status.isOk() && watchPeers)
     status = watchPeers();
+  std::string programs = pending_->first == pending_->last
+                             ? "program '" + pending_->first + "'"
+                             : "the programs started from '" + pending_->first + "' to '" +
+                                   pending_->last + "'";
+  pending_.reset();
   if (!status.isOk())
-    return status.addContext("while finishing program '" + programName + "'");
+    return status.addContext("while finishing " + programs);
   return Status::ok();
 }
 

@@ -27,9 +27,11 @@
 #include "runtime/Support/SwapFile.h"
 #include "runtime/Weights.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,14 +120,28 @@ public:
                   plan::DType dtype, const std::vector<int64_t> &shape);
 
   /// A copy of output `name` as it is now.
-  StatusOr<HostTensor> output(const std::string &name) const;
+  StatusOr<HostTensor> output(const std::string &name);
 
   /// Runs program `programName` ("infer", "micro_step", ...) to
   /// completion. Every input the program reads must have been written.
   Status run(const std::string &programName);
 
+  /// Starts program `programName` and returns without waiting for it where
+  /// the device runs it on its own (a replayed graph); otherwise as run().
+  /// Programs started one after another run in that order on the device
+  /// (each replay follows the one before it on stream 0, and a graph joins
+  /// its streams back into stream 0), so a pipeline's steps need no host
+  /// wait between them. finish() waits for what was started; run(),
+  /// setInput(), output(), readBuffer() and writeBuffer() finish first.
+  Status start(const std::string &programName);
+
+  /// Waits for the programs start() left running, watching the peers as
+  /// run() does (a dead or hung peer ends the wait with its error); their
+  /// failures are reported here. Does nothing when none is running.
+  Status finish();
+
   /// A copy of buffer `id` (any kind) as it is now.
-  StatusOr<HostTensor> readBuffer(uint32_t id) const;
+  StatusOr<HostTensor> readBuffer(uint32_t id);
 
   /// Overwrites buffer `id` with `bytes` of host data (exactly its size).
   Status writeBuffer(uint32_t id, const void *data, uint64_t bytes);
@@ -209,6 +225,11 @@ private:
   /// pays no branch per instruction for it.
   template <bool kProfile>
   Status runInstructions(size_t programIndex, const std::function<Status()> &watchPeers);
+  /// run() (`wait`) and start().
+  Status launchProgram(const std::string &programName, bool wait);
+  /// What a wait polls since `since`: each communicator's health, the
+  /// time waited held to its timeout; empty without communicators.
+  std::function<Status()> peerWatch(std::chrono::steady_clock::time_point since) const;
 
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
@@ -232,6 +253,15 @@ private:
   std::vector<bool> inputWritten_;
   bool profiling_ = false;
   bool graphs_ = true;
+  /// Programs started and not yet finished (start()): the first and the
+  /// last by name, since when, and the communicators' watchdogs watching
+  /// them until finish().
+  struct Pending {
+    std::string first, last;
+    std::chrono::steady_clock::time_point since;
+    std::unique_ptr<WatchedRun> watched[2];
+  };
+  std::optional<Pending> pending_;
   /// Indexed like programs_; made by prepare() so that a profiled step
   /// allocates nothing either.
   std::vector<ProgramProfile> profile_;

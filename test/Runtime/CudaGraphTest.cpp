@@ -185,6 +185,57 @@ TEST(CudaGraphs, SwapInOnACopyStreamIsAHostNodeOfTheGraph) {
   EXPECT_EQ(replayed->graphSummary(), "program 'infer': replayed as a graph of 7 instructions\n");
 }
 
+/// acc += x in place: each run depends on the one before it.
+plan::Plan accumulatePlan() {
+  PlanBuilder builder;
+  uint32_t x = builder.addBuffer("x", plan::INPUT, plan::F32, {256});
+  uint32_t acc = builder.addBuffer("acc", plan::OPTIMIZER_STATE, plan::F32, {256});
+  builder.addInput("x", x);
+  builder.addInstruction("add", {acc, x}, {acc}, "/Add");
+  return builder.plan();
+}
+
+/// Starts accumulatePlan's program `runs` times without waiting (as a
+/// pipeline's steps are started), then reads acc: the read must wait for
+/// every run, and the runs must have added x in order, each to the sum
+/// of those before it.
+void checkStartedRuns(Executor &executor, int runs) {
+  const uint32_t acc = 1; // accumulatePlan
+  std::vector<float> zeros(256, 0.f), x(256), expected(256, 0.f);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 0.5f * static_cast<float>(i % 7) - 1.25f;
+  ASSERT_TRUE(executor.writeBuffer(acc, zeros.data(), zeros.size() * sizeof(float)).isOk());
+  ASSERT_TRUE(setFloats(executor, "x", x).isOk());
+  for (int run = 0; run < runs; ++run) {
+    Status status = executor.start("infer");
+    ASSERT_TRUE(status.isOk()) << "run " << run << ": " << status.toString();
+    for (size_t i = 0; i < x.size(); ++i)
+      expected[i] += x[i];
+  }
+  StatusOr<HostTensor> sum = executor.readBuffer(acc);
+  ASSERT_TRUE(sum.isOk()) << sum.status().toString();
+  EXPECT_EQ(floats(*sum), expected);
+  // Nothing is left running; finish() again is a no-op.
+  EXPECT_TRUE(executor.finish().isOk());
+  EXPECT_TRUE(executor.finish().isOk());
+}
+
+TEST(StartedPrograms, RunInOrderOnTheCpu) {
+  std::unique_ptr<Executor> executor = instantiate(accumulatePlan(), /*graphs=*/true, "cpu");
+  ASSERT_TRUE(executor);
+  checkStartedRuns(*executor, 5);
+}
+
+TEST(CudaGraphs, StartedReplaysRunInOrderAndReadsWaitForThem) {
+  if (!haveDevice())
+    GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<Executor> executor = instantiate(accumulatePlan(), /*graphs=*/true);
+  ASSERT_TRUE(executor);
+  // The first run launches, the second captures, the rest replay unwaited.
+  checkStartedRuns(*executor, 200);
+  EXPECT_EQ(executor->graphSummary(), "program 'infer': replayed as a graph of 1 instructions\n");
+}
+
 /// PlanTestUtil's training plan, its fills given the value the kernel needs
 /// (the loader does not check attributes, the kernels do).
 plan::Plan runnableTrainingPlan() {

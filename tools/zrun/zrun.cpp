@@ -1100,7 +1100,11 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
                                                       {buffer.shape().begin(), buffer.shape().end()}),
                                 "micro-batch %lld", static_cast<long long>(step.micro_batch()));
           }
-        ZCC_RETURN_IF_ERROR((*executor)->run(step.program()), "micro-batch %lld",
+        // Started, not waited for: the steps follow one another on the
+        // device (a receive waits there for its send), and the host waits
+        // only where it reads or writes the stage's buffers and at the end
+        // of the batch.
+        ZCC_RETURN_IF_ERROR((*executor)->start(step.program()), "micro-batch %lld",
                             static_cast<long long>(step.micro_batch()));
         if (forward && !options.noOutputs)
           for (const plan::Binding &binding : mine.outputs()) {
@@ -1115,6 +1119,7 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
                       whole.data.begin() + block * static_cast<int64_t>(part->data.size()));
           }
       }
+      ZCC_RETURN_IF_ERROR((*executor)->finish(), "at the end of the batch");
       if (world)
         ZCC_RETURN_IF_ERROR(world->barrier(), "after the batch");
       if (run > 0 || options.repeat == 1)
