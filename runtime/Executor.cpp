@@ -659,16 +659,15 @@ Status Executor::start(const std::string &programName) {
   return launchProgram(programName, /*wait=*/false);
 }
 
-std::function<Status()>
-Executor::peerWatch(std::chrono::steady_clock::time_point since) const {
-  Communicator *first = communicator_;
-  Communicator *second = pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr;
-  if (!first && !second)
+std::function<Status()> Executor::peerWatch() const {
+  if (!communicator_ && !pipelineCommunicator_)
     return {};
-  return [first, second, since]() -> Status {
+  // Captures `this` alone, which std::function holds without allocating.
+  return [this]() -> Status {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - since);
-    for (Communicator *communicator : {first, second})
+        std::chrono::steady_clock::now() - pending_->since);
+    for (Communicator *communicator :
+         {communicator_, pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr})
       if (communicator)
         if (Status health = communicator->checkHealth(waited); !health.isOk())
           return health;
@@ -704,14 +703,14 @@ Status Executor::launchProgram(const std::string &programName, bool wait) {
   // those started before it.
   if (!pending_) {
     pending_.emplace();
-    pending_->first = programName;
+    pending_->first = index;
     pending_->since = std::chrono::steady_clock::now();
-    pending_->watched[0] = std::make_unique<WatchedRun>(communicator_);
-    pending_->watched[1] = std::make_unique<WatchedRun>(
-        pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr);
+    pending_->watched[0].emplace(communicator_);
+    pending_->watched[1].emplace(pipelineCommunicator_ != communicator_ ? pipelineCommunicator_
+                                                                        : nullptr);
   }
-  pending_->last = programName;
-  std::function<Status()> watchPeers = peerWatch(pending_->since);
+  pending_->last = index;
+  std::function<Status()> watchPeers = peerWatch();
 
   // The first run launches the instructions one by one (kernels load,
   // cuBLASLt picks its algorithms); the second captures them and replays
@@ -747,7 +746,8 @@ Status Executor::launchProgram(const std::string &programName, bool wait) {
 Status Executor::finish() {
   if (!pending_)
     return Status::ok();
-  Status status = backend_->synchronize(peerWatch(pending_->since));
+  std::function<Status()> watchPeers = peerWatch();
+  Status status = backend_->synchronize(watchPeers);
   // A swap run as a host call on a stream failed.
   if (status.isOk()) {
     std::lock_guard<std::mutex> lock(hostCallMutex_);
@@ -758,16 +758,18 @@ Status Executor::finish() {
   }
   // Once more after the device is done: a communicator aborted during the
   // run (its watchdog) fails the run even when nothing polled it since.
-  if (std::function<Status()> watchPeers = peerWatch(pending_->since); status.isOk() && watchPeers)
+  if (status.isOk() && watchPeers)
     status = watchPeers();
-  std::string programs = pending_->first == pending_->last
-                             ? "program '" + pending_->first + "'"
-                             : "the programs started from '" + pending_->first + "' to '" +
-                                   pending_->last + "'";
+  const Pending finished = {pending_->first, pending_->last, pending_->since, {}};
   pending_.reset();
-  if (!status.isOk())
-    return status.addContext("while finishing " + programs);
-  return Status::ok();
+  if (status.isOk())
+    return Status::ok();
+  const std::string &first = programs_[finished.first].source->name();
+  const std::string &last = programs_[finished.last].source->name();
+  return status.addContext(finished.first == finished.last
+                               ? "while finishing program '" + first + "'"
+                               : "while finishing the programs started from '" + first +
+                                     "' to '" + last + "'");
 }
 
 } // namespace zcc

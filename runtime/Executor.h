@@ -227,9 +227,10 @@ private:
   Status runInstructions(size_t programIndex, const std::function<Status()> &watchPeers);
   /// run() (`wait`) and start().
   Status launchProgram(const std::string &programName, bool wait);
-  /// What a wait polls since `since`: each communicator's health, the
-  /// time waited held to its timeout; empty without communicators.
-  std::function<Status()> peerWatch(std::chrono::steady_clock::time_point since) const;
+  /// What a wait for the programs started polls: each communicator's
+  /// health, the time waited since the first started held to its timeout;
+  /// empty without communicators. Allocates nothing.
+  std::function<Status()> peerWatch() const;
 
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
@@ -254,12 +255,12 @@ private:
   bool profiling_ = false;
   bool graphs_ = true;
   /// Programs started and not yet finished (start()): the first and the
-  /// last by name, since when, and the communicators' watchdogs watching
-  /// them until finish().
+  /// last (indices into programs_), since when, and the communicators'
+  /// watchdogs watching them until finish().
   struct Pending {
-    std::string first, last;
+    size_t first = 0, last = 0;
     std::chrono::steady_clock::time_point since;
-    std::unique_ptr<WatchedRun> watched[2];
+    std::optional<WatchedRun> watched[2];
   };
   std::optional<Pending> pending_;
   /// Indexed like programs_; made by prepare() so that a profiled step
