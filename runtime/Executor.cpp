@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace zcc {
@@ -14,9 +15,11 @@ Executor::Executor(LoadedPlan plan) : plan_(std::move(plan)) {}
 
 Executor::~Executor() {
   // Programs still running read the arenas; a dead or hung peer ends the
-  // wait (watched as finish() watches) and its error has been reported.
+  // wait (watched as finish() watches). Reached with programs running only
+  // after a failure, which the caller reports: this one goes to stderr.
   if (pending_ && backend_)
-    (void)finish();
+    if (Status finished = finish(); !finished.isOk())
+      std::fprintf(stderr, "zrun: %s\n", finished.toString().c_str());
   if (backend_) {
     backend_->deallocate(arena_);
     backend_->deallocateHost(hostArena_);
@@ -696,11 +699,36 @@ Status Executor::launchProgram(const std::string &programName, bool wait) {
                         "' was never written; pass it (zrun --input " +
                         plan_.plan.inputs(i).name() + "=FILE.npy)");
 
+  // The first run launches the instructions one by one (kernels load,
+  // cuBLASLt picks its algorithms); the second captures them and replays
+  // the graph, as does every run after it. Capturing runs nothing, so it
+  // waits on no peer.
+  PreparedProgram &prepared = programs_[index];
+  bool replay = false;
+  if (graphs_ && prepared.launchedBecause.empty() && prepared.runs > 0) {
+    if (prepared.graph < 0) {
+      StatusOr<uint32_t> graph =
+          backend_->capture([&] { return runInstructions<false>(index, {}); });
+      if (graph.isOk())
+        prepared.graph = static_cast<int>(*graph);
+      else
+        prepared.launchedBecause = graph.status().message();
+    }
+    replay = prepared.graph >= 0;
+  }
+  // Launched one by one, a program starts on an idle device, as its host
+  // kernels and swaps and its other streams expect: what was started
+  // before it finishes first.
+  if (!replay)
+    if (Status finished = finish(); !finished.isOk())
+      return finished;
+
   // A rank with peers watches them while it waits: a dead or hung peer ends
   // the wait with the communicator's error instead of blocking forever.
   // And the communicators' watchdogs watch the run until it is finished,
   // in case this thread gets stuck where it cannot look. The run joins
-  // those started before it.
+  // those started before it, and the wait for all of them is held to the
+  // communicators' timeout.
   if (!pending_) {
     pending_.emplace();
     pending_->first = index;
@@ -710,30 +738,17 @@ Status Executor::launchProgram(const std::string &programName, bool wait) {
                                                                         : nullptr);
   }
   pending_->last = index;
+  ++pending_->count;
   std::function<Status()> watchPeers = peerWatch();
 
-  // The first run launches the instructions one by one (kernels load,
-  // cuBLASLt picks its algorithms); the second captures them and replays
-  // the graph, as does every run after it.
-  PreparedProgram &prepared = programs_[index];
-  bool replay = false;
-  if (graphs_ && prepared.launchedBecause.empty() && prepared.runs > 0) {
-    if (prepared.graph < 0) {
-      StatusOr<uint32_t> graph =
-          backend_->capture([&] { return runInstructions<false>(index, watchPeers); });
-      if (graph.isOk())
-        prepared.graph = static_cast<int>(*graph);
-      else
-        prepared.launchedBecause = graph.status().message();
-    }
-    replay = prepared.graph >= 0;
-  }
   ++prepared.runs;
   Status status = replay       ? backend_->replay(static_cast<uint32_t>(prepared.graph))
                   : profiling_ ? runInstructions<true>(index, watchPeers)
                                : runInstructions<false>(index, watchPeers);
   if (!status.isOk()) {
-    pending_.reset();
+    // What was started before it still runs: wait for it (its own error,
+    // if any, follows from this one) before reporting this one.
+    (void)finish();
     return replay ? status.addContext("while replaying program '" + programName + "'") : status;
   }
   // A replayed graph runs on its own; anything else was waited for as it
@@ -748,11 +763,13 @@ Status Executor::finish() {
     return Status::ok();
   std::function<Status()> watchPeers = peerWatch();
   Status status = backend_->synchronize(watchPeers);
-  // A swap run as a host call on a stream failed.
-  if (status.isOk()) {
+  // A swap run as a host call on a stream failed; reported once, by the
+  // wait it belongs to.
+  {
     std::lock_guard<std::mutex> lock(hostCallMutex_);
     if (!hostCallError_.isOk()) {
-      status = std::move(hostCallError_);
+      if (status.isOk())
+        status = std::move(hostCallError_);
       hostCallError_ = Status::ok();
     }
   }
@@ -760,16 +777,17 @@ Status Executor::finish() {
   // run (its watchdog) fails the run even when nothing polled it since.
   if (status.isOk() && watchPeers)
     status = watchPeers();
-  const Pending finished = {pending_->first, pending_->last, pending_->since, {}};
+  const size_t first = pending_->first, last = pending_->last, count = pending_->count;
   pending_.reset();
   if (status.isOk())
     return Status::ok();
-  const std::string &first = programs_[finished.first].source->name();
-  const std::string &last = programs_[finished.last].source->name();
-  return status.addContext(finished.first == finished.last
-                               ? "while finishing program '" + first + "'"
-                               : "while finishing the programs started from '" + first +
-                                     "' to '" + last + "'");
+  const std::string &firstName = programs_[first].source->name();
+  const std::string &lastName = programs_[last].source->name();
+  return status.addContext(count == 1 ? "while finishing program '" + firstName + "'"
+                                      : formatString("while finishing the %zu programs started "
+                                                     "from '%s' to '%s'",
+                                                     count, firstName.c_str(),
+                                                     lastName.c_str()));
 }
 
 } // namespace zcc

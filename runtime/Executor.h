@@ -137,7 +137,9 @@ public:
 
   /// Waits for the programs start() left running, watching the peers as
   /// run() does (a dead or hung peer ends the wait with its error); their
-  /// failures are reported here. Does nothing when none is running.
+  /// failures are reported here. The communicators' timeout holds from the
+  /// first program started to the end of the last. Does nothing when none
+  /// is running.
   Status finish();
 
   /// A copy of buffer `id` (any kind) as it is now.
@@ -258,7 +260,7 @@ private:
   /// last (indices into programs_), since when, and the communicators'
   /// watchdogs watching them until finish().
   struct Pending {
-    size_t first = 0, last = 0;
+    size_t first = 0, last = 0, count = 0;
     std::chrono::steady_clock::time_point since;
     std::optional<WatchedRun> watched[2];
   };
