@@ -25,7 +25,8 @@ StatusOr<int> matmulCandidatesFromEnv(const char *value) {
     return kDefaultCandidates;
   if (std::strcmp(value, "heuristic") == 0)
     return 1;
-  if (std::strncmp(value, "measured:", 9) == 0) {
+  // Digits only after the colon (strtol alone would take " 8" or "+8").
+  if (std::strncmp(value, "measured:", 9) == 0 && value[9] >= '0' && value[9] <= '9') {
     char *end = nullptr;
     long count = std::strtol(value + 9, &end, 10);
     if (end != value + 9 && *end == '\0' && count >= 1 &&

@@ -125,6 +125,25 @@ TEST(NoAlloc, RunAllocatesNothing) {
   }
 }
 
+// start() and finish(), as an inference pipeline runs its steps.
+TEST(NoAlloc, StartedRunsAllocateNothing) {
+  std::unique_ptr<Executor> executor = instantiate(test::matmulWeightPlan());
+  ASSERT_TRUE(executor);
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(executor->setInput("x", x.data(), 24, plan::F32, {2, 3}).isOk());
+  const std::string program = "infer";
+  Status started, finished;
+  long counted = allocationsDuring([&] {
+    started = executor->start(program);
+    if (started.isOk())
+      started = executor->start(program);
+    finished = executor->finish();
+  });
+  ASSERT_TRUE(started.isOk()) << started.toString();
+  ASSERT_TRUE(finished.isOk()) << finished.toString();
+  EXPECT_EQ(counted, 0) << "start() or finish() allocated";
+}
+
 // Profiling times each instruction into counters made by instantiate().
 TEST(NoAlloc, ProfiledRunAllocatesNothing) {
   for (const plan::Plan &plan : {test::addConstantPlan(), test::matmulWeightPlan()}) {
