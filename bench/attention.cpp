@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/Upload16.h"
 #include "kernels/cuda/AttentionLaunch.h"
 #include "kernels/cuda/CudaKernels.h"
 #include "kernels/cuda/CudnnAttention.h"
@@ -86,21 +87,8 @@ int main(int argc, char **argv) {
   std::mt19937 random(42);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto upload = [&](size_t count, void **device) {
-    std::vector<uint16_t> host(count);
-    for (uint16_t &x : host) {
-      float v = normal(random);
-      if (bf16) {
-        __nv_bfloat16 b = __float2bfloat16(v);
-        std::memcpy(&x, &b, 2);
-      } else {
-        __half h = __float2half(v);
-        std::memcpy(&x, &h, 2);
-      }
-    }
-    return check(cudaMalloc(device, count * 2), "cudaMalloc") &&
-           check(cudaMemcpy(*device, host.data(), count * 2,
-                            cudaMemcpyHostToDevice),
-                 "cudaMemcpy");
+    return check(zcc::bench::upload16(count, bf16, [&] { return normal(random); }, device),
+                 "upload");
   };
   constexpr int kSets = 3;
   void *q[kSets], *k[kSets], *v[kSets], *grad[kSets], *out[kSets], *dq[kSets],

@@ -26,6 +26,8 @@ import subprocess
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from cuda_timing import median_ms
+
 SHAPES = [
     # name, batch, heads, sequence, head size
     ("gpt2-medium", 8, 16, 1024, 64),
@@ -52,17 +54,7 @@ def torch_times(batch, heads, seq, head, dtype, backend, repeats):
     f = torch.nn.functional.scaled_dot_product_attention
 
     def timed(fn):
-        fn(0)
-        torch.cuda.synchronize()
-        times = []
-        for r in range(repeats):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn(r % 3)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        return sorted(times)[len(times) // 2]
+        return median_ms(fn, repeats)
 
     with sdpa_kernel([backend]):
         def fwd(i):

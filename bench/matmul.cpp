@@ -17,10 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "bench/Upload16.h"
 #include "kernels/cuda/CudaKernels.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -73,22 +71,12 @@ int main(int argc, char **argv) {
   // are hundreds of millions of values, which a normal distribution would
   // take seconds to draw).
   uint64_t state = 42;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (static_cast<float>(state >> 40) / 16777216.0f - 0.5f) * 0.1f;
+  };
   auto upload = [&](size_t count, void **device) {
-    std::vector<uint16_t> host(count);
-    for (uint16_t &x : host) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      float v = (static_cast<float>(state >> 40) / 16777216.0f - 0.5f) * 0.1f;
-      if (bf16) {
-        __nv_bfloat16 b = __float2bfloat16(v);
-        std::memcpy(&x, &b, 2);
-      } else {
-        __half h = __float2half(v);
-        std::memcpy(&x, &h, 2);
-      }
-    }
-    return check(cudaMalloc(device, count * 2), "cudaMalloc") &&
-           check(cudaMemcpy(*device, host.data(), count * 2, cudaMemcpyHostToDevice),
-                 "cudaMemcpy");
+    return check(zcc::bench::upload16(count, bf16, next, device), "upload");
   };
   constexpr int kSets = 3;
   void *lhs[kSets], *rhs[kSets], *biasData[kSets], *addend[kSets], *out[kSets];

@@ -24,6 +24,8 @@ import subprocess
 
 import torch
 
+from cuda_timing import median_ms
+
 WIDTH, VOCAB, BLOCKS = 1600, 50304, 48
 # name, N, K, epilogue, uses per forward
 PRODUCTS = [
@@ -58,18 +60,7 @@ def torch_ms(m, n, k, epilogue, repeats):
         return y
 
     with torch.no_grad():
-        for i in range(3):
-            run(i)
-        torch.cuda.synchronize()
-        times = []
-        for rep in range(repeats):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run(rep % 3)
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-    return sorted(times)[len(times) // 2]
+        return median_ms(run, repeats)
 
 
 def main():

@@ -669,8 +669,7 @@ std::function<Status()> Executor::peerWatch() const {
   return [this]() -> Status {
     auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - pending_->since);
-    for (Communicator *communicator :
-         {communicator_, pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr})
+    for (Communicator *communicator : {communicator_, separatePipelineCommunicator()})
       if (communicator)
         if (Status health = communicator->checkHealth(waited); !health.isOk())
           return health;
@@ -734,8 +733,7 @@ Status Executor::launchProgram(const std::string &programName, bool wait) {
     pending_->first = index;
     pending_->since = std::chrono::steady_clock::now();
     pending_->watched[0].emplace(communicator_);
-    pending_->watched[1].emplace(pipelineCommunicator_ != communicator_ ? pipelineCommunicator_
-                                                                        : nullptr);
+    pending_->watched[1].emplace(separatePipelineCommunicator());
   }
   pending_->last = index;
   ++pending_->count;

@@ -131,8 +131,9 @@ public:
   /// Programs started one after another run in that order on the device
   /// (each replay follows the one before it on stream 0, and a graph joins
   /// its streams back into stream 0), so a pipeline's steps need no host
-  /// wait between them. finish() waits for what was started; run(),
-  /// setInput(), output(), readBuffer() and writeBuffer() finish first.
+  /// wait between them. finish() waits for what was started; run() waits
+  /// for it too, and setInput(), output(), readBuffer() and writeBuffer()
+  /// finish first.
   Status start(const std::string &programName);
 
   /// Waits for the programs start() left running, watching the peers as
@@ -233,6 +234,10 @@ private:
   /// health, the time waited since the first started held to its timeout;
   /// empty without communicators. Allocates nothing.
   std::function<Status()> peerWatch() const;
+  /// The pipeline's communicator where it is not the stage's, else null.
+  Communicator *separatePipelineCommunicator() const {
+    return pipelineCommunicator_ != communicator_ ? pipelineCommunicator_ : nullptr;
+  }
 
   LoadedPlan plan_;
   std::unique_ptr<Backend> backend_;
