@@ -8,6 +8,8 @@
 #            against torch's; MATMUL_ARGS: more of its options)
 #   algos    tools/gpu/matmul-algos.sh (whole plans by ZCC_MATMUL_ALGOS)
 #   gputests the gpu-labelled tests (GPU_TESTS: a ctest -R pattern)
+#   ab       tools/gpu/plans-ab.sh: training plans (PLANS, LABEL=PATH
+#            pairs) alternately, ROUNDS times
 #   offload  OFFLOAD_PLAN (default gpt2-xl-z3off, from gpu_bench.sh compile
 #            with NPROC=1) for OFFLOAD_STEPS on build-bench/tokens.bin
 #            (train_torch.py --make-data --distribution markov): every
@@ -60,6 +62,9 @@ for kind, keep in (("applied", False), ("skipped", True)):
     print(f"{kind} steps (from step 3): {len(t)}, tokens/s {sum(t) / max(1, len(t)):.0f}")
 PY
       ;;
+    ab)
+      OUT=$out timeout ${AB_TOTAL_TIMEOUT:-400} bash tools/gpu/plans-ab.sh > $out/ab.txt 2>&1
+      cat $out/ab.txt ;;
     gputests)
       ctest --test-dir build-gpu -L gpu -j4 --output-on-failure ${GPU_TESTS:+-R "$GPU_TESTS"} > $out/ctest-gpu.log 2>&1
       grep -E "tests passed|tests failed|\(Failed\)" $out/ctest-gpu.log ;;

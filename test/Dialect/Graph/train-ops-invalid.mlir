@@ -394,3 +394,44 @@ func.func @accumulate_matmul_narrow(%x: tensor<16x4xf32>, %dy: tensor<16x8xf32>)
   zgraph.accumulate_matmul %x, %dy into %g {transpose_lhs} : (tensor<16x4xf32>, tensor<16x8xf32>) into tensor<4x8xbf16>
   return
 }
+
+// -----
+
+// A bias target holds the product's column sums: one per column, in the
+// target's type, from an rhs that is not transposed.
+func.func @accumulate_matmul_bias_size(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<4x8xf32>
+  %b = zgraph.state "b" kind = "grad" : tensor<4xf32>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op bias_target must be the product's 8 columns in 'f32', got 'tensor<4xf32>'}}
+  zgraph.accumulate_matmul %x, %dy into %g bias %b {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_matmul_bias_type(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<4x8xf32>
+  %b = zgraph.state "b" kind = "grad" : tensor<8xf64>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op bias_target must be the product's 8 columns in 'f32', got 'tensor<8xf64>'}}
+  zgraph.accumulate_matmul %x, %dy into %g bias %b {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>, tensor<8xf64>
+  return
+}
+
+// -----
+
+func.func @accumulate_matmul_bias_transposed(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<4x8xf32>
+  %gb = zgraph.state "b" kind = "grad" : tensor<8xf32>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op a bias_target sums the rows of rhs, which must not be transposed}}
+  zgraph.accumulate_matmul %a, %b into %g bias %gb {transpose_rhs} : (tensor<4x16xf32>, tensor<8x16xf32>) into tensor<4x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @accumulate_matmul_bias_computed(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>, %b: tensor<8xf32>) {
+  %g = zgraph.state "w" kind = "grad" : tensor<4x8xf32>
+  // expected-error @+1 {{'zgraph.accumulate_matmul' op bias_target must be a zgraph.state or zgraph.param}}
+  zgraph.accumulate_matmul %x, %dy into %g bias %b {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>, tensor<8xf32>
+  return
+}
