@@ -12,7 +12,9 @@
 // gradient, on one rank or wherever no collective comes between) then
 // becomes one zgraph.accumulate_matmul: the product adds into the fp32
 // accumulator as it is computed (cuBLASLt's beta = 1), so the 16-bit
-// gradient is never written, read back or rounded.
+// gradient is never written, read back or rounded. A product that is
+// widened for a collective instead (ZeRO's buckets and reduce-scatters
+// reduce in f32) writes its f32 sum itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +79,24 @@ void fuseProduct(zgraph::AccumulateOp accumulate) {
   product.erase();
 }
 
+/// cast(matmul(a, b)) from 16 bits to f32, the product read by nothing
+/// else: the product writes its f32 sum itself (cuBLASLt's D in f32), so
+/// the 16-bit gradient, its rounding and the cast's pass are gone. What
+/// is left of such casts after the accumulations above feeds the ZeRO
+/// collectives (a bucket, a reduce-scatter) in f32. A product that another
+/// op reads too (an offload of the 16-bit gradient) stays as it is.
+void widenProduct(zgraph::CastOp cast) {
+  auto product = cast.getInput().getDefiningOp<zgraph::MatMulOp>();
+  if (!product || !product->hasOneUse() || product.hasEpilogue() || product.isWidened() ||
+      !isa<Float16Type, BFloat16Type>(product.getType().getElementType()) ||
+      !cast.getType().getElementType().isF32() || onHost(product.getResult()) || onHost(cast.getResult()) ||
+      product->getDiscardableAttrDictionary() != cast->getDiscardableAttrDictionary())
+    return;
+  product.getResult().setType(cast.getType());
+  cast.replaceAllUsesWith(product.getResult());
+  cast.erase();
+}
+
 struct FuseAccumulatePass : impl::FuseAccumulatePassBase<FuseAccumulatePass> {
   void runOnOperation() override {
     getOperation().walk([](zgraph::AccumulateOp accumulate) {
@@ -88,6 +108,7 @@ struct FuseAccumulatePass : impl::FuseAccumulatePassBase<FuseAccumulatePass> {
         }
       fuseProduct(accumulate);
     });
+    getOperation().walk([](zgraph::CastOp cast) { widenProduct(cast); });
   }
 };
 

@@ -353,6 +353,13 @@ def FuseAccumulatePass : Pass<"zcc-dist-fuse-accumulate", "mlir::ModuleOp"> {
     without a bias, read by nothing else, into an accumulator in device
     memory, becomes one `zgraph.accumulate_matmul` in its place: the product
     is summed in the accumulator's type and added to it directly.
+
+    Last, a cast to f32 of a 16-bit `zgraph.matmul` without an epilogue
+    that nothing else reads (a weight gradient widened for ZeRO's buckets
+    and reduce-scatters, which reduce in f32) becomes the product with an
+    f32 result: the f32 sum is written once, never rounded to 16 bits. A
+    product that something else reads too (the 16-bit gradient offloaded to
+    the host) keeps its cast.
   }];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }

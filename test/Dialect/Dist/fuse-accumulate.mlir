@@ -80,3 +80,27 @@ func.func @products_kept(%x: tensor<8x4xf32>, %dy: tensor<8x3xf32>, %b: tensor<3
   zgraph.accumulate %3 into %hacc : tensor<4x3xf32> into tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
+
+
+
+// A weight gradient widened for a collective: the product writes f32
+// itself and the cast is gone. One read by something else too (an
+// offload of the 16-bit gradient), or narrowed, keeps its cast.
+// CHECK-LABEL: func.func @widened_for_collective
+// CHECK-SAME: (%[[X:.*]]: tensor<8x4xbf16>, %[[DY:.*]]: tensor<8x3xbf16>)
+// CHECK: %[[P:.*]] = zgraph.matmul %[[X]], %[[DY]] {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xf32>
+// CHECK-NEXT: zdist.reduce_scatter %[[P]]
+// CHECK: %[[Q:.*]] = zgraph.matmul %[[X]], %[[DY]] {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.cast %[[Q]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+module {
+  zdist.mesh @m ["dp" = 2]
+  func.func @widened_for_collective(%x: tensor<8x4xbf16>, %dy: tensor<8x3xbf16>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x3xbf16>) {
+    %0 = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+    %1 = zgraph.cast %0 : tensor<4x3xbf16> -> tensor<4x3xf32>
+    %2 = zdist.reduce_scatter %1 on @m axes = ["dp"] scatter_axis = 0 reduction = avg : tensor<4x3xf32> -> tensor<2x3xf32>
+    %3 = zgraph.matmul %x, %dy {transpose_lhs} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xbf16>
+    %4 = zgraph.cast %3 : tensor<4x3xbf16> -> tensor<4x3xf32>
+    %5 = zdist.reduce_scatter %4 on @m axes = ["dp"] scatter_axis = 0 reduction = avg : tensor<4x3xf32> -> tensor<2x3xf32>
+    return %2, %5, %3 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<4x3xbf16>
+  }
+}
