@@ -112,12 +112,14 @@ constexpr int64_t kColumnBlock = 1024;
 
 template <typename T>
 void layerNormGradLoop(const TensorView &input, const TensorView &scale,
-                       const TensorView &grad, const TensorView &inputGrad,
-                       const TensorView &scaleGrad, const TensorView &biasGrad,
-                       int64_t rows, int64_t columns, double epsilon) {
+                       const TensorView &grad, const TensorView *addend,
+                       const TensorView &inputGrad, const TensorView &scaleGrad,
+                       const TensorView &biasGrad, int64_t rows, int64_t columns,
+                       double epsilon) {
   const T *x = input.as<const T>();
   const T *gamma = scale.as<const T>();
   const T *dy = grad.as<const T>();
+  const T *residual = addend ? addend->as<const T>() : nullptr;
   T *dx = inputGrad.as<T>();
   T *dgamma = scaleGrad.as<T>();
   T *dbeta = biasGrad.as<T>();
@@ -147,7 +149,9 @@ void layerNormGradLoop(const TensorView &input, const TensorView &scale,
     }
   }
 
-  // input_grad = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+  // input_grad = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy *
+  // scale, plus the addend's element (read before input_grad, which may
+  // alias it, is written).
   for (int64_t r = 0; r < rows; ++r) {
     const T *row = x + r * columns;
     const T *rowGrad = dy + r * columns;
@@ -162,8 +166,10 @@ void layerNormGradLoop(const TensorView &input, const TensorView &scale,
     for (int64_t c = 0; c < columns; ++c) {
       double g = static_cast<double>(load(rowGrad[c])) * load(gamma[c]);
       double normalized = (load(row[c]) - stats.mean) * stats.inverseStd;
-      dx[r * columns + c] = storeDouble<T>(
-          stats.inverseStd * (g - gradMean - normalized * projectionMean));
+      double value = stats.inverseStd * (g - gradMean - normalized * projectionMean);
+      if (residual)
+        value += load(residual[r * columns + c]);
+      dx[r * columns + c] = storeDouble<T>(value);
     }
   }
 }
@@ -461,9 +467,8 @@ Status logSoftmaxGrad(const KernelArgs &args) {
 
 Status layerNormGrad(const KernelArgs &args) {
   const char *kernel = "layer_norm_grad";
-  if (Status s = checkOperands(args, kernel, {"input", "scale", "grad"},
-                               {"input_grad", "scale_grad", "bias_grad"});
-      !s.isOk())
+  const TensorView *addend = nullptr;
+  if (Status s = checkLayerNormGradOperands(args, kernel, addend); !s.isOk())
     return s;
   const TensorView &input = args.inputs[0], &scale = args.inputs[1],
                    &grad = args.inputs[2], &inputGrad = args.outputs[0],
@@ -475,6 +480,9 @@ Status layerNormGrad(const KernelArgs &args) {
     return s;
   if (Status s = expectLike(kernel, "grad", grad, "input", input); !s.isOk())
     return s;
+  if (addend)
+    if (Status s = expectLike(kernel, "addend", *addend, "input", input); !s.isOk())
+      return s;
   if (Status s = expectLike(kernel, "input_grad", inputGrad, "input", input);
       !s.isOk())
     return s;
@@ -503,7 +511,7 @@ Status layerNormGrad(const KernelArgs &args) {
     return Status::ok();
   int64_t rows = shape.numElements() / columns;
   return dispatchFloat(kernel, "input", input, [&](auto tag) {
-    layerNormGradLoop<decltype(tag)>(input, scale, grad, inputGrad, scaleGrad,
+    layerNormGradLoop<decltype(tag)>(input, scale, grad, addend, inputGrad, scaleGrad,
                                      biasGrad, rows, columns, epsilon);
   });
 }

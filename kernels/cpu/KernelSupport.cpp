@@ -237,6 +237,19 @@ Status checkOperands(const KernelArgs &args, const char *kernel,
   return checkNamedViews(args, kernel, inputs, outputs);
 }
 
+Status checkLayerNormGradOperands(const KernelArgs &args, const char *kernel,
+                                  const TensorView *&addend) {
+  // The addend is optional: a fourth input.
+  Status checked =
+      args.inputs.size() == 4
+          ? checkOperands(args, kernel, {"input", "scale", "grad", "addend"},
+                          {"input_grad", "scale_grad", "bias_grad"})
+          : checkOperands(args, kernel, {"input", "scale", "grad"},
+                          {"input_grad", "scale_grad", "bias_grad"});
+  addend = checked.isOk() && args.inputs.size() == 4 ? &args.inputs[3] : nullptr;
+  return checked;
+}
+
 Status checkVariadicOperands(const KernelArgs &args, const char *kernel,
                              size_t minInputs, const char *inputName,
                              const char *outputName) {

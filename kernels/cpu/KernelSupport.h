@@ -289,6 +289,12 @@ struct MatmulOperands {
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands);
 
+/// Checks layer_norm_grad's operand counts and names: input, scale, grad
+/// and optionally an addend (set, else null); input_grad, scale_grad and
+/// bias_grad.
+Status checkLayerNormGradOperands(const KernelArgs &args, const char *kernel,
+                                  const TensorView *&addend);
+
 /// accumulate_matmul's sizes: target[m, n] += op(lhs)[m, k] op(rhs)[k, n].
 struct AccumulateMatmulOperands {
   int64_t m = 0, n = 0, k = 0;

@@ -147,9 +147,8 @@ Status layerNorm(const KernelArgs &args, const LaunchContext &context) {
 
 Status layerNormGrad(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "layer_norm_grad";
-  if (Status s = checkOperands(args, kernel, {"input", "scale", "grad"},
-                               {"input_grad", "scale_grad", "bias_grad"});
-      !s.isOk())
+  const TensorView *addend = nullptr;
+  if (Status s = checkLayerNormGradOperands(args, kernel, addend); !s.isOk())
     return s;
   const TensorView &input = args.inputs[0], &scale = args.inputs[1],
                    &grad = args.inputs[2], &inputGrad = args.outputs[0],
@@ -161,6 +160,9 @@ Status layerNormGrad(const KernelArgs &args, const LaunchContext &context) {
     return s;
   if (Status s = expectLike(kernel, "grad", grad, "input", input); !s.isOk())
     return s;
+  if (addend)
+    if (Status s = expectLike(kernel, "addend", *addend, "input", input); !s.isOk())
+      return s;
   if (Status s = expectLike(kernel, "input_grad", inputGrad, "input", input);
       !s.isOk())
     return s;
@@ -191,6 +193,7 @@ Status layerNormGrad(const KernelArgs &args, const LaunchContext &context) {
   params.input = input.data;
   params.scale = scale.data;
   params.grad = grad.data;
+  params.addend = addend ? addend->data : nullptr;
   params.inputGrad = inputGrad.data;
   params.scaleGrad = scaleGrad.data;
   params.biasGrad = biasGrad.data;

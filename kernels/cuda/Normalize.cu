@@ -513,12 +513,13 @@ __global__ void layerNormParamGradKernel(const Acc<T> *partials,
   }
 }
 
-/// Pass 4: input_grad = rstd (g - mean(g) - xhat mean(g xhat)), g = dy *
-/// scale, with the statistics of pass 1.
+/// Pass 4: input_grad = rstd (g - mean(g) - xhat mean(g xhat)) (+ the
+/// addend's element, where there is one), g = dy * scale, with the
+/// statistics of pass 1.
 template <typename T, bool kWarp>
 __global__ void __launch_bounds__(kWarp ? kBlockThreads : 1024)
     layerNormInputGradKernel(const T *x, const T *gamma, const T *dy,
-                             const Acc<T> *stats, T *dx, int64_t rows,
+                             const Acc<T> *stats, const T *addend, T *dx, int64_t rows,
                              int64_t columns) {
   using A = Acc<T>;
   __shared__ A scratch[32];
@@ -541,8 +542,10 @@ __global__ void __launch_bounds__(kWarp ? kBlockThreads : 1024)
     A projectionMean = group.sum(projection, scratch) / static_cast<A>(columns);
     forStrided(
         group.lane, group.width, columns, loadColumn, [&](int64_t c, Two<A> v) {
-          store(dx + base + c,
-                inverseStd * (v.first - gradMean - v.second * projectionMean));
+          A value = inverseStd * (v.first - gradMean - v.second * projectionMean);
+          if (addend)
+            value += load(addend + base + c);
+          store(dx + base + c, value);
         });
   }
 }
@@ -753,8 +756,8 @@ __global__ void __launch_bounds__(kCachedThreads, kCachedBlocks)
 template <typename T, int kPerLane, int kWidth>
 __global__ void __launch_bounds__(kCachedThreads)
     layerNormInputGradCachedKernel(const T *x, const T *gamma, const T *dy,
-                                   const Acc<T> *stats, T *dx, int64_t rows,
-                                   int columns) {
+                                   const Acc<T> *stats, const T *addend, T *dx,
+                                   int64_t rows, int columns) {
   using A = Acc<T>;
   using Lane = LaneColumns<kPerLane, kWidth>;
   WarpRows warp;
@@ -791,12 +794,14 @@ __global__ void __launch_bounds__(kCachedThreads)
       int c = Lane::first(warp.lane, k);
       if (c >= columns)
         continue;
-      A result[kWidth];
+      A result[kWidth], residual[kWidth] = {};
+      if (addend)
+        loadPack<kWidth>(addend + base + c, residual);
 #pragma unroll
       for (int j = 0; j < kWidth; ++j) {
         int e = k * kWidth + j;
         result[j] =
-            inverseStd * (g[e] - gradMean - normalized[e] * projectionMean);
+            inverseStd * (g[e] - gradMean - normalized[e] * projectionMean) + residual[j];
       }
       storePack<kWidth>(out + c, result);
     }
@@ -910,7 +915,8 @@ cudaError_t launchLayerNormGrad(const LayerNormGradParams &p,
     // The row statistics, by layer_norm's code (in its order, when the
     // buffers allow the same access width).
     T *dx = static_cast<T *>(p.inputGrad);
-    uintptr_t bits = addressBits(x, gamma, dy, dx);
+    const T *addend = static_cast<const T *>(p.addend);
+    uintptr_t bits = addressBits(x, gamma, dy, dx) | reinterpret_cast<uintptr_t>(addend);
     bool cached =
         p.rows > 0 &&
         dispatchCached<T>(p.columns, bits, [&](auto perLane, auto width) {
@@ -949,13 +955,13 @@ cudaError_t launchLayerNormGrad(const LayerNormGradParams &p,
           layerNormInputGradCachedKernel<T, decltype(perLane)::value,
                                          decltype(width)::value>
               <<<warpRowsGrid(p.rows), kCachedThreads, 0, stream>>>(
-                  x, gamma, dy, stats, dx, p.rows, static_cast<int>(p.columns));
+                  x, gamma, dy, stats, addend, dx, p.rows, static_cast<int>(p.columns));
           error = cudaGetLastError();
         }))
       return;
     error = launchRows(layerNormInputGradKernel<T, true>,
                        layerNormInputGradKernel<T, false>, p.rows, p.columns,
-                       stream, x, gamma, dy, static_cast<const A *>(stats), dx,
+                       stream, x, gamma, dy, static_cast<const A *>(stats), addend, dx,
                        p.rows, p.columns);
   });
   return error;

@@ -60,11 +60,12 @@ cudaError_t launchLayerNorm(const LayerNormParams &params, cudaStream_t stream);
 /// deterministic in two passes: `chunks` groups of rows each write a partial
 /// sum per column into the workspace, then one pass adds the partials of a
 /// column in chunk order. The workspace also keeps every row's mean and
-/// inverse standard deviation. `inputGrad` may alias `input` or `grad`: it
-/// is written last.
+/// inverse standard deviation. `inputGrad` may alias `input`, `grad` or
+/// `addend`: it is written last. A non-null `addend` (of the input's
+/// shape) joins the input gradient before it is rounded.
 struct LayerNormGradParams {
   ElementType type = ElementType::kUnspecified;
-  const void *input = nullptr, *scale = nullptr, *grad = nullptr;
+  const void *input = nullptr, *scale = nullptr, *grad = nullptr, *addend = nullptr;
   void *inputGrad = nullptr, *scaleGrad = nullptr, *biasGrad = nullptr;
   int64_t rows = 0, columns = 0;
   double epsilon = 0;

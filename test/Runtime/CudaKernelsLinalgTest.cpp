@@ -1084,8 +1084,10 @@ TEST(CudaKernelsLinalg, AccumulateMatmulBiasTarget) {
         call.boolAttr("transpose_lhs", true);
         if (overwrite)
           call.boolAttr("overwrite", true);
-        // Sums in f32 (f64) on both sides, in different orders.
-        expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : 1e-4);
+        // Sums in f32 (f64) on both sides, in different orders: the
+        // product's terms (of [-1, 1] x [-1, 1]) add to ~sqrt(k) / 3, so
+        // the 4096-deep products get 5e-4.
+        expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : k > 1000 ? 5e-4 : 1e-4);
       }
 }
 

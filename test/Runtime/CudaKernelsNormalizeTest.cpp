@@ -230,7 +230,7 @@ Call layerNormCall(DType dtype, const AxisCase &c, uint32_t seed) {
 }
 
 Call layerNormGradCall(DType dtype, const AxisCase &c, uint32_t seed,
-                       int inPlace = -1) {
+                       int inPlace = -1, bool addend = false) {
   std::vector<int64_t> normalized(
       c.shape.begin() + (c.axis < 0 ? c.axis + c.shape.size() : c.axis),
       c.shape.end());
@@ -238,6 +238,8 @@ Call layerNormGradCall(DType dtype, const AxisCase &c, uint32_t seed,
   call.in(random(dtype, c.shape, seed, -3, 5))
       .in(random(dtype, normalized, seed + 1, 0.5, 2))
       .in(random(dtype, c.shape, seed + 2));
+  if (addend)
+    call.in(random(dtype, c.shape, seed + 3));
   if (inPlace >= 0)
     call.inPlace(static_cast<size_t>(inPlace));
   else
@@ -280,6 +282,25 @@ TEST(CudaKernelsNormalize, LayerNormGradInPlace) {
   for (int alias : {0, 2})
     for (const AxisCase &c : {AxisCase{{64, 768}, 1}, AxisCase{{50, 20}, 1}})
       expectCudaMatchesCpu(layerNormGradCall(plan::F32, c, 400, alias), 1e-4);
+}
+
+// With an addend (the residual stream's gradient) joining the input
+// gradient before it is rounded, in every row kernel; input_grad may be
+// the addend's buffer too.
+TEST(CudaKernelsNormalize, LayerNormGradAddend) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 500;
+  for (DType dtype : kFloatTypes)
+    for (const AxisCase &c : kLayerNormCases) {
+      SCOPED_TRACE(dtypeLabel(dtype));
+      expectCudaMatchesCpu(layerNormGradCall(dtype, c, seed, -1, /*addend=*/true),
+                           tolerance(dtype, 1e-4));
+      seed += 4;
+    }
+  for (int alias : {0, 2, 3})
+    for (const AxisCase &c : {AxisCase{{64, 1600}, 1}, AxisCase{{50, 20}, 1}})
+      expectCudaMatchesCpu(layerNormGradCall(plan::BF16, c, 600, alias, /*addend=*/true),
+                           tolerance(plan::BF16, 1e-4));
 }
 
 // No rows: the parameter gradients are sums over nothing, zero.

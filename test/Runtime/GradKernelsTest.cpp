@@ -351,6 +351,45 @@ TEST(GradKernels, LayerNormGradInPlace) {
     expectNear(shared[i], separate[i], 0, "output " + std::to_string(i));
 }
 
+// An addend joins the input gradient (the residual stream's gradient around
+// the layer norm): in f64 the sum of the two computed apart, bit for bit,
+// and the same where input_grad is the addend's own buffer. The parameter
+// gradients do not see it.
+TEST(GradKernels, LayerNormGradAddsTheAddend) {
+  std::vector<double> x = randomValues(3 * 40, 150), scale = randomValues(40, 151),
+                      dy = randomValues(3 * 40, 152), residual = randomValues(3 * 40, 153);
+  auto call = [&](bool addend, bool inPlace) {
+    Call grad("layer_norm_grad");
+    grad.in(f64({3, 40}, x)).in(f64({40}, scale)).in(f64({3, 40}, dy));
+    if (addend)
+      grad.in(f64({3, 40}, residual));
+    if (inPlace)
+      grad.inPlace(3);
+    else
+      grad.out(plan::F64, {3, 40});
+    grad.out(plan::F64, {40}).out(plan::F64, {40});
+    grad.intAttr("axis", 1).floatAttr("epsilon", 1e-5);
+    EXPECT_OK(grad.run());
+    return std::vector<std::vector<double>>{grad.values(0), grad.values(1), grad.values(2)};
+  };
+  auto plain = call(false, false), added = call(true, false), shared = call(true, true);
+  std::vector<double> expected = plain[0];
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] += residual[i];
+  expectNear(added[0], expected, 0, "input_grad");
+  for (int i = 0; i < 3; ++i)
+    expectNear(shared[i], added[i], 0, "in place, output " + std::to_string(i));
+  expectNear(added[1], plain[1], 0, "scale_grad");
+  expectNear(added[2], plain[2], 0, "bias_grad");
+
+  Call wrong("layer_norm_grad");
+  wrong.in(f64({3, 40}, x)).in(f64({40}, scale)).in(f64({3, 40}, dy));
+  wrong.in(f64({40, 3}, residual));
+  wrong.out(plan::F64, {3, 40}).out(plan::F64, {40}).out(plan::F64, {40});
+  wrong.intAttr("axis", 1).floatAttr("epsilon", 1e-5);
+  expectError(wrong.run(), StatusCode::kInvalidArgument, {"layer_norm_grad", "'addend'"});
+}
+
 TEST(GradKernels, LayerNormGradErrors) {
   auto base = [](std::vector<int64_t> scaleShape,
                  std::vector<int64_t> scaleGradShape, double epsilon) {

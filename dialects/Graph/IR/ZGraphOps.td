@@ -553,19 +553,29 @@ def ZGraph_GeluGradOp : ZGraph_Op<"gelu_grad", [Pure, SameOperandsAndResultType]
   let hasVerifier = 1;
 }
 
-def ZGraph_LayerNormGradOp : ZGraph_Op<"layer_norm_grad", [Pure]> {
+def ZGraph_LayerNormGradOp : ZGraph_Op<"layer_norm_grad", [Pure,
+    OptionalTypesMatchWith<"addend has the input's type", "input", "addend", "$_self">]> {
   let summary = "Gradients of layer_norm for its input, scale and bias";
   let description = [{
     Recomputes the mean and variance of `input` over the dimensions from
     `axis`, then returns dL/d(input), dL/d(scale) and dL/d(bias) given
-    `grad` = dL/d(result).
+    `grad` = dL/d(result). With an `addend` (of the input's type) the input
+    gradient is that plus the addend, summed before its one rounding: the
+    gradient of a residual stream that reaches the normalised value both
+    through the layer norm and around it. Only `zcc-graph-fuse-kernels`
+    sets it.
+
+    ```mlir
+    %dx, %dg, %db = zgraph.layer_norm_grad %x, %g, %dy addend %r axis = 2 epsilon = 1.0e-05 : (tensor<2x8x16xbf16>, tensor<16xbf16>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xbf16>, tensor<16xbf16>)
+    ```
   }];
   let arguments = (ins ZGraph_FloatTensor:$input, ZGraph_FloatTensor:$scale,
-                       ZGraph_FloatTensor:$grad, I64Attr:$axis, F64Attr:$epsilon);
+                       ZGraph_FloatTensor:$grad, Optional<ZGraph_FloatTensor>:$addend,
+                       I64Attr:$axis, F64Attr:$epsilon);
   let results = (outs ZGraph_FloatTensor:$input_grad, ZGraph_FloatTensor:$scale_grad,
                       ZGraph_FloatTensor:$bias_grad);
   let assemblyFormat = [{
-    $input `,` $scale `,` $grad `axis` `=` $axis `epsilon` `=` $epsilon attr-dict
+    $input `,` $scale `,` $grad (`addend` $addend^)? `axis` `=` $axis `epsilon` `=` $epsilon attr-dict
     `:` `(` type($input) `,` type($scale) `,` type($grad) `)` `->`
     `(` type($input_grad) `,` type($scale_grad) `,` type($bias_grad) `)`
   }];

@@ -419,7 +419,8 @@ LogicalResult GradientBuilder::differentiate(Operation *op, const llvm::DenseSet
       .Case([&](LayerNormOp norm) {
         auto grads = builder.create<LayerNormGradOp>(
             loc, norm.getInput().getType(), norm.getScale().getType(), norm.getScale().getType(),
-            norm.getInput(), norm.getScale(), dy, norm.getAxisAttr(), norm.getEpsilonAttr());
+            norm.getInput(), norm.getScale(), dy, /*addend=*/Value(), norm.getAxisAttr(),
+            norm.getEpsilonAttr());
         if (need(norm.getInput()))
           addGradient(norm.getInput(), grads.getInputGrad());
         if (need(norm.getScale()))

@@ -191,6 +191,33 @@ struct FoldResidualIntoMatMul : OpRewritePattern<AddOp> {
   }
 };
 
+/// add(layer_norm_grad(x, g, dy)#0, r) -> layer_norm_grad(x, g, dy) addend
+/// r, for an input gradient used only by the add and an `r` of its type
+/// already computed where the gradient is (the residual stream's gradient
+/// reaching the normalised value around the layer norm): the row kernel
+/// adds r as it writes the input gradient, and the add's pass over the
+/// tensor is gone.
+struct FoldAddIntoLayerNormGrad : OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &rewriter) const override {
+    for (auto [gradient, addend] :
+         {std::pair{add.getLhs(), add.getRhs()}, std::pair{add.getRhs(), add.getLhs()}}) {
+      auto norm = gradient.getDefiningOp<LayerNormGradOp>();
+      if (!norm || norm.getAddend() || gradient != norm.getInputGrad() || !gradient.hasOneUse() ||
+          addend.getType() != add.getType() || gradient.getType() != add.getType() ||
+          !sameMarks(norm, add) || addend.getParentBlock() != norm->getBlock())
+        continue;
+      if (Operation *def = addend.getDefiningOp(); def && !def->isBeforeInBlock(norm))
+        continue;
+      rewriter.modifyOpInPlace(norm, [&] { norm.getAddendMutable().assign(addend); });
+      rewriter.replaceOp(add, norm.getInputGrad());
+      return success();
+    }
+    return failure();
+  }
+};
+
 /// gelu(matmul(a, b [, bias])) with the tanh form -> the product with
 /// `activation = "gelu_tanh"`, where the product is used only by the GELU
 /// (inference: in training gelu_grad reads the product too) and its
@@ -720,7 +747,7 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
                  FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldGeluGradIntoMatMul,
-                 FoldSliceGradSumIntoConcat, FoldWideningIntoMatMul>(
+                 FoldSliceGradSumIntoConcat, FoldWideningIntoMatMul, FoldAddIntoLayerNormGrad>(
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -118,6 +118,11 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       with the product used only there (training: the gradient of the MLP's
       activation), becomes the product with `activation =
       "gelu_tanh_grad"` and `gelu_input` u (cuBLASLt's DGELU epilogue).
+    - `add(layer_norm_grad(x, g, dy)#0, r)`, with the input gradient used
+      only there and `r` of its type computed before the layer norm's
+      gradient, becomes the layer norm's gradient with `addend` r (the
+      residual stream's gradient joins the input gradient as the row
+      kernel writes it).
     - a sum of `zgraph.slice_grad`s of one tensor whose windows cut it into
       consecutive pieces along one axis (the gradient of a Split) becomes one
       `zgraph.concat` of their gradients: no zero-filled full-size tensors
@@ -144,7 +149,8 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       has another reader, the three heads instead come out of one
       transpose into [3, B, H, T, d], whose thirds are views.
     The values change at most by rounding: in f16 and bf16 a bias, an
-    addend and the GELU apply before the product is rounded, not after.
+    addend and the GELU apply before the product is rounded, not after, and
+    a layer norm gradient's addend before its input gradient is.
   }];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }

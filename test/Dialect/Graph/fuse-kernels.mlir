@@ -436,3 +436,29 @@ func.func @qkv_head_as_gradient(%p: tensor<2x8x24xf32>) -> tensor<2x2x8x4xf32> {
   %d:3 = zgraph.attention_grad %q, %k, %v, %q scale = 0.5 : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
   return %d#0 : tensor<2x2x8x4xf32>
 }
+
+// -----
+
+// The residual stream's gradient added to a layer norm's input gradient
+// joins it in the layer norm's gradient (its addend): the add is gone. An
+// addend computed after the gradient, or a gradient read twice, stays an
+// add.
+// CHECK-LABEL: func.func @layer_norm_grad_addend
+// CHECK-SAME: (%[[X:.*]]: tensor<4x16xbf16>, %[[S:.*]]: tensor<16xbf16>, %[[DY:.*]]: tensor<4x16xbf16>, %[[R:.*]]: tensor<4x16xbf16>)
+// CHECK-NEXT: %[[G:[a-z_0-9]+]], %{{.*}}, %{{.*}} = zgraph.layer_norm_grad %[[X]], %[[S]], %[[DY]] addend %[[R]] axis = 1
+// CHECK-NEXT: %[[H:[a-z_0-9]+]], %{{.*}}, %{{.*}} = zgraph.layer_norm_grad %[[X]], %[[S]], %[[DY]] axis = 1
+// CHECK-NEXT: %[[LATE:.*]] = zgraph.exp %[[DY]]
+// CHECK-NEXT: zgraph.add %[[H]], %[[LATE]]
+// CHECK-NEXT: %[[K:[a-z_0-9]+]], %{{.*}}, %{{.*}} = zgraph.layer_norm_grad %[[X]], %[[S]], %[[DY]] axis = 1
+// CHECK-NEXT: zgraph.add %[[R]], %[[K]]
+// CHECK-NEXT: return %[[G]],
+func.func @layer_norm_grad_addend(%x: tensor<4x16xbf16>, %s: tensor<16xbf16>, %dy: tensor<4x16xbf16>, %r: tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>) {
+  %g:3 = zgraph.layer_norm_grad %x, %s, %dy axis = 1 epsilon = 1.0e-5 : (tensor<4x16xbf16>, tensor<16xbf16>, tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<16xbf16>, tensor<16xbf16>)
+  %a = zgraph.add %r, %g#0 : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xbf16>
+  %h:3 = zgraph.layer_norm_grad %x, %s, %dy axis = 1 epsilon = 1.0e-5 : (tensor<4x16xbf16>, tensor<16xbf16>, tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<16xbf16>, tensor<16xbf16>)
+  %late = zgraph.exp %dy : tensor<4x16xbf16>
+  %b = zgraph.add %h#0, %late : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xbf16>
+  %k:3 = zgraph.layer_norm_grad %x, %s, %dy axis = 1 epsilon = 1.0e-5 : (tensor<4x16xbf16>, tensor<16xbf16>, tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<16xbf16>, tensor<16xbf16>)
+  %c = zgraph.add %r, %k#0 : (tensor<4x16xbf16>, tensor<4x16xbf16>) -> tensor<4x16xbf16>
+  return %a, %b, %c, %k#0 : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>
+}

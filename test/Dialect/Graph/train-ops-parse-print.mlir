@@ -30,11 +30,13 @@ func.func @gelu_grad(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>) {
 // off.
 // CHECK-LABEL: func.func @multi_result_grads
 // CHECK: zgraph.layer_norm_grad %{{.*}}, %{{.*}}, %{{.*}} axis = 1 epsilon = 1.000000e-05 : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+// CHECK: zgraph.layer_norm_grad %{{.*}}, %{{.*}}, %[[DY:.*]] addend %[[DY]] axis = 1 epsilon = 1.000000e-05 : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
 // CHECK: zgraph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale = 1.250000e-01 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 // CHECK: zgraph.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale = 5.000000e-01 : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
 func.func @multi_result_grads(%x: tensor<2x3x4xf32>, %s: tensor<3x4xf32>, %dx: tensor<2x3x4xf32>,
                               %q: tensor<2x4x8xf32>, %kv: tensor<2x6x8xf32>, %dq: tensor<2x4x8xf32>) {
   %0:3 = zgraph.layer_norm_grad %x, %s, %dx axis = 1 epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
+  %a:3 = zgraph.layer_norm_grad %x, %s, %dx addend %dx axis = 1 epsilon = 1.0e-5 : (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>)
   %1:3 = zgraph.attention_grad %q, %kv, %kv, %dq scale = 0.125 causal : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
   %2:3 = zgraph.attention_grad %q, %kv, %kv, %dq scale = 0.5 : (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x8xf32>)
   return
