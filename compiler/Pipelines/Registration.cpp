@@ -74,7 +74,6 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createOffloadGradientsPass());
   pm.addPass(zdist::createOffloadCheckpointsPass());
   pm.addPass(zdist::createNvmeSwapPass());
-  pm.addPass(zdist::createFuseBiasGradientsPass());
 }
 
 void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {

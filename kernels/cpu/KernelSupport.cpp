@@ -497,12 +497,8 @@ Status checkProductBasics(const KernelArgs &args, const char *kernel, bool &tran
 
 Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
                                      AccumulateMatmulOperands &operands) {
-  // The bias target is optional: a second output.
-  Status checked = args.outputs.size() == 2
-                       ? checkOperands(args, kernel, {"lhs", "rhs"}, {"target", "bias_target"})
-                       : checkOperands(args, kernel, {"lhs", "rhs"}, {"target"});
-  if (!checked.isOk())
-    return checked;
+  if (Status s = checkOperands(args, kernel, {"lhs", "rhs"}, {"target"}); !s.isOk())
+    return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);
       !s.isOk())
@@ -532,20 +528,6 @@ Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
                        "the product is [%lld, %lld] but the target has shape %s",
                        static_cast<long long>(m), static_cast<long long>(n),
                        shapeString(target.shape).c_str());
-  if (args.outputs.size() == 2) {
-    const TensorView &bias = args.outputs[1];
-    if (operands.transposeRhs)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "'bias_target' sums the rows of rhs, which must not be transposed "
-                         "(transpose_rhs is set)");
-    if (bias.dtype != target.dtype)
-      return unsupportedDType(kernel, "bias_target", bias, dtypeName(target.dtype));
-    if (bias.shape.size() != 1 || bias.shape[0] != n)
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "'bias_target' must have the product's %lld columns, got shape %s",
-                         static_cast<long long>(n), shapeString(bias.shape).c_str());
-    operands.biasTarget = &bias;
-  }
   operands.m = m;
   operands.n = n;
   operands.k = k;

@@ -301,15 +301,11 @@ struct AccumulateMatmulOperands {
   bool transposeLhs = false, transposeRhs = false;
   /// `overwrite`: target = op(lhs) op(rhs) instead of +=.
   bool overwrite = false;
-  /// The second output, if any: the column sums of rhs [k, n] (which is
-  /// not transposed) add into it too (or replace it with `overwrite`).
-  const TensorView *biasTarget = nullptr;
 };
 
 /// Checks accumulate_matmul's operands (matrices lhs and rhs of one float
-/// type; the target, f32 for 16-bit and f32 operands, f64 for f64 ones, and
-/// optionally a bias target of the target's type and n elements) and reads
-/// its sizes.
+/// type; the target, its only output, f32 for 16-bit and f32 operands, f64
+/// for f64 ones) and reads its sizes.
 Status checkAccumulateMatmulOperands(const KernelArgs &args, const char *kernel,
                                      AccumulateMatmulOperands &operands);
 

@@ -15,8 +15,7 @@
 // adds a product into an f32 (f64) accumulator the same way: BLAS's beta =
 // 1 for f32 and f64, and for the 16-bit types C's tiles start as the
 // accumulator's values and go back to it unrounded. With `overwrite` the
-// product replaces the accumulator (beta = 0; tiles start from zero). A
-// bias target gets rhs's column sums, summed in double and rounded once.
+// product replaces the accumulator (beta = 0; tiles start from zero).
 //
 //===----------------------------------------------------------------------===//
 
@@ -509,27 +508,6 @@ Status matmul(const KernelArgs &args) {
   });
 }
 
-/// The bias target's update: the column sums of `rhs` [k, n], each summed
-/// in double over the rows in order and rounded once to R, replace the
-/// target's elements or add into them. Columns go 64 at a time, so each
-/// row's piece is read contiguously and nothing is allocated.
-template <typename T, typename R>
-void columnSums(const T *rhs, int64_t k, int64_t n, R *target, bool overwrite) {
-  constexpr int64_t kColumns = 64;
-  for (int64_t c0 = 0; c0 < n; c0 += kColumns) {
-    int64_t width = std::min(kColumns, n - c0);
-    double sums[kColumns] = {};
-    for (int64_t r = 0; r < k; ++r) {
-      const T *row = rhs + r * n + c0;
-      for (int64_t c = 0; c < width; ++c)
-        sums[c] += static_cast<double>(load(row[c]));
-    }
-    for (int64_t c = 0; c < width; ++c)
-      target[c0 + c] = overwrite ? static_cast<R>(sums[c])
-                                 : static_cast<R>(target[c0 + c] + static_cast<R>(sums[c]));
-  }
-}
-
 Status accumulateMatmul(const KernelArgs &args) {
   const char *kernel = "accumulate_matmul";
   AccumulateMatmulOperands operands;
@@ -537,18 +515,6 @@ Status accumulateMatmul(const KernelArgs &args) {
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
   GemmShape g = gemmShape(operands);
-  // The bias target's column sums (of no rows: zeros).
-  if (const TensorView *bias = operands.biasTarget; bias && g.n > 0)
-    if (Status s = dispatchFloat(kernel, "lhs", lhs,
-                                 [&](auto tag) {
-                                   using T = decltype(tag);
-                                   using R = std::conditional_t<std::is_same_v<T, double>,
-                                                                double, float>;
-                                   columnSums(rhs.as<const T>(), g.k, g.n, bias->as<R>(),
-                                              operands.overwrite);
-                                 });
-        !s.isOk())
-      return s;
   if (g.m == 0 || g.n == 0)
     return Status::ok();
   // An empty product adds nothing, or overwrites with zeros (all bits zero

@@ -28,10 +28,7 @@
 // accumulate_matmul is the same product with beta = 1 into an accumulator
 // of f32 (f64 for f64 operands): a 16-bit weight gradient adds into its
 // fp32 accumulator in the epilogue, never rounded to 16 bits. With
-// `overwrite` (beta = 0) it writes the product there instead. Its bias
-// target gets rhs's column sums from the BGRADA epilogue (written into the
-// target with `overwrite`, else into the workspace and added after); where
-// no algorithm has that epilogue, a column-sum kernel follows the product.
+// `overwrite` (beta = 0) it writes the product there instead.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,7 +37,6 @@
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/ElementwiseLaunch.h"
-#include "kernels/cuda/ReduceLaunch.h"
 #include "kernels/cuda/ShapeLaunch.h"
 
 #include <algorithm>
@@ -188,7 +184,6 @@ struct HeuristicKey {
   cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
   uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0, auxAlign = 0;
   bool transposeLhs = false, transposeRhs = false, bias = false, geluTanh = false;
-  bool biasGradient = false;
 
   bool operator==(const HeuristicKey &o) const {
     return handle == o.handle && workspaceBytes == o.workspaceBytes &&
@@ -197,8 +192,7 @@ struct HeuristicKey {
            resultStride == o.resultStride && type == o.type && resultType == o.resultType &&
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
            biasAlign == o.biasAlign && auxAlign == o.auxAlign && transposeLhs == o.transposeLhs &&
-           transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh &&
-           biasGradient == o.biasGradient;
+           transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh;
   }
 
   uint64_t hash() const {
@@ -213,7 +207,7 @@ struct HeuristicKey {
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
           static_cast<uint64_t>(auxAlign),
-          static_cast<uint64_t>(biasGradient) << 4 | static_cast<uint64_t>(geluTanh) << 3 |
+          static_cast<uint64_t>(geluTanh) << 3 |
               static_cast<uint64_t>(transposeLhs) << 2 |
               static_cast<uint64_t>(transposeRhs) << 1 |
               static_cast<uint64_t>(bias)})
@@ -287,14 +281,12 @@ private:
 /// What cuBLASLt's epilogue does to a product: the bias (null for none),
 /// then GELU's tanh form; or, with `geluInput`, the product times GELU's
 /// derivative at that aux matrix (leading dimension `auxLd`, batch stride
-/// `auxStride` elements); or, with `biasGradient`, the product as it is and
-/// the sums of A over k (its rows, in D's type) written there (BGRADA).
+/// `auxStride` elements).
 struct EpilogueDesc {
   const void *bias = nullptr;
   bool gelu = false;
   const void *geluInput = nullptr;
   int64_t auxLd = 0, auxStride = 0;
-  void *biasGradient = nullptr;
 };
 
 /// The operation C = op(A) op(B) with `epilogue`, column-major, of the
@@ -314,18 +306,7 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
     status = cublasLtMatmulDescSetAttribute(
         &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
   const void *bias = epilogue.bias, *aux = epilogue.geluInput;
-  if (status != CUBLAS_STATUS_SUCCESS)
-    return status;
-  if (void *gradient = epilogue.biasGradient) {
-    uint32_t mode = CUBLASLT_EPILOGUE_BGRADA;
-    status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &mode,
-                                            sizeof(mode));
-    if (status == CUBLAS_STATUS_SUCCESS)
-      status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                              &gradient, sizeof(gradient));
-    return status;
-  }
-  if (!bias && !epilogue.gelu && !aux)
+  if (status != CUBLAS_STATUS_SUCCESS || (!bias && !epilogue.gelu && !aux))
     return status;
   // The bias has D's type (the default for these types) and, with a
   // strided batch, serves every product (a batch stride of 0, the
@@ -410,9 +391,6 @@ template <typename T> struct ProductEpilogue {
   const T *addend = nullptr;
   bool geluTanh = false;
   const T *geluInput = nullptr;
-  /// Of the result's type: the column sums of rhs [k, n] (not transposed,
-  /// one product) are written there.
-  void *biasGradient = nullptr;
 };
 
 /// The index of the fastest of `count` candidates, each run by
@@ -558,14 +536,6 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   key.transposeLhs = plan.transposeLhs;
   key.transposeRhs = plan.transposeRhs;
   key.bias = bias != nullptr;
-  // cuBLASLt's A is rhs: its BGRADA sums rhs's columns. One product only
-  // (a bias gradient is never batched).
-  void *biasGradient = sliceCount == 1 && plan.batchCount == 1 && !plan.transposeRhs
-                           ? epilogue.biasGradient
-                           : nullptr;
-  key.biasGradient = biasGradient != nullptr;
-  if (biasGradient)
-    key.biasAlign = static_cast<uint32_t>(commonAlignment({address(biasGradient)}));
   // cuBLASLt's GELU and DGELU serve 16-bit products only: its f64 GELU
   // measured ~3e-10 off the cpu, where f64 is held to 1e-12, and f32 gains
   // nothing from an epilogue the compiler never asks for there, so both
@@ -581,7 +551,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   cublasLtMatmulDescOpaque_t operation;
   HeuristicChoice choice;
   HeuristicCache &cache = HeuristicCache::get();
-  bool fuse = bias || key.geluTanh || geluInput || biasGradient;
+  bool fuse = bias || key.geluTanh || geluInput;
   bool cached = cache.find(key, choice);
   if (!cached)
     choice.fusedEpilogue = fuse;
@@ -591,7 +561,6 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   fused.geluInput = geluInput;
   fused.auxLd = plan.n;
   fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
-  fused.biasGradient = biasGradient;
   ZCC_BLAS_RETURN_IF_ERROR(
       kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
                                choice.fusedEpilogue ? fused : EpilogueDesc{}));
@@ -675,11 +644,6 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                        &cLayout, out, &cLayout, &choice.algo, context.workspace,
                        context.workspaceBytes, context.stream));
   }
-  if (epilogue.biasGradient && !(biasGradient && choice.fusedEpilogue))
-    if (Status s = launchStatus(kernel, launchColumnSums(Types::element, rhs, plan.k, plan.n,
-                                                         epilogue.biasGradient, context.stream));
-        !s.isOk())
-      return s;
   if (epilogue.geluTanh && !(key.geluTanh && choice.fusedEpilogue))
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
                                             resultRows * plan.n, context.stream));
@@ -772,96 +736,46 @@ Status matmulBatches(const char *kernel, const LaunchContext &context,
 
 } // namespace
 
-/// Zeros `bytes` of device memory on the stream (all bits zero is 0 in f32
-/// and f64).
-static Status zeroBytes(const char *kernel, const LaunchContext &context, void *data,
-                        size_t bytes) {
-  cudaError_t error = cudaMemsetAsync(data, 0, bytes, context.stream);
-  if (error != cudaSuccess)
-    return kernelError(StatusCode::kInternal, kernel, "cudaMemsetAsync failed: %s (%s)",
-                       cudaGetErrorName(error), cudaGetErrorString(error));
-  return Status::ok();
-}
-
 Status accumulateMatmul(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "accumulate_matmul";
   AccumulateMatmulOperands operands;
   if (Status s = checkAccumulateMatmulOperands(args, kernel, operands); !s.isOk())
     return s;
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1], &target = args.outputs[0];
-  const TensorView *biasTarget = operands.biasTarget;
-  if (operands.n == 0)
+  if (operands.m == 0 || operands.n == 0)
     return Status::ok();
-  if (Status s = checkBlasSizes(kernel, operands.m, operands.n, operands.k); !s.isOk())
-    return s;
-  // An empty product adds nothing, or overwrites with zeros; so do the
-  // bias target's sums of no rows.
+  // An empty product adds nothing, or overwrites with zeros (all bits zero
+  // in f32 and f64).
   if (operands.k == 0) {
     if (!operands.overwrite)
       return Status::ok();
-    if (biasTarget)
-      if (Status s = zeroBytes(kernel, context, biasTarget->data,
-                               static_cast<size_t>(operands.n) * dtypeBytes(biasTarget->dtype));
-          !s.isOk())
-        return s;
-    return zeroBytes(kernel, context, target.data,
-                     static_cast<size_t>(target.numElements()) * dtypeBytes(target.dtype));
+    size_t bytes = static_cast<size_t>(target.numElements()) *
+                   static_cast<size_t>(dtypeBytes(target.dtype));
+    cudaError_t error = cudaMemsetAsync(target.data, 0, bytes, context.stream);
+    if (error != cudaSuccess)
+      return kernelError(StatusCode::kInternal, kernel, "cudaMemsetAsync failed: %s (%s)",
+                         cudaGetErrorName(error), cudaGetErrorString(error));
+    return Status::ok();
   }
-  // The bias target's column sums: written by the product's epilogue
-  // straight into it with `overwrite`, else into the workspace's last
-  // bytes (which cuBLASLt is then not offered) and added after.
-  void *biasSums = nullptr;
-  LaunchContext productContext = context;
-  if (biasTarget) {
-    biasSums = biasTarget->data;
-    if (!operands.overwrite) {
-      size_t bytes = (static_cast<size_t>(operands.n) * dtypeBytes(biasTarget->dtype) + 255) &
-                     ~size_t{255};
-      if (context.workspaceBytes < bytes)
-        return kernelError(StatusCode::kResourceExhausted, kernel,
-                           "the bias target's %lld sums need %zu bytes of workspace, which "
-                           "has %zu",
-                           static_cast<long long>(operands.n), bytes, context.workspaceBytes);
-      productContext.workspaceBytes = (context.workspaceBytes - bytes) & ~size_t{255};
-      biasSums = static_cast<char *>(context.workspace) + productContext.workspaceBytes;
-    }
-  }
+  if (Status s = checkBlasSizes(kernel, operands.m, operands.n, operands.k); !s.isOk())
+    return s;
+  ProductPlan plan;
+  plan.m = operands.m;
+  plan.n = operands.n;
+  plan.k = operands.k;
+  plan.transposeLhs = operands.transposeLhs;
+  plan.transposeRhs = operands.transposeRhs;
+  auto oneSlice = [] { return std::tuple<int64_t, int64_t, int64_t>{0, 0, 0}; };
   Status status;
-  if (operands.m == 0) {
-    // No product, only the bias target's sums.
-    status = launchStatus(kernel, launchColumnSums(elementType(rhs), rhs.data, operands.k,
-                                                   operands.n, biasSums, context.stream));
-  } else {
-    ProductPlan plan;
-    plan.m = operands.m;
-    plan.n = operands.n;
-    plan.k = operands.k;
-    plan.transposeLhs = operands.transposeLhs;
-    plan.transposeRhs = operands.transposeRhs;
-    auto oneSlice = [] { return std::tuple<int64_t, int64_t, int64_t>{0, 0, 0}; };
-    // The check leaves f64 operands with an f64 target, the others with f32.
-    Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
-      using T = decltype(tag);
-      using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
-      ProductEpilogue<T> epilogue;
-      epilogue.biasGradient = biasSums;
-      status = runProducts(kernel, productContext, plan, lhs.as<const T>(), rhs.as<const T>(),
-                           epilogue, target.as<R>(), plan.m, 1, 0, oneSlice,
-                           /*accumulate=*/!operands.overwrite);
-    });
-    if (!dispatched.isOk())
-      return dispatched;
-  }
-  if (!status.isOk() || !biasTarget || operands.overwrite)
-    return status;
-  BroadcastOperands sum;
-  sum.outShape.rank = sum.inShapes[0].rank = sum.inShapes[1].rank = 1;
-  sum.outShape.dims[0] = sum.inShapes[0].dims[0] = sum.inShapes[1].dims[0] = operands.n;
-  sum.inputs[0] = biasTarget->data;
-  sum.inputs[1] = biasSums;
-  sum.output = biasTarget->data;
-  return launchStatus(kernel, launchBinary(BinaryOp::kAdd, elementType(*biasTarget), sum,
-                                           context.stream));
+  // The check leaves f64 operands with an f64 target, the others with f32.
+  Status dispatched = dispatchFloat(kernel, "lhs", lhs, [&](auto tag) {
+    using T = decltype(tag);
+    using R = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    status = runProducts(kernel, context, plan, lhs.as<const T>(), rhs.as<const T>(),
+                         ProductEpilogue<T>{}, target.as<R>(), plan.m, 1, 0, oneSlice,
+                         /*accumulate=*/!operands.overwrite);
+  });
+  return dispatched.isOk() ? status : dispatched;
 }
 
 Status matmul(const KernelArgs &args, const LaunchContext &context) {

@@ -436,52 +436,7 @@ cudaError_t launchKind(const ReduceParams &p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-/// Column sums of a contiguous [rows, columns] matrix into the
-/// accumulator type (f32, f64 for f64): a block takes 32 adjacent columns,
-/// its threadIdx.y lanes every kTileRows-th row, combined in a fixed order.
-template <typename T>
-__global__ void __launch_bounds__(kTileColumns *kTileRows)
-    columnSumsKernel(const T *x, Acc<T> *y, int64_t rows, int64_t columns) {
-  using A = Acc<T>;
-  __shared__ A shared[kTileRows][kTileColumns];
-  unsigned tx = threadIdx.x, ty = threadIdx.y;
-  for (int64_t tile = blockIdx.x; tile * kTileColumns < columns; tile += gridDim.x) {
-    int64_t column = tile * kTileColumns + tx;
-    A acc = A(0);
-    if (column < columns)
-      for (int64_t r = ty; r < rows; r += kTileRows)
-        acc += load(x + r * columns + column);
-    shared[ty][tx] = acc;
-    __syncthreads();
-    if (ty == 0 && column < columns) {
-      A sum = A(0);
-      for (unsigned i = 0; i < kTileRows; ++i)
-        sum += shared[i][tx];
-      y[column] = sum;
-    }
-    __syncthreads();
-  }
-}
-
 } // namespace
-
-cudaError_t launchColumnSums(ElementType type, const void *input, int64_t rows, int64_t columns,
-                             void *result, cudaStream_t stream) {
-  if (columns <= 0)
-    return cudaSuccess;
-  int64_t blocks = ceilDiv(columns, kTileColumns);
-  if (blocks > kMaxBlocks)
-    blocks = kMaxBlocks;
-  cudaError_t error = cudaErrorInvalidValue;
-  dispatchFloat(type, [&](auto tag) {
-    using T = decltype(tag);
-    columnSumsKernel<T><<<static_cast<unsigned>(blocks), dim3(kTileColumns, kTileRows), 0,
-                          stream>>>(static_cast<const T *>(input),
-                                    static_cast<Acc<T> *>(result), rows, columns);
-    error = cudaGetLastError();
-  });
-  return error;
-}
 
 cudaError_t launchReduce(const ReduceParams &params, cudaStream_t stream) {
   if (params.outputs <= 0)

@@ -42,12 +42,6 @@ struct ReduceParams {
 /// and kMax.
 cudaError_t launchReduce(const ReduceParams &params, cudaStream_t stream);
 
-/// result[c] = the sum of input[r, c] over the rows of a contiguous
-/// [rows, columns] matrix of a float type, accumulated in f32 (f64 for f64)
-/// and written in that type, in an order fixed by the shape.
-cudaError_t launchColumnSums(ElementType type, const void *input, int64_t rows, int64_t columns,
-                             void *result, cudaStream_t stream);
-
 } // namespace zcc::cuda
 
 #endif // ZCC_KERNELS_CUDA_REDUCELAUNCH_H

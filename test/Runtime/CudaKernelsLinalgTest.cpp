@@ -1060,37 +1060,6 @@ TEST(CudaKernelsLinalg, AccumulateMatmul) {
           }
 }
 
-// The product with a bias target (rhs's column sums: cuBLASLt's BGRADA,
-// written in place with `overwrite`, else through the workspace and added;
-// or the column-sum kernel where no algorithm fuses it), against the cpu's,
-// from an empty product or contraction to tiled sizes.
-TEST(CudaKernelsLinalg, AccumulateMatmulBiasTarget) {
-  ZCC_REQUIRE_GPU();
-  uint32_t seed = 1400;
-  const int64_t sizes[][3] = {{5, 7, 0}, {0, 9, 11}, {1, 1, 1}, {37, 29, 53}, {96, 768, 1000},
-                              {1600, 1600, 4096}};
-  for (DType dtype : kFloatTypes)
-    for (const auto &size : sizes)
-      for (bool overwrite : {false, true}) {
-        int64_t m = size[0], n = size[1], k = size[2];
-        DType wide = dtype == plan::F64 ? plan::F64 : plan::F32;
-        SCOPED_TRACE(describe(dtype, {k, m}, {k, n}) + (overwrite ? " overwrite" : ""));
-        seed += 4;
-        Call call("accumulate_matmul");
-        call.in(randomTensor(dtype, {k, m}, seed))
-            .in(randomTensor(dtype, {k, n}, seed + 1))
-            .out(randomTensor(wide, {m, n}, seed + 2))
-            .out(randomTensor(wide, {n}, seed + 3));
-        call.boolAttr("transpose_lhs", true);
-        if (overwrite)
-          call.boolAttr("overwrite", true);
-        // Sums in f32 (f64) on both sides, in different orders: the
-        // product's terms (of [-1, 1] x [-1, 1]) add to ~sqrt(k) / 3, so
-        // the 4096-deep products get 5e-4.
-        expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : k > 1000 ? 5e-4 : 1e-4);
-      }
-}
-
 TEST(CudaKernelsLinalg, Fill) {
   ZCC_REQUIRE_GPU();
   for (DType dtype : kFloatTypes)

@@ -1370,56 +1370,6 @@ TEST(GradKernels, AccumulateMatmulOverwriteReplacesTheTarget) {
   EXPECT_EQ(empty.values(), std::vector<double>(6, 0.0));
 }
 
-// A bias target gets rhs's column sums (the bias gradient beside the
-// weight's, rhs being dY): added to its values, or replacing them with
-// `overwrite`, in the target's type, for every operand type; with an empty
-// product (m = 0) the sums still come, and an empty contraction sums to
-// zero.
-TEST(GradKernels, AccumulateMatmulBiasTargetSumsTheColumnsOfRhs) {
-  for (DType type : {plan::F32, plan::F16, plan::BF16, plan::F64})
-    for (bool overwrite : {false, true})
-      for (int64_t m : {int64_t{0}, int64_t{33}}) {
-        int64_t n = 1030, k = 270;
-        std::vector<double> lhs(static_cast<size_t>(k * m)), rhs(static_cast<size_t>(k * n)),
-            start(static_cast<size_t>(n));
-        for (size_t i = 0; i < lhs.size(); ++i)
-          lhs[i] = static_cast<double>((i * 7) % 13) / 8.0 - 0.75;
-        for (size_t i = 0; i < rhs.size(); ++i)
-          rhs[i] = static_cast<double>((i * 5) % 11) / 4.0 - 1.25;
-        for (size_t i = 0; i < start.size(); ++i)
-          start[i] = static_cast<double>(i % 17) - 8.5;
-        lhs = quantize(type, lhs);
-        rhs = quantize(type, rhs);
-        DType wide = type == plan::F64 ? plan::F64 : plan::F32;
-        Call call("accumulate_matmul");
-        call.in(encode(type, {k, m}, lhs)).in(encode(type, {k, n}, rhs));
-        call.out(encode(wide, {m, n}, std::vector<double>(static_cast<size_t>(m * n), 0)));
-        call.out(encode(wide, {n}, start));
-        call.boolAttr("transpose_lhs", true);
-        if (overwrite)
-          call.boolAttr("overwrite", true);
-        ASSERT_OK(call.run());
-        ASSERT_OK(call.run());
-        std::vector<double> got = call.values(1);
-        double worst = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          double sum = 0;
-          for (int64_t r = 0; r < k; ++r)
-            sum += rhs[static_cast<size_t>(r * n + j)];
-          double expected = overwrite ? sum : start[static_cast<size_t>(j)] + 2 * sum;
-          worst = std::max(worst, std::fabs(got[static_cast<size_t>(j)] - expected));
-        }
-        // Multiples of 1/4 below 1.25 summed over 270 rows: exact.
-        EXPECT_EQ(worst, 0.0) << dtypeName(type) << " overwrite " << overwrite << " m " << m;
-      }
-  Call empty("accumulate_matmul");
-  empty.in(f32({0, 3}, {})).in(f32({0, 2}, {})).out(f32({3, 2}, {1, 2, 3, 4, 5, 6}));
-  empty.out(f32({2}, {7, 8}));
-  empty.boolAttr("transpose_lhs", true).boolAttr("overwrite", true);
-  ASSERT_OK(empty.run());
-  EXPECT_EQ(empty.values(1), std::vector<double>(2, 0.0));
-}
-
 TEST(GradKernels, AccumulateMatmulErrors) {
   Call narrow("accumulate_matmul");
   narrow.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
@@ -1441,23 +1391,6 @@ TEST(GradKernels, AccumulateMatmulErrors) {
   batched.out(f32({2, 2}, std::vector<double>(4, 0)));
   expectError(batched.run(), StatusCode::kInvalidArgument,
               {"accumulate_matmul", "'lhs' must be a matrix, got shape [1, 2, 3]"});
-  Call transposedBias("accumulate_matmul");
-  transposedBias.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({2, 3}, std::vector<double>(6, 1)));
-  transposedBias.out(f32({2, 2}, std::vector<double>(4, 0))).out(f32({2}, {0, 0}));
-  transposedBias.boolAttr("transpose_rhs", true);
-  expectError(transposedBias.run(), StatusCode::kInvalidArgument,
-              {"accumulate_matmul", "'bias_target' sums the rows of rhs, which must not be transposed"});
-  Call biasShape("accumulate_matmul");
-  biasShape.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
-  biasShape.out(f32({2, 2}, std::vector<double>(4, 0))).out(f32({3}, {0, 0, 0}));
-  expectError(biasShape.run(), StatusCode::kInvalidArgument,
-              {"accumulate_matmul", "'bias_target' must have the product's 2 columns, got shape [3]"});
-  Call biasType("accumulate_matmul");
-  biasType.in(f32({2, 3}, std::vector<double>(6, 1))).in(f32({3, 2}, std::vector<double>(6, 1)));
-  biasType.out(f32({2, 2}, std::vector<double>(4, 0)));
-  biasType.out(encode(plan::F64, {2}, {0, 0}));
-  expectError(biasType.run(), StatusCode::kUnimplemented,
-              {"accumulate_matmul", "'bias_target' has element type f64", "f32"});
 }
 
 TEST(GradKernels, FillSetsEveryElement) {

@@ -173,8 +173,6 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
   if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op)) {
     reads.append({fused.getLhs(), fused.getRhs()});
     writes.push_back(fused.getTarget());
-    if (Value bias = fused.getBiasTarget())
-      writes.push_back(bias);
     return true;
   }
   if (auto assign = dyn_cast<zgraph::AssignOp>(op)) {

@@ -72,7 +72,7 @@ void fuseProduct(zgraph::AccumulateOp accumulate) {
   OpBuilder builder(accumulate);
   auto fused = builder.create<zgraph::AccumulateMatMulOp>(
       accumulate.getLoc(), accumulate.getTarget(), product.getLhs(), product.getRhs(),
-      /*bias_target=*/Value(), product.getTransposeLhs(), product.getTransposeRhs(), /*overwrite=*/false);
+      product.getTransposeLhs(), product.getTransposeRhs(), /*overwrite=*/false);
   for (NamedAttribute attr : accumulate->getAttrs())
     fused->setAttr(attr.getName(), attr.getValue());
   accumulate.erase();

@@ -81,11 +81,8 @@ StringRef offloadDevice(DictionaryAttr zero, StringRef section) {
 SmallVector<Value> inPlaceTargets(Operation *op) {
   if (auto accumulate = dyn_cast<zgraph::AccumulateOp>(op))
     return {accumulate.getTarget()};
-  if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op)) {
-    if (Value bias = fused.getBiasTarget())
-      return {fused.getTarget(), bias};
+  if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op))
     return {fused.getTarget()};
-  }
   if (auto assign = dyn_cast<zgraph::AssignOp>(op))
     return {assign.getTarget()};
   if (auto fill = dyn_cast<zgraph::FillOp>(op))

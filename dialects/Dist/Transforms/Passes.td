@@ -391,30 +391,4 @@ def StepGradientsPass : Pass<"zcc-dist-step-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
 
-def FuseBiasGradientsPass : Pass<"zcc-dist-fuse-bias-gradients", "mlir::ModuleOp"> {
-  let summary = "A linear layer's bias gradient comes out of its weight gradient's product";
-  let description = [{
-    The gradient of a bias added to every row of a product is the column
-    sums of the product's output gradient dY, a `zgraph.reduce_sum` over
-    every axis but the last, which reads dY once more after the weight
-    gradient's `zgraph.accumulate_matmul` (x^T dY) has read it. Where such
-    a sum is read only by its accumulation into the bias's gradient
-    accumulator (`zgraph.accumulate`, or the `zgraph.assign` of a gradient
-    that lives for one step), and a product of the same block adds x^T dY
-    (dY as it is or viewed as a matrix of its rows) into a weight's
-    accumulator in the same way (an `overwrite` with the assign, an
-    addition with the accumulate), the product takes the bias accumulator
-    as its `bias_target` and the sum and its accumulation are gone:
-    cuBLASLt's BGRADA epilogue sums the columns while the product reads
-    them. The sums are then in the accumulator's type (f32) rather than
-    rounded to dY's 16 bits before it is widened.
-
-    The fused op runs where the later of the two did; nothing between them
-    may use either accumulator, and both ops carry the same marks (stage,
-    memory). The dist phase's last rewrite, after zcc-dist-step-gradients
-    (whose one `overwrite` serves both targets).
-  }];
-  let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
-}
-
 #endif // ZCC_DIALECT_DIST_PASSES_TD

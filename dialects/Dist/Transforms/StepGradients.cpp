@@ -37,11 +37,8 @@ StringRef gradientName(Value value) {
 bool addsInto(Operation *op, Value target) {
   if (auto accumulate = dyn_cast<zgraph::AccumulateOp>(op))
     return accumulate.getTarget() == target;
-  // One `overwrite` serves both targets of a product with a fused bias
-  // gradient (zcc-dist-fuse-bias-gradients runs after this pass): such a
-  // one keeps both accumulators.
   if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op))
-    return fused.getTarget() == target && !fused.getBiasTarget();
+    return fused.getTarget() == target;
   return false;
 }
 

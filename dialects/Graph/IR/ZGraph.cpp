@@ -745,17 +745,6 @@ LogicalResult AccumulateMatMulOp::verify() {
     return emitOpError() << "contracting dimensions differ: " << k << " vs " << rhsK;
   if (target.getShape() != ArrayRef<int64_t>{m, n})
     return emitOpError() << "the product is " << m << "x" << n << " but the target is " << target;
-  if (Value biasTarget = getBiasTarget()) {
-    auto bias = cast<RankedTensorType>(biasTarget.getType());
-    if (getTransposeRhs())
-      return emitOpError("a bias_target sums the rows of rhs, which must not be transposed");
-    if (bias.getShape() != ArrayRef<int64_t>{n} ||
-        bias.getElementType() != target.getElementType())
-      return emitOpError() << "bias_target must be the product's " << n << " columns in "
-                           << target.getElementType() << ", got " << bias;
-    if (failed(verifyInPlaceTarget(*this, biasTarget, "bias_target")))
-      return failure();
-  }
   return verifyInPlaceTarget(*this, getTarget(), "target");
 }
 

@@ -765,25 +765,15 @@ def ZGraph_AccumulateMatMulOp : ZGraph_Op<"accumulate_matmul", [MemoryEffects<[M
     op(lhs) @ op(rhs)`): the first write of a gradient that lives for one
     step (zcc-dist-step-gradients).
 
-    With a `bias_target` (a rank-1 state of the target's element type, one
-    element per column of the product) the column sums of `rhs` (a matrix
-    not transposed: the sum of its rows) add into it as well, or replace it
-    with `overwrite`: the bias gradient of a linear layer, whose output's
-    gradient is `rhs`, computed from the same reads as the weight's
-    (cuBLASLt's BGRADA epilogue). The sums are in the target's type, never
-    rounded to the operands'. Only `zcc-dist-fuse-bias-gradients` sets it.
-
     ```mlir
     zgraph.accumulate_matmul %x, %dy into %acc {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) into tensor<100x10xf32>
-    zgraph.accumulate_matmul %x, %dy into %acc bias %bacc {transpose_lhs} : (tensor<64x100xbf16>, tensor<64x10xbf16>) into tensor<100x10xf32>, tensor<10xf32>
     ```
   }];
   let arguments = (ins ZGraph_FloatTensor:$target, ZGraph_FloatTensor:$lhs,
-                       ZGraph_FloatTensor:$rhs, Optional<ZGraph_FloatTensor>:$bias_target,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs, UnitAttr:$overwrite);
+                       ZGraph_FloatTensor:$rhs, UnitAttr:$transpose_lhs,
+                       UnitAttr:$transpose_rhs, UnitAttr:$overwrite);
   let assemblyFormat = [{
-    $lhs `,` $rhs `into` $target (`bias` $bias_target^)? attr-dict `:` `(` type($lhs) `,` type($rhs) `)`
-    `into` type($target) (`,` type($bias_target)^)?
+    $lhs `,` $rhs `into` $target attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `into` type($target)
   }];
   let hasVerifier = 1;
 }

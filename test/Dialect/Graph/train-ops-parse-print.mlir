@@ -116,13 +116,10 @@ func.func @states(%dw: tensor<4x8xf16>) -> tensor<f64> {
 // CHECK-LABEL: func.func @accumulate_product
 // CHECK: zgraph.accumulate_matmul %{{.*}}, %{{.*}} into %[[G:.*]] {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>
 // CHECK: zgraph.accumulate_matmul %{{.*}}, %{{.*}} into %[[G]] {transpose_rhs} : (tensor<4x16xf32>, tensor<8x16xf32>) into tensor<4x8xf32>
-// CHECK: zgraph.accumulate_matmul %{{.*}}, %{{.*}} into %[[G]] bias %[[B:.*]] {overwrite, transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>, tensor<8xf32>
 func.func @accumulate_product(%x: tensor<16x4xbf16>, %dy: tensor<16x8xbf16>, %a: tensor<4x16xf32>, %b: tensor<8x16xf32>) {
   %g = zgraph.state "fc.weight" kind = "grad" : tensor<4x8xf32>
   zgraph.accumulate_matmul %x, %dy into %g {transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>
   zgraph.accumulate_matmul %a, %b into %g {transpose_rhs} : (tensor<4x16xf32>, tensor<8x16xf32>) into tensor<4x8xf32>
-  %gb = zgraph.state "fc.bias" kind = "grad" : tensor<8xf32>
-  zgraph.accumulate_matmul %x, %dy into %g bias %gb {overwrite, transpose_lhs} : (tensor<16x4xbf16>, tensor<16x8xbf16>) into tensor<4x8xf32>, tensor<8xf32>
   return
 }
 
