@@ -89,7 +89,8 @@ void widenProduct(zgraph::CastOp cast) {
   auto product = cast.getInput().getDefiningOp<zgraph::MatMulOp>();
   if (!product || !product->hasOneUse() || product.hasEpilogue() || product.isWidened() ||
       !isa<Float16Type, BFloat16Type>(product.getType().getElementType()) ||
-      !cast.getType().getElementType().isF32() || onHost(product.getResult()) || onHost(cast.getResult()) ||
+      !cast.getType().getElementType().isF32() || onHost(product.getResult()) ||
+      onHost(cast.getResult()) ||
       product->getDiscardableAttrDictionary() != cast->getDiscardableAttrDictionary())
     return;
   product.getResult().setType(cast.getType());

@@ -146,8 +146,10 @@ bool sameMarks(Operation *a, Operation *b) {
 /// used only by the cast -> the product with an f32 result: cuBLASLt
 /// writes its f32 sum as D, so the 16-bit result, its rounding and the
 /// cast's pass are gone (the f32 logits of a language model's head). Not
-/// for a gradient the step accumulates (FuseAccumulate, and the
-/// collectives of ZeRO, read its 16-bit product). A cast without marks
+/// for a gradient the step accumulates: zcc-dist-fuse-accumulate decides
+/// those once ZeRO and the offloads have placed them (an accumulation or a
+/// 16-bit offload reads the 16-bit product; ZeRO's f32 collectives get the
+/// product widened there). A cast without marks
 /// (mixed precision's, made after the pipeline partition) runs where its
 /// product does.
 struct FoldWideningIntoMatMul : OpRewritePattern<CastOp> {
