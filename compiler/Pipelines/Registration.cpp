@@ -68,6 +68,7 @@ void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
   pm.addPass(zdist::createPipelineSchedulePass());
   pm.addPass(zdist::createZeroPass());
   pm.addPass(zdist::createOffloadPass());
+  pm.addPass(zdist::createComputeCopiesPass());
   pm.addPass(zdist::createPipelineSplitPass());
   pm.addPass(zdist::createFuseAccumulatePass());
   pm.addPass(zdist::createStepGradientsPass());

@@ -761,18 +761,43 @@ Status countMembers(const KernelArgs &args, const char *kernel,
                      args.inputs.size(), args.outputs.size());
 }
 
+Status checkAdamwCopy(const char *kernel, const TensorView &copy,
+                      const TensorView &param) {
+  if (Status s = checkView(kernel, "result", "new_param_copy", -1, copy); !s.isOk())
+    return s;
+  if (copy.dtype != plan::F16 && copy.dtype != plan::BF16)
+    return unsupportedDType(kernel, "new_param_copy", copy, "f16 and bf16");
+  if (copy.numElements() != param.numElements())
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "new_param_copy has %lld elements, param %lld",
+                       static_cast<long long>(copy.numElements()),
+                       static_cast<long long>(param.numElements()));
+  return Status::ok();
+}
+
 Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
-                               size_t &members) {
-  if (Status s = countMembers(args, kernel, 4, 1, 3, members); !s.isOk())
+                               size_t &members, bool &copies) {
+  // Four results a tensor (its copy last) when the outputs match the
+  // inputs' tensors four to four; three otherwise.
+  size_t own = args.inputs.empty() ? 0 : args.inputs.size() - 1;
+  copies = own > 0 && own % 4 == 0 && args.outputs.size() == own;
+  const size_t stride = copies ? 4 : 3;
+  if (Status s = countMembers(args, kernel, 4, 1, stride, members); !s.isOk())
     return s;
   for (size_t m = 0; m < members; ++m) {
     const TensorView *in = &args.inputs[4 * m];
+    const TensorView *out = &args.outputs[stride * m];
     Status s = checkOptimizerMember(
-        kernel, in, {"param", "grad", "exp_avg", "exp_avg_sq"},
-        &args.outputs[3 * m], {"new_param", "new_exp_avg", "new_exp_avg_sq"});
+        kernel, in, {"param", "grad", "exp_avg", "exp_avg_sq"}, out,
+        {"new_param", "new_exp_avg", "new_exp_avg_sq"});
     if (s.isOk() && m > 0)
       s = expectSameDType(kernel, "param", in[0], "the first tensor's param",
                           args.inputs[0]);
+    if (s.isOk() && copies)
+      s = checkAdamwCopy(kernel, out[3], in[0]);
+    if (s.isOk() && copies && m > 0)
+      s = expectSameDType(kernel, "new_param_copy", out[3],
+                          "the first tensor's new_param_copy", args.outputs[3]);
     if (!s.isOk())
       return s.addContext("in tensor #" + std::to_string(m) + " of " +
                           std::to_string(members));

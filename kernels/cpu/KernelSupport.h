@@ -343,12 +343,20 @@ Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
                             std::initializer_list<const char *> outputNames);
 
 /// Checks a multi-tensor adamw's operands (countMembers' layout with 4
-/// inputs, 1 shared input and 3 outputs a tensor): each tensor as
+/// inputs, 1 shared input and 3 outputs a tensor, or 4 when every tensor
+/// also writes its updated parameter's 16-bit copy): each tensor as
 /// checkOptimizerOperands checks a single one, all of the first tensor's
-/// element type. Sets `members` to the number of tensors. The shared
-/// scalars are the caller's to check.
+/// element type, the copies f16 or bf16, all of one type, each with its
+/// parameter's elements. Sets `members` to the number of tensors and
+/// `copies` to whether they write copies. The shared scalars are the
+/// caller's to check.
 Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
-                               size_t &members);
+                               size_t &members, bool &copies);
+
+/// Checks an adamw's `new_param_copy` result: f16 or bf16, with as many
+/// elements as `param`.
+Status checkAdamwCopy(const char *kernel, const TensorView &copy,
+                      const TensorView &param);
 
 /// Checks fill's operands, one target or several (a multi-tensor fill: no
 /// inputs, one output a target), each a float tensor, and reads `value`.

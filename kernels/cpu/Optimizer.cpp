@@ -450,13 +450,16 @@ namespace {
 /// A multi-tensor adamw (the compiler's fusion of a step's adamw
 /// instructions): (param, grad, exp_avg, exp_avg_sq) for each tensor, then
 /// the scalars they share; (new_param, new_exp_avg, new_exp_avg_sq) for
-/// each. Every tensor is checked before any is updated, then each is
-/// stepped exactly as its single-tensor instruction would step it.
+/// each, then its new_param_copy when every tensor has one. Every tensor is
+/// checked before any is updated, then each is stepped exactly as its
+/// single-tensor instruction would step it.
 Status multiAdamw(const KernelArgs &args) {
   const char *kernel = "adamw";
   size_t members = 0;
-  if (Status s = checkMultiAdamwOperands(args, kernel, members); !s.isOk())
+  bool copies = false;
+  if (Status s = checkMultiAdamwOperands(args, kernel, members, copies); !s.isOk())
     return s;
+  const size_t stride = copies ? 4 : 3;
   OptimizerScalars scalars;
   if (Status s = readScalars(kernel, args.inputs.back(), scalars); !s.isOk())
     return s;
@@ -466,8 +469,9 @@ Status multiAdamw(const KernelArgs &args) {
     return s;
   for (size_t m = 0; m < members; ++m)
     (void)dispatchWideFloat(kernel, "param", args.inputs[4 * m], [&](auto tag) {
-      adamwLoop<decltype(tag)>(&args.inputs[4 * m], &args.outputs[3 * m],
-                               nullptr, scalars, decoupled);
+      adamwLoop<decltype(tag)>(&args.inputs[4 * m], &args.outputs[stride * m],
+                               copies ? &args.outputs[stride * m + 3] : nullptr,
+                               scalars, decoupled);
     });
   return Status::ok();
 }
@@ -488,13 +492,8 @@ Status adamw(const KernelArgs &args) {
   const TensorView *copy = nullptr;
   if (args.outputs.size() == 4) {
     copy = &args.outputs[3];
-    if (copy->dtype != plan::F16 && copy->dtype != plan::BF16)
-      return unsupportedDType(kernel, "new_param_copy", *copy, "f16 and bf16");
-    if (copy->numElements() != args.inputs[0].numElements())
-      return kernelError(StatusCode::kInvalidArgument, kernel,
-                         "new_param_copy has %lld elements, param %lld",
-                         static_cast<long long>(copy->numElements()),
-                         static_cast<long long>(args.inputs[0].numElements()));
+    if (Status s = checkAdamwCopy(kernel, *copy, args.inputs[0]); !s.isOk())
+      return s;
   }
   OptimizerScalars scalars;
   if (Status s = readScalars(kernel, args.inputs[4], scalars); !s.isOk())

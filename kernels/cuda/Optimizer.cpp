@@ -216,8 +216,15 @@ namespace {
 Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "adamw";
   size_t members = 0;
-  if (Status s = checkMultiAdamwOperands(args, kernel, members); !s.isOk())
+  bool copies = false;
+  if (Status s = checkMultiAdamwOperands(args, kernel, members, copies); !s.isOk())
     return s;
+  if (copies && args.inputs[0].dtype != plan::F32)
+    return unsupportedDType(kernel, "param", args.inputs[0],
+                            "f32 (with a 16-bit copy)");
+  const size_t stride = copies ? 4 : 3;
+  const ElementType copyType =
+      copies ? elementType(args.outputs[3].dtype) : ElementType::kUnspecified;
   const TensorView &scalars = args.inputs.back();
   if (Status s = checkScalars(kernel, scalars); !s.isOk())
     return s;
@@ -232,8 +239,8 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
       if (Status s = launchStatus(
               kernel, launchMultiAdamw(chunk, chunkSize,
                                        elementType(args.inputs[0].dtype),
-                                       scalars.as<const double>(), decoupled,
-                                       context.stream));
+                                       copyType, scalars.as<const double>(),
+                                       decoupled, context.stream));
           !s.isOk())
         return s;
       chunkSize = 0;
@@ -241,7 +248,7 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
     if (m == members)
       break;
     const TensorView *in = &args.inputs[4 * m];
-    const TensorView *out = &args.outputs[3 * m];
+    const TensorView *out = &args.outputs[stride * m];
     if (in[0].numElements() == 0)
       continue;
     AdamwTensor &t = chunk[chunkSize++];
@@ -253,6 +260,7 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
     t.expAvgOut = out[1].data;
     t.expAvgSqOut = out[2].data;
     t.count = in[0].numElements();
+    t.copy = copies ? out[3].data : nullptr;
   }
   return Status::ok();
 }
@@ -261,7 +269,8 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
 
 Status adamw(const KernelArgs &args, const LaunchContext &context) {
   const char *kernel = "adamw";
-  if (args.inputs.size() != 5)
+  // Several tensors, or one with its 16-bit copy: the multi-tensor kernel.
+  if (args.inputs.size() != 5 || args.outputs.size() == 4)
     return multiAdamw(args, context);
   if (Status s = checkOptimizerOperands(
           args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},

@@ -16,6 +16,7 @@
 #include "kernels/cuda/OptimizerLaunch.h"
 
 #include <initializer_list>
+#include <type_traits>
 
 namespace zcc::cuda {
 
@@ -309,12 +310,14 @@ __device__ __forceinline__ void adamStep(const AdamConstants<T> &c,
 /// `kWide` (every pointer 16-byte aligned) each thread moves 16 bytes of
 /// each of the seven tensors at a time, which keeps enough loads in flight
 /// to run at memory bandwidth; the elements past the last whole group one by
-/// one.
-template <typename T, bool kWide>
+/// one. With `C` a 16-bit type (not void), `t.copy` receives each updated
+/// parameter value rounded to C.
+template <typename T, bool kWide, typename C = void>
 __device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
                                             bool decoupled,
                                             const AdamwTensor &t,
                                             int64_t block, int64_t blocks) {
+  constexpr bool kCopy = !std::is_void_v<C>;
   const T *param = static_cast<const T *>(t.param);
   const T *grad = static_cast<const T *>(t.grad);
   const T *expAvg = static_cast<const T *>(t.expAvg);
@@ -342,6 +345,14 @@ __device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
       reinterpret_cast<Group *>(paramOut)[i] = value;
       reinterpret_cast<Group *>(expAvgOut)[i] = m;
       reinterpret_cast<Group *>(expAvgSqOut)[i] = v;
+      if constexpr (kCopy) {
+        struct alignas(sizeof(C) * kGroup) CopyGroup { C v[kGroup]; };
+        CopyGroup rounded;
+#pragma unroll
+        for (int k = 0; k < kGroup; ++k)
+          store(&rounded.v[k], value.v[k]);
+        reinterpret_cast<CopyGroup *>(t.copy)[i] = rounded;
+      }
     }
     done = groups * kGroup;
   }
@@ -352,6 +363,8 @@ __device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
     paramOut[i] = value;
     expAvgOut[i] = m;
     expAvgSqOut[i] = v;
+    if constexpr (kCopy)
+      store(static_cast<C *>(t.copy) + i, value);
   }
 }
 
@@ -368,7 +381,7 @@ sharedAdamConstants(const double *scalars) {
 template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
   const AdamConstants<T> c = sharedAdamConstants<T>(p.scalars);
   AdamwTensor t{p.param,    p.grad,      p.expAvg,      p.expAvgSq,
-                p.paramOut, p.expAvgOut, p.expAvgSqOut, p.count};
+                p.paramOut, p.expAvgOut, p.expAvgSqOut, p.count, nullptr};
   adamwTensor<T, kWide>(c, p.decoupled, t, blockIdx.x, gridDim.x);
 }
 
@@ -386,8 +399,10 @@ static_assert(sizeof(MultiAdamwBatch) <= 4096,
               "a kernel's parameters must fit in 4 KiB");
 
 /// Each element is computed by adamStep as in adamwKernel, so a fused step
-/// rounds exactly as the single-tensor one.
-template <typename T> __global__ void multiAdamwKernel(MultiAdamwBatch batch) {
+/// rounds exactly as the single-tensor one; with `C` not void each tensor
+/// also writes its copy.
+template <typename T, typename C = void>
+__global__ void multiAdamwKernel(MultiAdamwBatch batch) {
   const AdamConstants<T> c = sharedAdamConstants<T>(batch.scalars);
   int which = 0;
   while (which + 1 < batch.count && blockIdx.x >= batch.firstBlock[which + 1])
@@ -395,11 +410,11 @@ template <typename T> __global__ void multiAdamwKernel(MultiAdamwBatch batch) {
   int64_t block = blockIdx.x - batch.firstBlock[which];
   int64_t blocks = batch.firstBlock[which + 1] - batch.firstBlock[which];
   if (batch.wide[which])
-    adamwTensor<T, true>(c, batch.decoupled, batch.tensors[which], block,
-                         blocks);
+    adamwTensor<T, true, C>(c, batch.decoupled, batch.tensors[which], block,
+                            blocks);
   else
-    adamwTensor<T, false>(c, batch.decoupled, batch.tensors[which], block,
-                          blocks);
+    adamwTensor<T, false, C>(c, batch.decoupled, batch.tensors[which], block,
+                             blocks);
 }
 
 //===----------------------------------------------------------------------===//
@@ -707,12 +722,17 @@ cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream) {
 }
 
 cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
-                             ElementType type, const double *scalars,
-                             bool decoupled, cudaStream_t stream) {
+                             ElementType type, ElementType copyType,
+                             const double *scalars, bool decoupled,
+                             cudaStream_t stream) {
   if (tensorCount <= 0 || tensorCount > kAdamwTensorsPerLaunch)
     return cudaErrorInvalidValue;
   int size = elementBytes(type);
   if (type != ElementType::kF32 && type != ElementType::kF64)
+    return cudaErrorInvalidValue;
+  const bool copies = copyType != ElementType::kUnspecified;
+  if (copies && (type != ElementType::kF32 ||
+                 (copyType != ElementType::kF16 && copyType != ElementType::kBF16)))
     return cudaErrorInvalidValue;
   MultiAdamwBatch batch{};
   batch.scalars = scalars;
@@ -726,6 +746,9 @@ cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
                           static_cast<const void *>(t.expAvgOut),
                           static_cast<const void *>(t.expAvgSqOut)})
       wide &= reinterpret_cast<uintptr_t>(p) % 16 == 0;
+    // A group's copy is half its 16 bytes.
+    if (copies)
+      wide &= reinterpret_cast<uintptr_t>(t.copy) % 8 == 0;
     int64_t work = wide ? t.count / (16 / size) : t.count;
     // An empty tensor still gets a block, which finds nothing to do.
     batch.tensors[i] = t;
@@ -735,12 +758,15 @@ cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
   }
   batch.firstBlock[tensorCount] = blocks;
   batch.count = tensorCount;
-  if (type == ElementType::kF32)
-    multiAdamwKernel<float>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+  unsigned grid = static_cast<unsigned>(blocks);
+  if (copyType == ElementType::kBF16)
+    multiAdamwKernel<float, __nv_bfloat16><<<grid, kThreads, 0, stream>>>(batch);
+  else if (copyType == ElementType::kF16)
+    multiAdamwKernel<float, __half><<<grid, kThreads, 0, stream>>>(batch);
+  else if (type == ElementType::kF32)
+    multiAdamwKernel<float><<<grid, kThreads, 0, stream>>>(batch);
   else
-    multiAdamwKernel<double>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(batch);
+    multiAdamwKernel<double><<<grid, kThreads, 0, stream>>>(batch);
   return cudaGetLastError();
 }
 

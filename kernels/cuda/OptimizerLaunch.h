@@ -82,6 +82,9 @@ struct AdamwTensor {
              *expAvgSq = nullptr;
   void *paramOut = nullptr, *expAvgOut = nullptr, *expAvgSqOut = nullptr;
   int64_t count = 0;
+  /// The updated parameter's 16-bit copy (of launchMultiAdamw's
+  /// `copyType`), or null.
+  void *copy = nullptr;
 };
 
 /// Tensors one multi-tensor adamw launch takes (its parameter block holds
@@ -91,10 +94,13 @@ constexpr int kAdamwTensorsPerLaunch = 40;
 /// launchAdamw's step over `tensorCount` (1 to kAdamwTensorsPerLaunch)
 /// tensors of `type` (f32 or f64) in one launch: each tensor gets the
 /// blocks launchAdamw would give it, and every element is computed by the
-/// same code.
+/// same code. With `copyType` f16 or bf16 (`type` f32), every tensor's
+/// `copy` also receives its updated parameter rounded to nearest even, as
+/// the cast kernel rounds; kUnspecified: no tensor has a copy.
 cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
-                             ElementType type, const double *scalars,
-                             bool decoupled, cudaStream_t stream);
+                             ElementType type, ElementType copyType,
+                             const double *scalars, bool decoupled,
+                             cudaStream_t stream);
 
 /// One target of a multi-tensor fill: as launchFillPattern's arguments.
 struct FillTensor {

@@ -85,3 +85,53 @@ module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
     return
   }
 }
+
+// -----
+
+// The refresh of a parameter's device 16-bit copy (zcc-dist-compute-copies)
+// fuses into the adamw before it as a fourth result, and the adamws that
+// write bf16 copies group with one another: the fused instruction's
+// results are each member's (param, exp_avg, exp_avg_sq, copy). "c"'s
+// copy is f16, so it stays out of their group, and "d" has none.
+// CHECK-DAG: zplan.buffer @[[CA:b[0-9]+]] {{.*}}kind = "parameter_copy", name = "a.copy", type = tensor<4xbf16>
+// CHECK-DAG: zplan.buffer @[[CB:b[0-9]+]] {{.*}}kind = "parameter_copy", name = "b.copy", type = tensor<6xbf16>
+// CHECK-DAG: zplan.buffer @[[CC:b[0-9]+]] {{.*}}kind = "parameter_copy", name = "c.copy", type = tensor<4xf16>
+// CHECK-LABEL: zplan.program @optimizer_step {
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], {{[^)]*}}, @device::@[[B:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CA]], @device::@[[B]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CB]]) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CC]]) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{[^)]*}}) outs(@device::@[[D]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: }
+module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
+  func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {
+    %a = zgraph.param "a" trainable : tensor<4xf32>
+    %ga = zgraph.state "a" kind = "grad" : tensor<4xf32>
+    %ma = zgraph.state "a" kind = "exp_avg" : tensor<4xf32>
+    %va = zgraph.state "a" kind = "exp_avg_sq" : tensor<4xf32>
+    zgraph.adamw %a, %ga, %ma, %va, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    %ca = zgraph.state "a" kind = "copy" : tensor<4xbf16>
+    %ha = zgraph.cast %a : tensor<4xf32> -> tensor<4xbf16>
+    zgraph.assign %ha into %ca : tensor<4xbf16> into tensor<4xbf16>
+    %b = zgraph.param "b" trainable : tensor<6xf32>
+    %gb = zgraph.state "b" kind = "grad" : tensor<6xf32>
+    %mb = zgraph.state "b" kind = "exp_avg" : tensor<6xf32>
+    %vb = zgraph.state "b" kind = "exp_avg_sq" : tensor<6xf32>
+    zgraph.adamw %b, %gb, %mb, %vb, %scalars {adam_w_mode = true} : tensor<6xf32>, tensor<8xf64>
+    %cb = zgraph.state "b" kind = "copy" : tensor<6xbf16>
+    %hb = zgraph.cast %b : tensor<6xf32> -> tensor<6xbf16>
+    zgraph.assign %hb into %cb : tensor<6xbf16> into tensor<6xbf16>
+    %c = zgraph.param "c" trainable : tensor<4xf32>
+    %gc = zgraph.state "c" kind = "grad" : tensor<4xf32>
+    %mc = zgraph.state "c" kind = "exp_avg" : tensor<4xf32>
+    %vc = zgraph.state "c" kind = "exp_avg_sq" : tensor<4xf32>
+    zgraph.adamw %c, %gc, %mc, %vc, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    %cc = zgraph.state "c" kind = "copy" : tensor<4xf16>
+    %hc = zgraph.cast %c : tensor<4xf32> -> tensor<4xf16>
+    zgraph.assign %hc into %cc : tensor<4xf16> into tensor<4xf16>
+    %d = zgraph.param "d" trainable : tensor<4xf32>
+    %gd = zgraph.state "d" kind = "grad" : tensor<4xf32>
+    %md = zgraph.state "d" kind = "exp_avg" : tensor<4xf32>
+    %vd = zgraph.state "d" kind = "exp_avg_sq" : tensor<4xf32>
+    zgraph.adamw %d, %gd, %md, %vd, %scalars {adam_w_mode = true} : tensor<4xf32>, tensor<8xf64>
+    return
+  }
+}

@@ -1281,6 +1281,64 @@ TEST(CudaKernelsLinalg, MultiTensorAdamw) {
   expectCudaRefusesLikeCpu(layout);
 }
 
+// A multi-tensor adamw whose tensors write their 16-bit copies (the fused
+// refresh of zcc-dist-compute-copies): more tensors than one launch takes,
+// the wide path, its tail and the element-wise one. The updates follow
+// the cpu's; each copy is the cast of the cuda update itself, bit for bit
+// (round to nearest even, as the cast kernels round). An f64 parameter
+// with a copy is refused.
+TEST(CudaKernelsLinalg, MultiTensorAdamwWritesCopies) {
+  ZCC_REQUIRE_GPU();
+  Hyper h;
+  h.weightDecay = 0.1;
+  h.gradScale = 0.5;
+  uint32_t seed = 1900;
+  for (DType copyType : {plan::BF16, plan::F16}) {
+    SCOPED_TRACE(dtypeName(copyType));
+    Call call("adamw");
+    constexpr int kTensors = 43;
+    std::vector<int64_t> sizes;
+    for (int t = 0; t < kTensors; ++t) {
+      int64_t n = t % 7 == 0 ? 70001 : (t * 7919) % 2500 + 1;
+      sizes.push_back(n);
+      call.in(randomTensor(plan::F32, {n}, seed))
+          .in(randomTensor(plan::F32, {n}, seed + 1, -3, 3))
+          .in(randomTensor(plan::F32, {n}, seed + 2, -0.5, 0.5))
+          .in(randomTensor(plan::F32, {n}, seed + 3, 0, 0.3));
+      seed += 4;
+    }
+    call.in(scalarsTensor(h, 2));
+    for (int t = 0; t < kTensors; ++t)
+      call.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3).out(copyType, {sizes[t]});
+    Call reference = call, actual = call;
+    ASSERT_OK(reference.run());
+    ASSERT_OK(runOnCuda(actual));
+    for (int t = 0; t < kTensors; ++t) {
+      std::string what = "tensor " + std::to_string(t);
+      for (int i = 0; i < 3; ++i)
+        expectNear(actual.values(4 * t + i), reference.values(4 * t + i),
+                   optimizerToleranceFor(plan::F32), what);
+      Call cast("cast");
+      cast.in(encode(plan::F32, {sizes[t]}, actual.values(4 * t))).out(copyType, {sizes[t]});
+      ASSERT_OK(cast.run());
+      EXPECT_EQ(actual.result(4 * t + 3).bytes, cast.result(0).bytes) << what;
+    }
+  }
+  Call wide("adamw");
+  wide.in(randomTensor(plan::F64, {3}, 1))
+      .in(randomTensor(plan::F64, {3}, 2))
+      .in(randomTensor(plan::F64, {3}, 3))
+      .in(randomTensor(plan::F64, {3}, 4, 0, 1))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3)
+      .out(plan::BF16, {3});
+  Status refused = runOnCuda(wide);
+  expectError(refused, StatusCode::kUnimplemented,
+              {"adamw", "'param' has element type f64", "f32 (with a 16-bit copy)"});
+}
+
 // The multi-tensor fill: more targets than one launch takes, of every
 // float type, empty and unaligned sizes among them, bit for bit the cpu's.
 TEST(CudaKernelsLinalg, MultiTensorFill) {

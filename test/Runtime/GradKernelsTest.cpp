@@ -1866,6 +1866,77 @@ TEST(GradKernels, MultiTensorAdamwErrors) {
                "got 9 inputs and 7 outputs"});
 }
 
+// A multi-tensor adamw whose tensors each write their 16-bit copy (the
+// refresh zcc-dist-compute-copies keeps, fused into the step) steps and
+// copies every tensor exactly as its own adamw with a copy does, which
+// writes what the cast kernel writes. A copy of another type than the
+// first tensor's, or of another length than its parameter, stops the
+// step before anything is written.
+TEST(GradKernels, MultiTensorAdamwWritesEachCopyAsAlone) {
+  Hyper h;
+  h.weightDecay = 0.1;
+  h.gradScale = 0.25;
+  const std::vector<int64_t> sizes = {5, 20000, 1, 16385};
+  for (DType copyType : {plan::BF16, plan::F16}) {
+    uint32_t seed = 960;
+    Call fused("adamw");
+    std::vector<Call> alone;
+    for (int64_t n : sizes) {
+      Call one("adamw");
+      one.in(f32({n}, randomValues(n, seed)))
+          .in(f32({n}, randomValues(n, seed + 1, -3, 3)))
+          .in(f32({n}, randomValues(n, seed + 2, -0.5, 0.5)))
+          .in(f32({n}, randomValues(n, seed + 3, 0, 0.3)))
+          .in(scalarsTensor(h, 7))
+          .inPlace(0)
+          .inPlace(2)
+          .inPlace(3)
+          .out(copyType, {n});
+      seed += 4;
+      for (size_t i = 0; i < 4; ++i)
+        fused.in(one.input(i));
+      alone.push_back(std::move(one));
+    }
+    fused.in(scalarsTensor(h, 7));
+    for (size_t t = 0; t < sizes.size(); ++t)
+      fused.inPlace(4 * t).inPlace(4 * t + 2).inPlace(4 * t + 3).out(copyType, {sizes[t]});
+    ASSERT_OK(fused.run());
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      ASSERT_OK(alone[t].run());
+      for (size_t i = 0; i < 4; ++i)
+        EXPECT_EQ(fused.result(4 * t + i).bytes, alone[t].result(i).bytes)
+            << dtypeName(copyType) << " tensor " << t << " output " << i;
+    }
+  }
+
+  auto two = [&](DType secondCopy, int64_t secondCopyLength) {
+    Call call("adamw");
+    for (int t = 0; t < 2; ++t)
+      call.in(f32({3}, {1, 2, 3}))
+          .in(f32({3}, {1, 1, 1}))
+          .in(f32({3}, {0, 0, 0}))
+          .in(f32({3}, {0, 0, 0}));
+    call.in(scalarsTensor(h, 1));
+    call.inPlace(0).inPlace(2).inPlace(3).out(plan::BF16, {3});
+    call.inPlace(4).inPlace(6).inPlace(7).out(secondCopy, {secondCopyLength});
+    return call;
+  };
+  Call good = two(plan::BF16, 3);
+  ASSERT_OK(good.run());
+  EXPECT_NE(good.values(3), std::vector<double>({0, 0, 0}));
+  Call mixed = two(plan::F16, 3);
+  expectError(mixed.run(), StatusCode::kInvalidArgument,
+              {"adamw", "'new_param_copy' has element type f16, but 'the first tensor's "
+                        "new_param_copy' has bf16",
+               "tensor #1 of 2"});
+  EXPECT_EQ(mixed.values(0), std::vector<double>({1, 2, 3}));
+  expectError(two(plan::BF16, 2).run(), StatusCode::kInvalidArgument,
+              {"adamw", "new_param_copy has 2 elements, param 3", "tensor #1 of 2"});
+  expectError(two(plan::F32, 3).run(), StatusCode::kUnimplemented,
+              {"adamw", "'new_param_copy' has element type f32; this kernel handles f16 and bf16",
+               "tensor #1 of 2"});
+}
+
 // A multi-tensor fill writes each target as its own fill would, whatever
 // its type; a target of the wrong type stops it before anything is
 // written.

@@ -277,7 +277,12 @@ Status checkGradients(Executor &executor, const TrainOptions &options,
                                         one.size(), seedType, {}),
                       "gradient check");
   const std::string lossName = bindingName(plan, training.loss());
+  // The state derived from the parameters (their 16-bit copies, ZeRO's
+  // master rows) follows each value the check writes into a parameter.
+  const bool derived = executor.hasProgram("init");
   auto runLoss = [&](double &loss) -> Status {
+    if (derived)
+      ZCC_RETURN_IF_ERROR(executor.run("init"), "gradient check");
     ZCC_RETURN_IF_ERROR(executor.run("micro_step"), "gradient check");
     StatusOr<HostTensor> out = executor.output(lossName);
     if (!out.isOk())

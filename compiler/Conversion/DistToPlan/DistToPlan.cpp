@@ -255,17 +255,18 @@ std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
 /// and the assign moves nothing, or null:
 /// - a device collective's result and a gradient that lives for one step
 ///   (zdist.step_local);
-/// - a host cast right before its assign and the 16-bit host copy of an
-///   offloaded parameter ("copy", refreshed after each update);
+/// - a cast right before its assign and the 16-bit copy of a parameter
+///   ("copy", refreshed after each update; in host memory for an offloaded
+///   parameter);
 /// - a copy to the host and a one-step gradient streamed there
 ///   ("host_grad").
 Value resultIntoState(Operation *op, Value result) {
   bool collective = isa<zdist::AllReduceOp, zdist::ReduceScatterOp>(op) && !onHost(op);
-  bool hostCast = isa<zgraph::CastOp>(op) && onHost(op);
+  bool copyCast = isa<zgraph::CastOp>(op);
   bool offload = isa<zdist::OffloadOp>(op);
-  if ((!collective && !hostCast && !offload) || !result.hasOneUse())
+  if ((!collective && !copyCast && !offload) || !result.hasOneUse())
     return {};
-  bool toHost = hostCast || offload;
+  bool toHost = (copyCast && onHost(op)) || offload;
   auto assign = dyn_cast<zgraph::AssignOp>(*result.getUsers().begin());
   if (!assign || assign.getValue() != result || onHost(assign) != toHost ||
       assign.getTarget().getType() != result.getType())
@@ -278,7 +279,7 @@ Value resultIntoState(Operation *op, Value result) {
   if (offload && state.getKind() != "host_grad")
     return {};
   // Nothing may read the copy's old value between the cast and the assign.
-  if (hostCast && (state.getKind() != "copy" || op->getNextNode() != assign.getOperation()))
+  if (copyCast && (state.getKind() != "copy" || op->getNextNode() != assign.getOperation()))
     return {};
   return assign.getTarget();
 }
@@ -357,12 +358,13 @@ bool overlapComm(ModuleOp module) {
   return overlap && overlap.getValue();
 }
 
-/// A host adamw followed by the host cast of its updated f32 parameter into
-/// that parameter's 16-bit copy (CPU offload's refresh) becomes one adamw
-/// with the copy as its fourth result: the kernel casts each block of the
-/// parameter while it is still in cache, instead of a second pass over the
-/// whole model.
-void fuseHostCopyRefresh(PlanProgram &program, std::vector<BufferInfo> &buffers) {
+/// An adamw followed by the cast of its updated f32 parameter into that
+/// parameter's 16-bit copy (the refresh of zcc-dist-compute-copies, or of
+/// CPU offload on the host) becomes one adamw with the copy as its fourth
+/// result: the kernel casts the parameter's values as it writes them (on
+/// the host, each block while it is still in cache), instead of a second
+/// pass over the whole model.
+void fuseCopyRefresh(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   std::vector<PlanInstruction> &list = program.instructions;
   for (size_t i = 0; i + 1 < list.size(); ++i) {
     PlanInstruction &update = list[i];
@@ -386,7 +388,7 @@ void fuseHostCopyRefresh(PlanProgram &program, std::vector<BufferInfo> &buffers)
          ++k)
       swappedOut = list[k].inputs.size() == 1 && list[k].inputs.front() == cast.outputs.front() &&
                    buffers[list[k].outputs.front()].kind == Kind::ParameterCopy;
-    if (!param.host || !copy.host || (copy.kind != Kind::ParameterCopy && !swappedOut) ||
+    if (param.host != copy.host || (copy.kind != Kind::ParameterCopy && !swappedOut) ||
         !param.type.getElementType().isF32() || !(element.isF16() || element.isBF16()))
       continue;
     // The copy is now written by the update, which may come before the
@@ -405,8 +407,11 @@ bool isMultiTensorCandidate(const PlanInstruction &instruction,
                             const std::vector<BufferInfo> &buffers) {
   if (instruction.sync != SyncKind::None)
     return false;
+  // An adamw's fourth result is its parameter's 16-bit copy (fuseCopyRefresh).
   bool shape = (instruction.kernel == "adamw" && instruction.inputs.size() == 5 &&
-                instruction.outputs.size() == 3) ||
+                (instruction.outputs.size() == 3 ||
+                 (instruction.outputs.size() == 4 &&
+                  buffers[instruction.outputs[3]].kind == Kind::ParameterCopy))) ||
                (instruction.kernel == "fill" && instruction.inputs.empty() &&
                 instruction.outputs.size() == 1);
   if (!shape)
@@ -427,7 +432,8 @@ bool isMultiTensorCandidate(const PlanInstruction &instruction,
 /// multi-tensor adamws, and the fills that zero the gradients multi-tensor
 /// fills: an adamw's operands are its members' (param, grad, exp_avg,
 /// exp_avg_sq) in order, then the scalars they share; its results their
-/// (param, exp_avg, exp_avg_sq); a fill's results its members' targets. The
+/// (param, exp_avg, exp_avg_sq), each followed by the member's 16-bit copy
+/// when every member writes one; a fill's results its members' targets. The
 /// runtime then launches a few kernels over lists of tensors instead of one
 /// (mostly small) kernel a parameter.
 ///
@@ -446,6 +452,13 @@ void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffer
   };
   auto elementOf = [&](const PlanInstruction &instruction) {
     return buffers[instruction.outputs.front()].type.getElementType();
+  };
+  // The members of a multi-tensor adamw all write a 16-bit copy of one
+  // type, or none does.
+  auto copyElementOf = [&](const PlanInstruction &instruction) {
+    return instruction.kernel == "adamw" && instruction.outputs.size() == 4
+               ? buffers[instruction.outputs[3]].type.getElementType()
+               : Type();
   };
   std::vector<PlanInstruction> out;
   out.reserve(list.size());
@@ -475,6 +488,7 @@ void fuseMultiTensor(PlanProgram &program, const std::vector<BufferInfo> &buffer
       bool joins = isMultiTensorCandidate(next, buffers) && !touchesView(next) &&
                    next.kernel == head.kernel && next.stream == head.stream &&
                    next.params == head.params && elementOf(next) == elementOf(head) &&
+                   copyElementOf(next) == copyElementOf(head) &&
                    (!adamw || next.inputs.back() == head.inputs.back());
       if (joins) {
         ArrayRef<unsigned> reads = next.inputs;
@@ -1094,7 +1108,7 @@ struct DistToPlanPass : impl::DistToPlanPassBase<DistToPlanPass> {
       viewed.insert(input);
     }
     for (Program &program : programs) {
-      fuseHostCopyRefresh(program, buffers);
+      fuseCopyRefresh(program, buffers);
       fuseMultiTensor(program, buffers, viewed);
     }
 

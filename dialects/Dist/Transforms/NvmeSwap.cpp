@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Dist/Transforms/ConfigValues.h"
+#include "dialects/Dist/Transforms/InPlace.h"
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Graph/IR/ZGraph.h"
 
@@ -67,20 +68,6 @@ std::string storageKey(Operation *op) {
 /// DeepSpeed's smallest swap: a partition of fewer bytes stays in host
 /// memory (its swapper's MIN_AIO_BYTES, or aio.block_size if larger).
 constexpr int64_t kMinSwapBytes = int64_t(1) << 20;
-
-/// The values an optimizer op updates in place: its parameter (or master
-/// state) and its moments; empty for another op.
-SmallVector<Value> optimizerTargets(Operation *op) {
-  if (auto adamw = dyn_cast<zgraph::AdamWOp>(op))
-    return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
-  if (auto sgd = dyn_cast<zgraph::SgdOp>(op))
-    return {sgd.getParam(), sgd.getMomentumBuffer()};
-  if (auto lion = dyn_cast<zgraph::LionOp>(op))
-    return {lion.getParam(), lion.getExpAvg()};
-  if (auto adagrad = dyn_cast<zgraph::AdagradOp>(op))
-    return {adagrad.getParam(), adagrad.getSum()};
-  return {};
-}
 
 /// The states an optimizer op updates in place: its master (when the
 /// update's target is a state) and its moments.

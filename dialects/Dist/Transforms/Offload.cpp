@@ -29,6 +29,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Dist/Transforms/ComputeCopies.h"
 #include "dialects/Dist/Transforms/ConfigValues.h"
 #include "dialects/Dist/Transforms/Passes.h"
 #include "dialects/Graph/IR/ZGraph.h"
@@ -77,27 +78,6 @@ StringRef offloadDevice(DictionaryAttr zero, StringRef section) {
   return device ? device.getValue() : "none";
 }
 
-/// The values an in-place op writes; empty for a pure op.
-SmallVector<Value> inPlaceTargets(Operation *op) {
-  if (auto accumulate = dyn_cast<zgraph::AccumulateOp>(op))
-    return {accumulate.getTarget()};
-  if (auto fused = dyn_cast<zgraph::AccumulateMatMulOp>(op))
-    return {fused.getTarget()};
-  if (auto assign = dyn_cast<zgraph::AssignOp>(op))
-    return {assign.getTarget()};
-  if (auto fill = dyn_cast<zgraph::FillOp>(op))
-    return {fill.getTarget()};
-  if (auto adamw = dyn_cast<zgraph::AdamWOp>(op))
-    return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
-  if (auto sgd = dyn_cast<zgraph::SgdOp>(op))
-    return {sgd.getParam(), sgd.getMomentumBuffer()};
-  if (auto lion = dyn_cast<zgraph::LionOp>(op))
-    return {lion.getParam(), lion.getExpAvg()};
-  if (auto adagrad = dyn_cast<zgraph::AdagradOp>(op))
-    return {adagrad.getParam(), adagrad.getSum()};
-  return {};
-}
-
 /// The name of the host value `value` stands for, when it is one a function
 /// reads as a whole: "param:NAME" or "state:NAME.KIND"; empty otherwise.
 std::string hostValueKey(Value value) {
@@ -119,9 +99,7 @@ public:
 
 private:
   void chooseHostParams();
-  void keepComputeCopies();
   LogicalResult moveOptimizer(func::FuncOp update);
-  func::FuncOp getOrCreateInit(func::FuncOp update);
   LogicalResult place(func::FuncOp func);
   void scheduleFetches(func::FuncOp func);
 
@@ -145,8 +123,14 @@ LogicalResult Offloader::run() {
     chooseHostParams();
   if (optimizer && update && failed(moveOptimizer(update)))
     return failure();
+  // A host parameter the micro-steps read only through casts to one 16-bit
+  // type keeps that copy in host memory. The copies are derived state:
+  // checkpoints do not hold them, and @init rebuilds them.
   if (params && update)
-    keepComputeCopies();
+    for (auto &name : keepComputeCopies(module, [&](zgraph::ParamOp param) {
+           return hostParams.contains(param.getName());
+         }))
+      hostStates.insert((name.getKey() + ".copy").str());
   module.walk([&](Operation *op) {
     if (auto param = dyn_cast<zgraph::ParamOp>(op); param && hostParams.contains(param.getName()))
       markHost(param);
@@ -293,99 +277,6 @@ void Offloader::chooseHostParams() {
   });
 }
 
-/// A host parameter the micro-steps read only through casts to one 16-bit
-/// type gets a host state "copy" of that type: the casts become reads of
-/// it, and @init and @optimizer_step (after the parameter's update) write
-/// it. The copies are derived state: checkpoints do not hold them, and @init
-/// rebuilds them from the parameters.
-void Offloader::keepComputeCopies() {
-  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  auto isStep = [&](func::FuncOp func) {
-    return func != update && func.getSymName() != "init";
-  };
-  // Parameter name -> the 16-bit type its micro-step casts give; refused:
-  // some read of it is not such a cast, or the casts disagree.
-  llvm::StringMap<RankedTensorType> copyType;
-  llvm::StringSet<> refused;
-  for (auto func : module.getOps<func::FuncOp>()) {
-    if (!isStep(func))
-      continue;
-    func.walk([&](zgraph::ParamOp param) {
-      StringRef name = param.getName();
-      if (!hostParams.contains(name) || refused.contains(name))
-        return;
-      for (Operation *user : param->getUsers()) {
-        auto cast = dyn_cast<zgraph::CastOp>(user);
-        auto type = cast ? dyn_cast<RankedTensorType>(cast.getType()) : RankedTensorType();
-        RankedTensorType &known = copyType[name];
-        bool sixteen = type && param.getType().getElementType().isF32() &&
-                       (type.getElementType().isF16() || type.getElementType().isBF16());
-        if (!sixteen || (known && known != type)) {
-          refused.insert(name);
-          return;
-        }
-        known = type;
-      }
-    });
-  }
-  llvm::StringSet<> copied;
-  for (auto &entry : copyType)
-    if (entry.second && !refused.contains(entry.first()))
-      copied.insert(entry.first());
-  if (copied.empty())
-    return;
-  for (StringRef name : copied.keys())
-    hostStates.insert((name + ".copy").str());
-
-  auto refresh = [&](zgraph::ParamOp param, Location loc) {
-    RankedTensorType type = copyType.lookup(param.getName());
-    auto copy = builder.create<zgraph::StateOp>(loc, type, param.getNameAttr(),
-                                                builder.getStringAttr("copy"));
-    auto cast = builder.create<zgraph::CastOp>(loc, type, param.getResult());
-    builder.create<zgraph::AssignOp>(loc, copy.getResult(), cast.getResult());
-  };
-  // @init sets every copy once (a frozen parameter's too); the micro-steps
-  // read the copies instead of casting.
-  func::FuncOp init = getOrCreateInit(update);
-  llvm::StringSet<> initialised;
-  for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
-    if (!isStep(func))
-      continue;
-    SmallVector<zgraph::ParamOp> params;
-    func.walk([&](zgraph::ParamOp param) {
-      if (copied.contains(param.getName()))
-        params.push_back(param);
-    });
-    for (zgraph::ParamOp param : params) {
-      if (initialised.insert(param.getName()).second) {
-        builder.setInsertionPoint(init.getBody().front().getTerminator());
-        refresh(cast<zgraph::ParamOp>(builder.clone(*param)), param.getLoc());
-      }
-      for (Operation *user : llvm::make_early_inc_range(param->getUsers())) {
-        builder.setInsertionPoint(user);
-        auto copy = builder.create<zgraph::StateOp>(user->getLoc(), user->getResult(0).getType(),
-                                                    param.getNameAttr(),
-                                                    builder.getStringAttr("copy"));
-        user->getResult(0).replaceAllUsesWith(copy.getResult());
-        user->erase();
-      }
-      param->erase();
-    }
-  }
-  // And @optimizer_step after each update.
-  for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
-    SmallVector<Value> targets = inPlaceTargets(&op);
-    if (!isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op) ||
-        targets.empty())
-      continue;
-    auto param = targets.front().getDefiningOp<zgraph::ParamOp>();
-    if (!param || !copied.contains(param.getName()))
-      continue;
-    builder.setInsertionPointAfter(&op);
-    refresh(param, op.getLoc());
-  }
-}
-
 /// Every update of @optimizer_step moves to the host with its state. One
 /// that updates a device parameter (stage 0/3 without offload_param, or a
 /// parameter ZeRO left whole) gets a host master copy, set from the
@@ -441,7 +332,7 @@ LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
     builder.setInsertionPointAfter(&op);
     builder.create<zgraph::AssignOp>(loc, param, master);
 
-    func::FuncOp init = getOrCreateInit(update);
+    func::FuncOp init = getOrCreateInit(module, update);
     builder.setInsertionPoint(init.getBody().front().getTerminator());
     auto whole = cast<zgraph::ParamOp>(builder.clone(*param));
     auto initMaster = builder.create<zgraph::StateOp>(loc, param.getType(), param.getNameAttr(),
@@ -449,18 +340,6 @@ LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
     builder.create<zgraph::AssignOp>(loc, initMaster, whole);
   }
   return success();
-}
-
-func::FuncOp Offloader::getOrCreateInit(func::FuncOp update) {
-  if (auto init = module.lookupSymbol<func::FuncOp>("init"))
-    return init;
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPoint(update);
-  auto init = builder.create<func::FuncOp>(update.getLoc(), "init",
-                                           builder.getFunctionType({}, {}));
-  builder.setInsertionPointToStart(init.addEntryBlock());
-  builder.create<func::ReturnOp>(update.getLoc());
-  return init;
 }
 
 /// Decides where each op of `func` runs and copies operands across.

@@ -131,6 +131,30 @@ def OffloadPass : Pass<"zcc-dist-offload", "mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def ComputeCopiesPass : Pass<"zcc-dist-compute-copies", "mlir::ModuleOp"> {
+  let summary = "Keeps the 16-bit copies of the device's whole parameters as state";
+  let description = [{
+    A training module with fp16 or bf16 compute casts each f32 parameter to
+    16 bits wherever a step function reads it, every micro-step. An f32
+    device parameter kept whole (ZeRO stages 0 to 2, stage 3's persistent
+    ones: no `zdist.shards`, no `zdist.memory = "host"`) that the step
+    functions (all but `@optimizer_step` and `@init`) read only through
+    casts to one 16-bit type, and that only `@optimizer_step` writes, gets
+    that copy as state (`zgraph.state kind = "copy"`, a `parameter_copies`
+    buffer), as DeepSpeed keeps 16-bit parameters beside its fp32 masters:
+    the casts become reads of the copy, `@init` (created when missing) sets
+    it from the parameter, and `@optimizer_step` refreshes it right after
+    the parameter's last write there (its update, or the assign of its
+    gathered rows). zcc-dist-to-plan then fuses a refresh into the adamw
+    before it. The copies are derived state: checkpoints leave them out and
+    `@init` rebuilds them after a resume. ZeRO-3's partitions keep their
+    casts (each gather casts its own shard), so no rank holds a 16-bit copy
+    of its shards. Runs after zcc-dist-offload, which keeps the copies of
+    the parameters it moves to host memory the same way.
+  }];
+  let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
+}
+
 def OffloadCheckpointsPass : Pass<"zcc-dist-offload-checkpoints", "mlir::ModuleOp"> {
   let summary = "Keeps activation checkpoints in host memory between forward and recomputation";
   let description = [{
