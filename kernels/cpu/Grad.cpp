@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace zcc::cpu::kernels {
@@ -273,13 +274,21 @@ struct ClassLossLayout {
 /// over the classes - onehot(label)) * g; nll_loss: -g at the label. g is
 /// the incoming gradient of the position's loss: dloss / (labels counted)
 /// for a mean, dloss for a sum, dloss[position] for none.
-template <typename T, typename Label>
+/// The result is of type R: T, or (for an f32 input) f16 or bf16, each
+/// value rounded to T first and then to R, as a cast after it would round.
+template <typename T, typename R, typename Label>
 void classLossGradLoop(const TensorView &inputView, const Label *labels,
                        const TensorView &gradView, const TensorView &resultView,
                        const ClassLossLayout &layout, bool logSoftmax) {
   const T *input = inputView.as<const T>();
   const T *lossGrad = gradView.as<const T>();
-  T *result = resultView.as<T>();
+  R *result = resultView.as<R>();
+  auto storeDouble = [](double value) {
+    if constexpr (std::is_same_v<T, R>)
+      return detail::storeDouble<T>(value);
+    else
+      return store<R>(static_cast<Compute<R>>(detail::storeDouble<T>(value)));
+  };
   int64_t classes = layout.classes, inner = layout.inner;
   int64_t positions = layout.batch * inner;
   auto ignored = [&](int64_t label) {
@@ -302,10 +311,10 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
       int64_t label = labels[position];
       // Class c of this position sits at row[c * inner].
       const T *row = input + n * classes * inner + s;
-      T *rowGrad = result + n * classes * inner + s;
+      R *rowGrad = result + n * classes * inner + s;
       if (ignored(label)) {
         for (int64_t c = 0; c < classes; ++c)
-          rowGrad[c * inner] = storeDouble<T>(0.0);
+          rowGrad[c * inner] = storeDouble(0.0);
         continue;
       }
       double g = layout.reduction == Reduction::None
@@ -313,7 +322,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
                      : seed;
       if (!logSoftmax) {
         for (int64_t c = 0; c < classes; ++c)
-          rowGrad[c * inner] = storeDouble<T>(c == label ? -g : 0.0);
+          rowGrad[c * inner] = storeDouble(c == label ? -g : 0.0);
         continue;
       }
       double maxValue = load(row[0]);
@@ -325,8 +334,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
         sum += std::exp(load(row[c * inner]) - maxValue);
       for (int64_t c = 0; c < classes; ++c) {
         double probability = std::exp(load(row[c * inner]) - maxValue) / sum;
-        rowGrad[c * inner] =
-            storeDouble<T>((probability - (c == label ? 1.0 : 0.0)) * g);
+        rowGrad[c * inner] = storeDouble((probability - (c == label ? 1.0 : 0.0)) * g);
       }
     }
   }
@@ -347,8 +355,7 @@ Status classLossGrad(const KernelArgs &args, const char *kernel,
   if (Status s = expectSameDType(kernel, "grad", grad, "input", input);
       !s.isOk())
     return s;
-  if (Status s = expectLike(kernel, "result", result, "input", input);
-      !s.isOk())
+  if (Status s = checkClassLossGradResult(kernel, result, input); !s.isOk())
     return s;
   SmallShape labelShape;
   if (Status s = checkClassLossShapes(kernel, input, labels, labelShape);
@@ -375,15 +382,27 @@ Status classLossGrad(const KernelArgs &args, const char *kernel,
                              layout.ignoreIndex);
       !s.isOk())
     return s;
-  return dispatchFloat(kernel, "input", input, [&](auto tag) {
-    using T = decltype(tag);
+  auto run = [&](auto inputTag, auto resultTag) {
+    using T = decltype(inputTag);
+    using R = decltype(resultTag);
     if (labels.dtype == plan::I64)
-      classLossGradLoop<T>(input, labels.as<const int64_t>(), grad, result,
-                           layout, logSoftmax);
+      classLossGradLoop<T, R>(input, labels.as<const int64_t>(), grad, result,
+                              layout, logSoftmax);
     else
-      classLossGradLoop<T>(input, labels.as<const int32_t>(), grad, result,
-                           layout, logSoftmax);
-  });
+      classLossGradLoop<T, R>(input, labels.as<const int32_t>(), grad, result,
+                              layout, logSoftmax);
+  };
+  // An f32 input's gradient written in 16 bits.
+  if (result.dtype == plan::BF16 && input.dtype == plan::F32) {
+    run(float(), BFloat16());
+    return Status::ok();
+  }
+  if (result.dtype == plan::F16 && input.dtype == plan::F32) {
+    run(float(), Half());
+    return Status::ok();
+  }
+  return dispatchFloat(kernel, "input", input,
+                       [&](auto tag) { run(tag, decltype(tag)()); });
 }
 
 //===----------------------------------------------------------------------===//

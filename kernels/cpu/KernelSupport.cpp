@@ -761,6 +761,15 @@ Status countMembers(const KernelArgs &args, const char *kernel,
                      args.inputs.size(), args.outputs.size());
 }
 
+Status checkClassLossGradResult(const char *kernel, const TensorView &result,
+                                const TensorView &input) {
+  bool narrowed = input.dtype == plan::F32 &&
+                  (result.dtype == plan::F16 || result.dtype == plan::BF16);
+  if (!narrowed)
+    return expectLike(kernel, "result", result, "input", input);
+  return expectSameShape(kernel, "result", result, "input", input);
+}
+
 Status checkAdamwCopy(const char *kernel, const TensorView &copy,
                       const TensorView &param) {
   if (Status s = checkView(kernel, "result", "new_param_copy", -1, copy); !s.isOk())

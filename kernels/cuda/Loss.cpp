@@ -117,8 +117,7 @@ Status classLossGrad(const KernelArgs &args, const LaunchContext &context,
   if (Status s = expectSameDType(kernel, "grad", grad, "input", input);
       !s.isOk())
     return s;
-  if (Status s = expectLike(kernel, "result", result, "input", input);
-      !s.isOk())
+  if (Status s = checkClassLossGradResult(kernel, result, input); !s.isOk())
     return s;
   SmallShape labelShape;
   if (Status s = checkClassLossShapes(kernel, input, labels, labelShape);
@@ -142,6 +141,7 @@ Status classLossGrad(const KernelArgs &args, const LaunchContext &context,
 
   ClassLossGradParams params;
   params.type = elementType(input);
+  params.resultType = elementType(result);
   params.labelType = elementType(labels);
   params.input = input.data;
   params.labels = labels.data;

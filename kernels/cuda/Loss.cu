@@ -547,10 +547,10 @@ reducedSeed(const T *grad, LossReduction reduction, const Count *count) {
 
 /// (softmax - onehot(label)) * g per row; zero for a row that does not
 /// count.
-template <typename T, typename Label, bool kWarp>
+template <typename T, typename R, typename Label, bool kWarp>
 __global__ void __launch_bounds__(kWarp ? kBlockThreads : kMaxRowThreads)
     crossEntropyGradRowsKernel(const T *x, const Label *labels, const T *grad,
-                               T *dx, int64_t rows, int64_t classes,
+                               R *dx, int64_t rows, int64_t classes,
                                bool hasIgnore, int64_t ignoreIndex,
                                LossReduction reduction, const Count *count) {
   using A = Acc<T>;
@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(kWarp ? kBlockThreads : kMaxRowThreads)
   for (int64_t r = group.first; r < rows; r += group.step) {
     int64_t label = countedLabel(labels, r, classes, hasIgnore, ignoreIndex);
     const T *row = x + r * classes;
-    T *rowGrad = dx + r * classes;
+    R *rowGrad = dx + r * classes;
     if (label < 0) {
       for (int64_t c = group.lane; c < classes; c += group.width)
         store(rowGrad + c, A(0));
@@ -579,9 +579,9 @@ __global__ void __launch_bounds__(kWarp ? kBlockThreads : kMaxRowThreads)
   }
 }
 
-template <typename T, typename Label>
+template <typename T, typename R, typename Label>
 __global__ void crossEntropyGradColumnsKernel(
-    const T *x, const Label *labels, const T *grad, T *dx, int64_t batch,
+    const T *x, const Label *labels, const T *grad, R *dx, int64_t batch,
     int64_t classes, int64_t inner, bool hasIgnore, int64_t ignoreIndex,
     LossReduction reduction, const Count *count) {
   using A = Acc<T>;
@@ -623,8 +623,8 @@ __global__ void crossEntropyGradColumnsKernel(
 }
 
 /// -g at the label, zero elsewhere: a thread per element of the result.
-template <typename T, typename Label>
-__global__ void nllLossGradKernel(const Label *labels, const T *grad, T *dx,
+template <typename T, typename R, typename Label>
+__global__ void nllLossGradKernel(const Label *labels, const T *grad, R *dx,
                                   int64_t elements, int64_t classes,
                                   int64_t inner, bool hasIgnore,
                                   int64_t ignoreIndex, LossReduction reduction,
@@ -648,13 +648,15 @@ __global__ void nllLossGradKernel(const Label *labels, const T *grad, T *dx,
   }
 }
 
-template <typename T, typename Label>
+/// The result of type R: T, or (for an f32 input) f16 or bf16, each value
+/// computed in f32 and rounded once.
+template <typename T, typename R, typename Label>
 cudaError_t launchClassLossGradTyped(const ClassLossGradParams &p,
                                      cudaStream_t stream) {
   const T *x = static_cast<const T *>(p.input);
   const Label *labels = static_cast<const Label *>(p.labels);
   const T *grad = static_cast<const T *>(p.grad);
-  T *dx = static_cast<T *>(p.result);
+  R *dx = static_cast<R *>(p.result);
   int64_t positions = p.batch * p.inner;
   int64_t elements = positions * p.classes;
   if (elements == 0)
@@ -675,26 +677,26 @@ cudaError_t launchClassLossGradTyped(const ClassLossGradParams &p,
     count = partials.total;
   }
   if (!p.logSoftmax) {
-    nllLossGradKernel<T, Label>
+    nllLossGradKernel<T, R, Label>
         <<<capBlocks(ceilDiv(elements, kBlockThreads), kMaxBlocks),
            kBlockThreads, 0, stream>>>(labels, grad, dx, elements, p.classes,
                                        p.inner, p.hasIgnore, p.ignoreIndex,
                                        p.reduction, count);
   } else if (p.inner == 1) {
     if (p.classes <= kWarpRowLength)
-      crossEntropyGradRowsKernel<T, Label, true>
+      crossEntropyGradRowsKernel<T, R, Label, true>
           <<<capBlocks(ceilDiv(p.batch, kBlockThreads / 32), kMaxBlocks),
              kBlockThreads, 0, stream>>>(x, labels, grad, dx, p.batch,
                                          p.classes, p.hasIgnore, p.ignoreIndex,
                                          p.reduction, count);
     else
-      crossEntropyGradRowsKernel<T, Label, false>
+      crossEntropyGradRowsKernel<T, R, Label, false>
           <<<capBlocks(p.batch, kMaxBlocks), rowBlockThreads(p.classes), 0,
              stream>>>(x, labels, grad, dx, p.batch, p.classes, p.hasIgnore,
                        p.ignoreIndex, p.reduction, count);
   } else {
     dim3 block = columnTileBlock(p.inner);
-    crossEntropyGradColumnsKernel<T, Label>
+    crossEntropyGradColumnsKernel<T, R, Label>
         <<<capBlocks(p.batch * ceilDiv(p.inner, block.x), kMaxBlocks), block, 0,
            stream>>>(x, labels, grad, dx, p.batch, p.classes, p.inner,
                      p.hasIgnore, p.ignoreIndex, p.reduction, count);
@@ -761,13 +763,22 @@ cudaError_t launchClassLossGrad(const ClassLossGradParams &params,
   if (params.reduction == LossReduction::kMean && !params.workspace)
     return cudaErrorInvalidValue;
   cudaError_t error = cudaErrorInvalidValue;
-  dispatchFloat(params.type, [&](auto tag) {
-    using T = decltype(tag);
+  auto launch = [&](auto inputTag, auto resultTag) {
+    using T = decltype(inputTag);
+    using R = decltype(resultTag);
     if (params.labelType == ElementType::kI64)
-      error = launchClassLossGradTyped<T, int64_t>(params, stream);
+      error = launchClassLossGradTyped<T, R, int64_t>(params, stream);
     else if (params.labelType == ElementType::kI32)
-      error = launchClassLossGradTyped<T, int32_t>(params, stream);
-  });
+      error = launchClassLossGradTyped<T, R, int32_t>(params, stream);
+  };
+  ElementType resultType =
+      params.resultType == ElementType::kUnspecified ? params.type : params.resultType;
+  if (resultType == params.type)
+    dispatchFloat(params.type, [&](auto tag) { launch(tag, tag); });
+  else if (params.type == ElementType::kF32 && resultType == ElementType::kBF16)
+    launch(float{}, __nv_bfloat16{});
+  else if (params.type == ElementType::kF32 && resultType == ElementType::kF16)
+    launch(float{}, __half{});
   return error;
 }
 

@@ -53,6 +53,9 @@ cudaError_t launchClassLoss(const ClassLossParams &params, cudaStream_t stream);
 /// and may alias `input`. Mean uses the workspace (the count of labels).
 struct ClassLossGradParams {
   ElementType type = ElementType::kUnspecified;
+  /// The result's type: `type` (kUnspecified says the same), or f16 or
+  /// bf16 for an f32 input (each value rounded once from f32).
+  ElementType resultType = ElementType::kUnspecified;
   ElementType labelType = ElementType::kI64;
   const void *input = nullptr, *labels = nullptr, *grad = nullptr;
   void *result = nullptr;

@@ -590,6 +590,27 @@ TEST(CudaKernelsNormalize, ClassLossGrad) {
         }
 }
 
+// An f32 input's gradient written in bf16 or f16 (mixed precision's cast
+// folded in): each value computed in f32 and rounded once, as the cpu.
+TEST(CudaKernelsNormalize, ClassLossGradInSixteenBits) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 850;
+  for (const char *kernel : {"cross_entropy_grad", "nll_loss_grad"})
+    for (DType narrow : {plan::BF16, plan::F16})
+      for (const ClassLossCase &c : kClassLossCases) {
+        SCOPED_TRACE(std::string(kernel) + " " + dtypeLabel(narrow) + " case " +
+                     std::to_string(&c - kClassLossCases));
+        Call call(kernel);
+        call.in(random(plan::F32, c.shape, seed, -4, 4))
+            .in(randomLabels(c, seed + 1))
+            .in(random(plan::F32, {}, seed + 2, 0.5, 2))
+            .out(narrow, c.shape);
+        setClassLossAttributes(call, c, "mean");
+        expectCudaMatchesCpuRelative(call, narrow);
+        seed += 3;
+      }
+}
+
 // The gradient may overwrite the logits.
 TEST(CudaKernelsNormalize, CrossEntropyGradInPlace) {
   ZCC_REQUIRE_GPU();

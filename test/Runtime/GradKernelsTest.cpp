@@ -735,6 +735,49 @@ TEST(GradKernels, CrossEntropyGradAllIgnored) {
   expectNear(grad.values(), std::vector<double>(6, 0.0), 0);
 }
 
+// An f32 input's gradient written in f16 or bf16 (the narrowing cast of
+// mixed precision folded into the kernel) holds, bit for bit, what the
+// cast of the f32 gradient holds: each value rounded to f32, then once to
+// 16 bits. Rows over the classes and classes over an inner dimension, with
+// an ignored label. A 16-bit result of an f64 input is refused.
+TEST(GradKernels, ClassLossGradInSixteenBits) {
+  for (const char *kernel : {"cross_entropy_grad", "nll_loss_grad"})
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{6, 37}, {2, 9, 5}})
+      for (DType narrow : {plan::BF16, plan::F16}) {
+        std::vector<int64_t> labelShape = shape;
+        labelShape.erase(labelShape.begin() + 1);
+        int64_t positions = countOf(labelShape);
+        std::vector<int64_t> labels;
+        for (int64_t p = 0; p < positions; ++p)
+          labels.push_back((p * 7) % shape[1]);
+        labels[1] = 3; // ignored
+        auto build = [&](DType resultType) {
+          Call call(kernel);
+          call.in(f32(shape, randomValues(countOf(shape), 61, -4, 4)))
+              .in(i64(labelShape, labels))
+              .in(f32({}, {0.75}))
+              .out(resultType, shape)
+              .intAttr("ignore_index", 3);
+          return call;
+        };
+        Call wide = build(plan::F32), narrowed = build(narrow);
+        ASSERT_OK(wide.run());
+        ASSERT_OK(narrowed.run());
+        Call cast("cast");
+        cast.in(wide.result()).out(narrow, shape);
+        ASSERT_OK(cast.run());
+        EXPECT_EQ(narrowed.result().bytes, cast.result().bytes)
+            << kernel << " in " << dtypeName(narrow);
+      }
+  Call f64Input("cross_entropy_grad");
+  f64Input.in(f64({2, 3}, randomValues(6, 1)))
+      .in(i64({2}, {0, 1}))
+      .in(f64({}, {1.0}))
+      .out(plan::BF16, {2, 3});
+  expectError(f64Input.run(), StatusCode::kInvalidArgument,
+              {"cross_entropy_grad", "'result' has element type bf16, but 'input' has f64"});
+}
+
 TEST(GradKernels, ClassLossGradErrors) {
   Call range("cross_entropy_grad");
   range.in(f64({2, 5}, randomValues(10, 1)))

@@ -636,8 +636,15 @@ LogicalResult AttentionGradOp::verify() {
 namespace {
 
 template <typename GradOp> LogicalResult verifyClassLossGrad(GradOp op) {
-  if (op.getResult().getType() != op.getInput().getType())
-    return op.emitOpError("result must have the input's type");
+  // An f32 input's gradient may be written in 16 bits (rounded once from
+  // f32, as a cast after it would round it).
+  RankedTensorType input = op.getInput().getType(), result = op.getResult().getType();
+  bool narrowed = input.getElementType().isF32() &&
+                  isa<Float16Type, BFloat16Type>(result.getElementType()) &&
+                  result.getShape() == input.getShape();
+  if (result != input && !narrowed)
+    return op.emitOpError("result must have the input's type (or its shape in f16 or bf16 "
+                          "for an f32 input)");
   StringRef reduction = op.getReduction();
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     return op.emitOpError() << "reduction must be \"mean\", \"sum\" or \"none\", got \""

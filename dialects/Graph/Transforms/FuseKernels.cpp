@@ -151,21 +151,59 @@ bool sameMarks(Operation *a, Operation *b) {
 /// 16-bit offload reads the 16-bit product; ZeRO's f32 collectives get the
 /// product widened there). A cast without marks
 /// (mixed precision's, made after the pipeline partition) runs where its
-/// product does.
+/// product does. A reshape between the two (a language model's logits
+/// flattened to [tokens, vocabulary] for its loss) is looked through: it
+/// reshapes the f32 product instead.
 struct FoldWideningIntoMatMul : OpRewritePattern<CastOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
-    auto product = cast.getInput().getDefiningOp<MatMulOp>();
-    if (!product || product.hasEpilogue() || product.isWidened() ||
+    Value input = cast.getInput();
+    auto reshape = input.getDefiningOp<ReshapeOp>();
+    if (reshape && input.hasOneUse())
+      input = reshape.getInput();
+    auto product = input.getDefiningOp<MatMulOp>();
+    if (!product || product.hasEpilogue() || product.isWidened() || !input.hasOneUse() ||
         !cast.getInput().hasOneUse() ||
         !(sameMarks(product, cast) || cast->getDiscardableAttrDictionary().empty()) ||
+        (reshape && !sameMarks(product, reshape)) ||
         !isa<Float16Type, BFloat16Type>(product.getType().getElementType()) ||
         !cast.getType().getElementType().isF32() ||
         llvm::any_of(cast->getUsers(), [](Operation *user) { return isa<AccumulateOp>(user); }))
       return failure();
-    rewriter.modifyOpInPlace(product, [&] { product.getResult().setType(cast.getType()); });
+    Type f32 = cast.getType().getElementType();
+    rewriter.modifyOpInPlace(product, [&] {
+      product.getResult().setType(product.getType().clone(f32));
+    });
+    if (reshape && reshape.getResult() == cast.getInput()) {
+      rewriter.modifyOpInPlace(reshape, [&] { reshape.getResult().setType(cast.getType()); });
+      rewriter.replaceOp(cast, reshape.getResult());
+      return success();
+    }
     rewriter.replaceOp(cast, product.getResult());
+    return success();
+  }
+};
+
+/// cast(cross_entropy_grad(x, labels, g)) from f32 to f16 or bf16, the
+/// gradient read by nothing else -> the gradient written in 16 bits: the
+/// loss's gradient over a language model's vocabulary, which mixed
+/// precision narrows for the head's backward products. The kernel rounds
+/// each f32 value once, as the cast did, so nothing changes but the f32
+/// tensor and the cast's pass, which are gone.
+template <typename GradOp> struct FoldNarrowingIntoClassLossGrad : OpRewritePattern<CastOp> {
+  using OpRewritePattern<CastOp>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
+    auto grad = cast.getInput().template getDefiningOp<GradOp>();
+    if (!grad || !cast.getInput().hasOneUse() ||
+        !(sameMarks(grad, cast) || cast->getDiscardableAttrDictionary().empty()) ||
+        !grad.getInput().getType().getElementType().isF32() ||
+        grad.getResult().getType() != grad.getInput().getType() ||
+        !isa<Float16Type, BFloat16Type>(cast.getType().getElementType()))
+      return failure();
+    rewriter.modifyOpInPlace(grad, [&] { grad.getResult().setType(cast.getType()); });
+    rewriter.replaceOp(cast, grad.getResult());
     return success();
   }
 };
@@ -749,7 +787,9 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
                  FoldResidualIntoMatMul, FoldGeluIntoMatMul, FoldGeluGradIntoMatMul,
-                 FoldSliceGradSumIntoConcat, FoldWideningIntoMatMul, FoldAddIntoLayerNormGrad>(
+                 FoldSliceGradSumIntoConcat, FoldWideningIntoMatMul, FoldAddIntoLayerNormGrad,
+                 FoldNarrowingIntoClassLossGrad<CrossEntropyGradOp>,
+                 FoldNarrowingIntoClassLossGrad<NllLossGradOp>>(
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

@@ -418,6 +418,47 @@ func.func @widened(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16xbf
 
 // -----
 
+// Through a reshape (the logits flattened for the loss): the product
+// writes f32 and the reshape views it; a reshape with another reader keeps
+// the cast.
+// CHECK-LABEL: func.func @widened_through_reshape
+// CHECK-NEXT: %[[Y:.*]] = zgraph.matmul %arg0, %arg1 : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[R:.*]] = zgraph.reshape %[[Y]] : tensor<2x4x16xf32> -> tensor<8x16xf32>
+// CHECK-NEXT: %[[Z:.*]] = zgraph.matmul %arg0, %arg1 : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+// CHECK-NEXT: %[[S:.*]] = zgraph.reshape %[[Z]] : tensor<2x4x16xbf16> -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[SF:.*]] = zgraph.cast %[[S]] : tensor<8x16xbf16> -> tensor<8x16xf32>
+// CHECK-NEXT: return %[[R]], %[[SF]], %[[S]]
+func.func @widened_through_reshape(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>)
+    -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xbf16>) {
+  %y = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %r = zgraph.reshape %y : tensor<2x4x16xbf16> -> tensor<8x16xbf16>
+  %rf = zgraph.cast %r : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %z = zgraph.matmul %x, %w : (tensor<2x4x8xbf16>, tensor<8x16xbf16>) -> tensor<2x4x16xbf16>
+  %s = zgraph.reshape %z : tensor<2x4x16xbf16> -> tensor<8x16xbf16>
+  %sf = zgraph.cast %s : tensor<8x16xbf16> -> tensor<8x16xf32>
+  return %rf, %sf, %s : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x16xbf16>
+}
+
+// -----
+
+// The f32 loss gradient narrowed to bf16 for the head's backward product is
+// written in bf16 by its kernel; one with another reader keeps its cast.
+// CHECK-LABEL: func.func @narrowed_loss_grad
+// CHECK-NEXT: %[[G:.*]] = zgraph.cross_entropy_grad %arg0, %arg1, %arg2 {{.*}} -> tensor<8x16xbf16>
+// CHECK-NEXT: %[[H:.*]] = zgraph.nll_loss_grad %arg0, %arg1, %arg2 {{.*}} -> tensor<8x16xf32>
+// CHECK-NEXT: %[[HC:.*]] = zgraph.cast %[[H]] : tensor<8x16xf32> -> tensor<8x16xbf16>
+// CHECK-NEXT: return %[[G]], %[[HC]], %[[H]]
+func.func @narrowed_loss_grad(%x: tensor<8x16xf32>, %l: tensor<8xi64>, %g: tensor<f32>)
+    -> (tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xf32>) {
+  %d = zgraph.cross_entropy_grad %x, %l, %g : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
+  %dc = zgraph.cast %d : tensor<8x16xf32> -> tensor<8x16xbf16>
+  %h = zgraph.nll_loss_grad %x, %l, %g : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x16xf32>
+  %hc = zgraph.cast %h : tensor<8x16xf32> -> tensor<8x16xbf16>
+  return %dc, %hc, %h : tensor<8x16xbf16>, tensor<8x16xbf16>, tensor<8x16xf32>
+}
+
+// -----
+
 // A head that a gradient also reads as its result gradient is read beyond
 // the attention's query, key and value: nothing is packed.
 // CHECK-LABEL: func.func @qkv_head_as_gradient

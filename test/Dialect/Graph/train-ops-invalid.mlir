@@ -54,10 +54,20 @@ func.func @attention_grad_dynamic(%q: tensor<2x?x8xf32>) {
 
 // -----
 
-// The logits' gradient has the logits' type.
+// The logits' gradient has the logits' type, or for f32 logits their
+// shape in 16 bits (f16 is accepted here), not another shape or type.
 func.func @cross_entropy_grad_result(%x: tensor<4x8xf32>, %l: tensor<4xi64>, %dl: tensor<f32>) {
-  // expected-error @+1 {{'zgraph.cross_entropy_grad' op result must have the input's type}}
   %0 = zgraph.cross_entropy_grad %x, %l, %dl : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf16>
+  // expected-error @+1 {{'zgraph.cross_entropy_grad' op result must have the input's type (or its shape in f16 or bf16 for an f32 input)}}
+  %1 = zgraph.cross_entropy_grad %x, %l, %dl : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<8x4xf16>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_result_f64(%x: tensor<4x8xf64>, %l: tensor<4xi64>, %dl: tensor<f64>) {
+  // expected-error @+1 {{'zgraph.cross_entropy_grad' op result must have the input's type (or its shape in f16 or bf16 for an f32 input)}}
+  %0 = zgraph.cross_entropy_grad %x, %l, %dl : (tensor<4x8xf64>, tensor<4xi64>, tensor<f64>) -> tensor<4x8xbf16>
   return
 }
 
