@@ -283,7 +283,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
   const T *input = inputView.as<const T>();
   const T *lossGrad = gradView.as<const T>();
   R *result = resultView.as<R>();
-  auto storeDouble = [](double value) {
+  auto toResult = [](double value) {
     if constexpr (std::is_same_v<T, R>)
       return detail::storeDouble<T>(value);
     else
@@ -314,7 +314,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
       R *rowGrad = result + n * classes * inner + s;
       if (ignored(label)) {
         for (int64_t c = 0; c < classes; ++c)
-          rowGrad[c * inner] = storeDouble(0.0);
+          rowGrad[c * inner] = toResult(0.0);
         continue;
       }
       double g = layout.reduction == Reduction::None
@@ -322,7 +322,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
                      : seed;
       if (!logSoftmax) {
         for (int64_t c = 0; c < classes; ++c)
-          rowGrad[c * inner] = storeDouble(c == label ? -g : 0.0);
+          rowGrad[c * inner] = toResult(c == label ? -g : 0.0);
         continue;
       }
       double maxValue = load(row[0]);
@@ -334,7 +334,7 @@ void classLossGradLoop(const TensorView &inputView, const Label *labels,
         sum += std::exp(load(row[c * inner]) - maxValue);
       for (int64_t c = 0; c < classes; ++c) {
         double probability = std::exp(load(row[c * inner]) - maxValue) / sum;
-        rowGrad[c * inner] = storeDouble((probability - (c == label ? 1.0 : 0.0)) * g);
+        rowGrad[c * inner] = toResult((probability - (c == label ? 1.0 : 0.0)) * g);
       }
     }
   }

@@ -767,6 +767,12 @@ Status checkClassLossGradResult(const char *kernel, const TensorView &result,
                   (result.dtype == plan::F16 || result.dtype == plan::BF16);
   if (!narrowed)
     return expectLike(kernel, "result", result, "input", input);
+  // Narrower rows than the input's: rows written would overlap rows other
+  // threads still read.
+  if (result.data == input.data && input.numElements() > 0)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "a %s result may not overwrite its f32 input",
+                       dtypeName(result.dtype));
   return expectSameShape(kernel, "result", result, "input", input);
 }
 
@@ -776,6 +782,8 @@ Status checkAdamwCopy(const char *kernel, const TensorView &copy,
     return s;
   if (copy.dtype != plan::F16 && copy.dtype != plan::BF16)
     return unsupportedDType(kernel, "new_param_copy", copy, "f16 and bf16");
+  if (param.dtype != plan::F32)
+    return unsupportedDType(kernel, "param", param, "f32 (with a 16-bit copy)");
   if (copy.numElements() != param.numElements())
     return kernelError(StatusCode::kInvalidArgument, kernel,
                        "new_param_copy has %lld elements, param %lld",
@@ -792,7 +800,7 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
   copies = own > 0 && own % 4 == 0 && args.outputs.size() == own;
   const size_t stride = copies ? 4 : 3;
   if (Status s = countMembers(args, kernel, 4, 1, stride, members); !s.isOk())
-    return s;
+    return s.addContext("4 outputs a tensor where every tensor writes its 16-bit copy");
   for (size_t m = 0; m < members; ++m) {
     const TensorView *in = &args.inputs[4 * m];
     const TensorView *out = &args.outputs[stride * m];

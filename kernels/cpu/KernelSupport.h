@@ -354,12 +354,12 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
                                size_t &members, bool &copies);
 
 /// Checks a class loss gradient's result: the input's shape, in its type or
-/// (for an f32 input) in f16 or bf16.
+/// (for an f32 input) in f16 or bf16, then in a buffer of its own.
 Status checkClassLossGradResult(const char *kernel, const TensorView &result,
                                 const TensorView &input);
 
 /// Checks an adamw's `new_param_copy` result: f16 or bf16, with as many
-/// elements as `param`.
+/// elements as `param`, which is f32.
 Status checkAdamwCopy(const char *kernel, const TensorView &copy,
                       const TensorView &param);
 

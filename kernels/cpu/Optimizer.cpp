@@ -155,7 +155,7 @@ void adamwLoop(const TensorView *in, const TensorView *out,
   c.eps = static_cast<T>(scalars.eps);
   c.negativeStepSize = static_cast<T>(-stepSize);
 
-  // With a fourth result (an offloaded parameter's 16-bit copy), each
+  // With a fourth result (the parameter's 16-bit copy), each
   // block of the updated parameter is cast while it is still in cache. A
   // 16-bit gradient is widened a block at a time into `widened` (exactly:
   // every f16 and bf16 value is an f32), which the step then reads.

@@ -219,9 +219,6 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
   bool copies = false;
   if (Status s = checkMultiAdamwOperands(args, kernel, members, copies); !s.isOk())
     return s;
-  if (copies && args.inputs[0].dtype != plan::F32)
-    return unsupportedDType(kernel, "param", args.inputs[0],
-                            "f32 (with a 16-bit copy)");
   const size_t stride = copies ? 4 : 3;
   const ElementType copyType =
       copies ? elementType(args.outputs[3].dtype) : ElementType::kUnspecified;

@@ -307,11 +307,12 @@ __device__ __forceinline__ void adamStep(const AdamConstants<T> &c,
 /// block `block`. The cpu kernel refuses a step below 1 (scalars[5]), which
 /// the host cannot read from device memory: here such a step leaves the
 /// parameter and the state as they are (copied to distinct outputs). With
-/// `kWide` (every pointer 16-byte aligned) each thread moves 16 bytes of
-/// each of the seven tensors at a time, which keeps enough loads in flight
-/// to run at memory bandwidth; the elements past the last whole group one by
-/// one. With `C` a 16-bit type (not void), `t.copy` receives each updated
-/// parameter value rounded to C.
+/// `kWide` (the seven tensors' pointers 16-byte aligned, a copy's 8-byte)
+/// each thread moves 16 bytes of each of the seven tensors at a time (and 8
+/// of the copy), which keeps enough loads in flight to run at memory
+/// bandwidth; the elements past the last whole group one by one. With `C` a
+/// 16-bit type (not void), `t.copy` receives each updated parameter value
+/// rounded to C.
 template <typename T, bool kWide, typename C = void>
 __device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
                                             bool decoupled,

@@ -188,7 +188,8 @@ module attributes {zcc.config = {bf16 = {enabled = true}, zero_optimization = {s
 // -----
 
 // A parameter a micro-step writes (here assigns) keeps its casts: a copy
-// would miss the write. fp32 compute has no casts: no copy, no @init.
+// would miss the write; one read in f32 has no cast to keep. With no copy
+// there is no @init.
 // CHECK-LABEL: func.func @micro_step
 // CHECK: zgraph.cast
 // CHECK-NOT: kind = "copy"
@@ -236,6 +237,57 @@ module attributes {zcc.config = {bf16 = {enabled = true}, zero_optimization = {s
     %mw = zgraph.state "w" kind = "exp_avg" : tensor<3xf32>
     %vw = zgraph.state "w" kind = "exp_avg_sq" : tensor<3xf32>
     zgraph.adamw %w, %gw, %mw, %vw, %scalars {adam_w_mode = true} : tensor<3xf32>, tensor<8xf64>
+    return
+  }
+}
+
+// -----
+
+// offload_optimizer alone (ZeRO-Offload): the host updates "w"'s fp32
+// master and the updated master is fetched back into the device
+// parameter; the device copy is refreshed after that assign, the
+// parameter's last write, and @init sets it after the master.
+// CHECK-LABEL: func.func @micro_step
+// CHECK-NEXT: %[[C:.*]] = zgraph.state "w" kind = "copy" : tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.matmul %arg0, %[[C]]
+// CHECK-LABEL: func.func @init
+// CHECK: zgraph.state "w" kind = "master" {zdist.memory = "host"}
+// CHECK: %[[IC:.*]] = zgraph.state "w" kind = "copy" : tensor<4x3xbf16>
+// CHECK-NEXT: %[[IH:.*]] = zgraph.cast
+// CHECK-NEXT: zgraph.assign %[[IH]] into %[[IC]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @optimizer_step
+// CHECK: zgraph.adamw {{.*}}zdist.memory = "host"
+// CHECK: %[[F:.*]] = zdist.fetch
+// CHECK-NEXT: zgraph.assign %[[F]] into %[[P:[^ ]*]] : tensor<4x3xf32>
+// CHECK-NEXT: %[[UC:.*]] = zgraph.state "w" kind = "copy" : tensor<4x3xbf16>
+// CHECK-NEXT: %[[UH:.*]] = zgraph.cast %[[P]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// CHECK-NEXT: zgraph.assign %[[UH]] into %[[UC]]
+// CHECK-NEXT: return
+module attributes {zcc.config = {bf16 = {enabled = true}, zero_optimization = {stage = 2 : i64, offload_optimizer = {device = "cpu"}}}} {
+  zdist.mesh @mesh ["dp" = 1]
+  func.func @micro_step(%x: tensor<2x4xbf16> {zgraph.name = "x"}, %x32: tensor<2x4xf32> {zgraph.name = "x32"}) -> (tensor<2x3xbf16> {zgraph.name = "y"}) {
+    %w = zgraph.param "w" trainable : tensor<4x3xf32>
+    %wc = zgraph.cast %w : tensor<4x3xf32> -> tensor<4x3xbf16>
+    %y = zgraph.matmul %x, %wc : (tensor<2x4xbf16>, tensor<4x3xbf16>) -> tensor<2x3xbf16>
+    %y32 = zgraph.cast %y : tensor<2x3xbf16> -> tensor<2x3xf32>
+    %t = zgraph.transpose %x32 perm = [1, 0] : tensor<2x4xf32> -> tensor<4x2xf32>
+    %d = zgraph.matmul %t, %y32 : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    %gw = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+    zgraph.accumulate %d into %gw : tensor<4x3xf32> into tensor<4x3xf32>
+    return %y : tensor<2x3xbf16>
+  }
+  func.func @grad_norm() -> tensor<f64> {
+    %gw = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+    %s = zgraph.sum_squares %gw : tensor<4x3xf32> -> tensor<f64>
+    return %s : tensor<f64>
+  }
+  func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {
+    %w = zgraph.param "w" trainable : tensor<4x3xf32>
+    %gw = zgraph.state "w" kind = "grad" : tensor<4x3xf32>
+    %mw = zgraph.state "w" kind = "exp_avg" : tensor<4x3xf32>
+    %vw = zgraph.state "w" kind = "exp_avg_sq" : tensor<4x3xf32>
+    zgraph.adamw %w, %gw, %mw, %vw, %scalars {adam_w_mode = true} : tensor<4x3xf32>, tensor<8xf64>
     return
   }
 }

@@ -1978,6 +1978,20 @@ TEST(GradKernels, MultiTensorAdamwWritesEachCopyAsAlone) {
   expectError(two(plan::F32, 3).run(), StatusCode::kUnimplemented,
               {"adamw", "'new_param_copy' has element type f32; this kernel handles f16 and bf16",
                "tensor #1 of 2"});
+  // The copies' tensors are f32 (zcc-dist-compute-copies makes them so).
+  Call wide("adamw");
+  wide.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 1, 1}))
+      .in(f64({3}, {0, 0, 0}))
+      .in(f64({3}, {0, 0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3)
+      .out(plan::BF16, {3});
+  expectError(wide.run(), StatusCode::kUnimplemented,
+              {"adamw", "'param' has element type f64; this kernel handles f32 (with a 16-bit "
+                        "copy)"});
 }
 
 // A multi-tensor fill writes each target as its own fill would, whatever

@@ -256,8 +256,8 @@ std::optional<uint64_t> contiguousSliceOffset(zgraph::SliceOp slice) {
 /// - a device collective's result and a gradient that lives for one step
 ///   (zdist.step_local);
 /// - a cast right before its assign and the 16-bit copy of a parameter
-///   ("copy", refreshed after each update; in host memory for an offloaded
-///   parameter);
+///   ("copy", refreshed after the parameter's last write in the optimizer
+///   step; in host memory for an offloaded parameter);
 /// - a copy to the host and a one-step gradient streamed there
 ///   ("host_grad").
 Value resultIntoState(Operation *op, Value result) {
@@ -581,9 +581,14 @@ void assignStreams(PlanProgram &program, std::vector<BufferInfo> &buffers) {
   // A cast moves data too when it writes a collective's result somewhere
   // (a reduce-scattered gradient into its accumulator: zgraph.assign) or
   // makes what only communication reads (a ZeRO-3 shard in 16 bits for
-  // its all-gather).
+  // its all-gather). The refresh of a device parameter's 16-bit copy (read
+  // by later programs, not this one) computes.
   auto castMovesData = [&](const PlanInstruction &instruction) {
     if (instruction.kernel != "cast")
+      return false;
+    if (llvm::any_of(instruction.outputs, [&](unsigned id) {
+          return buffers[id].kind == Kind::ParameterCopy && !buffers[id].host;
+        }))
       return false;
     return llvm::any_of(instruction.inputs, [&](unsigned id) { return onComm.contains(id); }) ||
            llvm::none_of(instruction.outputs,

@@ -3,7 +3,7 @@
 // With 16-bit compute, the step functions read each f32 parameter through
 // a cast. A parameter they read only that way can keep its cast as state
 // instead (`zgraph.state kind = "copy"`): `@init` sets it and
-// `@optimizer_step` refreshes it right after the parameter's last update,
+// `@optimizer_step` refreshes it right after the parameter's last write,
 // so a micro-step casts nothing. zcc-dist-offload keeps such copies of the
 // parameters it moves to host memory, zcc-dist-compute-copies of those
 // the device keeps whole.

@@ -149,8 +149,11 @@ def ComputeCopiesPass : Pass<"zcc-dist-compute-copies", "mlir::ModuleOp"> {
     before it. The copies are derived state: checkpoints leave them out and
     `@init` rebuilds them after a resume. ZeRO-3's partitions keep their
     casts (each gather casts its own shard), so no rank holds a 16-bit copy
-    of its shards. Runs after zcc-dist-offload, which keeps the copies of
-    the parameters it moves to host memory the same way.
+    of its shards. In a pipelined step a parameter whose casts are gone
+    stays, unused, until zcc-dist-pipeline-split: its `zdist.stage` names
+    the stage that owns its gradient and optimizer state. Runs after
+    zcc-dist-offload, which keeps the copies of the parameters it moves to
+    host memory the same way.
   }];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect", "::mlir::func::FuncDialect"];
 }

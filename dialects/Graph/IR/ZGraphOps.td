@@ -657,8 +657,9 @@ class ZGraph_ClassLossGradOp<string mnemonic, string what> : ZGraph_Op<mnemonic,
     dL/d(input) given `grad` = dL/d(loss) (a scalar, or the labels' shape for
     reduction "none"); positions whose label is `ignore_index` get zero. The
     result has the input's type, or for an f32 input its shape in f16 or
-    bf16: each element computed in f32 and rounded once (the narrowing cast
-    of the loss's gradient in mixed precision, folded in).
+    bf16: each element rounded as a cast of the f32 gradient would round it
+    (the narrowing cast of the loss's gradient in mixed precision, folded
+    in).
   }];
   let arguments = (ins ZGraph_FloatTensor:$input, TensorOf<[I32, I64]>:$labels,
                        ZGraph_FloatTensor:$grad, OptionalAttr<I64Attr>:$ignore_index,

@@ -162,6 +162,8 @@ struct FoldWideningIntoMatMul : OpRewritePattern<CastOp> {
     auto reshape = input.getDefiningOp<ReshapeOp>();
     if (reshape && input.hasOneUse())
       input = reshape.getInput();
+    else
+      reshape = ReshapeOp();
     auto product = input.getDefiningOp<MatMulOp>();
     if (!product || product.hasEpilogue() || product.isWidened() || !input.hasOneUse() ||
         !cast.getInput().hasOneUse() ||
@@ -175,7 +177,7 @@ struct FoldWideningIntoMatMul : OpRewritePattern<CastOp> {
     rewriter.modifyOpInPlace(product, [&] {
       product.getResult().setType(product.getType().clone(f32));
     });
-    if (reshape && reshape.getResult() == cast.getInput()) {
+    if (reshape) {
       rewriter.modifyOpInPlace(reshape, [&] { reshape.getResult().setType(cast.getType()); });
       rewriter.replaceOp(cast, reshape.getResult());
       return success();

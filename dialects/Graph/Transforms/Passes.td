@@ -123,6 +123,14 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       gradient, becomes the layer norm's gradient with `addend` r (the
       residual stream's gradient joins the input gradient as the row
       kernel writes it).
+    - `cast(matmul(a, b))` from f16 or bf16 to f32, the product without an
+      epilogue and used only there (through a reshape used only there too:
+      a language model's logits flattened for its loss), becomes the
+      product with an f32 result (cuBLASLt writes its f32 sum as D); a
+      gradient the step accumulates is left to zcc-dist-fuse-accumulate.
+    - `cast(cross_entropy_grad(x, ...))` (or nll_loss_grad) from f32 to
+      f16 or bf16, the gradient used only there, becomes the gradient with
+      the 16-bit result type: the kernel rounds each value as the cast did.
     - a sum of `zgraph.slice_grad`s of one tensor whose windows cut it into
       consecutive pieces along one axis (the gradient of a Split) becomes one
       `zgraph.concat` of their gradients: no zero-filled full-size tensors
