@@ -133,20 +133,17 @@ llvm::StringSet<> keepComputeCopies(ModuleOp module,
   }
   // And @optimizer_step after the last op that writes the parameter (its
   // update, or the assign of its gathered rows).
-  llvm::StringMap<Operation *> lastWrite;
-  llvm::StringMap<Value> written;
+  // Parameter name -> its last writer and the parameter it writes.
+  llvm::StringMap<std::pair<Operation *, zgraph::ParamOp>> lastWrite;
   for (Operation &op : update.getBody().front())
-    for (Value target : inPlaceTargets(&op)) {
-      auto param = target.getDefiningOp<zgraph::ParamOp>();
-      if (param && copied.contains(param.getName())) {
-        lastWrite[param.getName()] = &op;
-        written[param.getName()] = target;
-      }
-    }
+    for (Value target : inPlaceTargets(&op))
+      if (auto param = target.getDefiningOp<zgraph::ParamOp>();
+          param && copied.contains(param.getName()))
+        lastWrite[param.getName()] = {&op, param};
   for (auto &entry : lastWrite) {
-    Value param = written.lookup(entry.first());
-    builder.setInsertionPointAfter(entry.second);
-    refresh(param, param.getDefiningOp<zgraph::ParamOp>().getNameAttr(), entry.second->getLoc());
+    auto [writer, param] = entry.second;
+    builder.setInsertionPointAfter(writer);
+    refresh(param.getResult(), param.getNameAttr(), writer->getLoc());
   }
   return copied;
 }
