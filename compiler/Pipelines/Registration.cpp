@@ -59,10 +59,12 @@ void zcc::buildInferPipeline(mlir::OpPassManager &pm, llvm::StringRef precision)
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
-void zcc::buildDistPipeline(mlir::OpPassManager &pm) {
+void zcc::buildDistPipeline(mlir::OpPassManager &pm, bool recompute) {
   // The graph's last rewrite: after autodiff and recomputation, before
   // placement.
-  pm.addPass(zgraph::createFuseKernelsPass());
+  zgraph::FuseKernelsPassOptions fuseOptions;
+  fuseOptions.recompute = recompute;
+  pm.addPass(zgraph::createFuseKernelsPass(fuseOptions));
   pm.addPass(zdist::createAutoTunePass());
   pm.addPass(createGraphToDistPass());
   pm.addPass(zdist::createPipelineSchedulePass());
@@ -83,7 +85,7 @@ void zcc::buildLowerToPlanPipeline(mlir::OpPassManager &pm) {
 }
 
 void zcc::buildPlanPipeline(mlir::OpPassManager &pm) {
-  buildDistPipeline(pm);
+  buildDistPipeline(pm, /*recompute=*/false);
   buildLowerToPlanPipeline(pm);
 }
 

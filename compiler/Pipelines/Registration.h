@@ -29,14 +29,16 @@ void registerZccPasses();
 void buildGraphPipeline(mlir::OpPassManager &pm, bool inference = false);
 
 /// The dist phase: place the graph on the mesh, ZeRO partitioning, CPU
-/// offload (what `zcc --emit dist` prints).
-void buildDistPipeline(mlir::OpPassManager &pm);
+/// offload (what `zcc --emit dist` prints). `recompute`: GELU and layer
+/// norm outputs are recomputed in the backward pass rather than kept from
+/// the forward pass (zcc-graph-fuse-kernels' option).
+void buildDistPipeline(mlir::OpPassManager &pm, bool recompute);
 
 /// From the dist phase's output to the verified plan module.
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm);
 
 /// From the graph to the plan: both of the above (`zcc-plan-pipeline` in
-/// zcc-opt).
+/// zcc-opt), nothing recomputed.
 void buildPlanPipeline(mlir::OpPassManager &pm);
 
 /// The training step from the verified forward graph: autodiff (`lossName`

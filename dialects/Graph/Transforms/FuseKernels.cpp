@@ -785,6 +785,8 @@ void packAttentionHeads(Block &block) {
 }
 
 struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
+  using FuseKernelsPassBase::FuseKernelsPassBase;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldTransposeIntoMatMul, FoldTransposeOfMatMul, FoldBiasIntoMatMul,
@@ -795,11 +797,12 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
-    getOperation().walk([](func::FuncOp func) {
+    getOperation().walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
       Block &body = func.getBody().front();
-      recomputeForBackward(body);
+      if (recompute)
+        recomputeForBackward(body);
       saveAttentionStatistics(body);
       packAttentionHeads(body);
       splitHeadsOnce(body);
