@@ -59,11 +59,12 @@ void zcc::buildInferPipeline(mlir::OpPassManager &pm, llvm::StringRef precision)
   pm.addPass(zgraph::createVerifyGraphPass());
 }
 
-void zcc::buildDistPipeline(mlir::OpPassManager &pm, bool recompute) {
+void zcc::buildDistPipeline(mlir::OpPassManager &pm, bool recompute, int64_t recomputeBytes) {
   // The graph's last rewrite: after autodiff and recomputation, before
   // placement.
   zgraph::FuseKernelsPassOptions fuseOptions;
   fuseOptions.recompute = recompute;
+  fuseOptions.recomputeBytes = recomputeBytes;
   pm.addPass(zgraph::createFuseKernelsPass(fuseOptions));
   pm.addPass(zdist::createAutoTunePass());
   pm.addPass(createGraphToDistPass());

@@ -31,8 +31,9 @@ void buildGraphPipeline(mlir::OpPassManager &pm, bool inference = false);
 /// The dist phase: place the graph on the mesh, ZeRO partitioning, CPU
 /// offload (what `zcc --emit dist` prints). `recompute`: GELU and layer
 /// norm outputs are recomputed in the backward pass rather than kept from
-/// the forward pass (zcc-graph-fuse-kernels' option).
-void buildDistPipeline(mlir::OpPassManager &pm, bool recompute);
+/// the forward pass, the first ones in forward order until
+/// `recomputeBytes` bytes are (0: all; zcc-graph-fuse-kernels' options).
+void buildDistPipeline(mlir::OpPassManager &pm, bool recompute, int64_t recomputeBytes = 0);
 
 /// From the dist phase's output to the verified plan module.
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm);

@@ -202,6 +202,15 @@ std::string formatGiB(int64_t bytes) {
   return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
 }
 
+/// `bytes` in the largest of GiB, MiB and KiB that is at least 1.
+std::string formatSize(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30))
+    return formatGiB(bytes);
+  if (bytes >= (int64_t{1} << 20))
+    return llvm::formatv("{0:F1} MiB", bytes / 1048576.0).str();
+  return llvm::formatv("{0:F1} KiB", bytes / 1024.0).str();
+}
+
 /// The device bytes a rank may use: --device-memory-limit, else the memory
 /// of --target's GPU as CUDA reports it; -1 for the cpu target (no limit).
 int64_t deviceMemoryBudget() {
@@ -559,13 +568,17 @@ struct Lowered {
   /// Each pipeline stage's estimated forward and backward flops, for the
   /// report (the plan keeps the schedule but not the cost model's figures).
   std::vector<std::pair<int64_t, int64_t>> stageFlops;
+  /// GELU and layer norm outputs recomputed and their bytes, of how many
+  /// could be (zgraph.recomputed); zero without recomputation.
+  int64_t recomputed = 0, recomputedBytes = 0, recomputable = 0, recomputableBytes = 0;
 };
 
 /// Lowers the training or inference step in `module` through the dist and
 /// plan phases to a plan the runtime accepts. With `printing`, --emit dist
 /// and --emit plan print the module where they ask and exit. A failing pass
 /// has printed its diagnostics: exits 1.
-Lowered lowerToPlan(mlir::ModuleOp module, bool recompute, bool printing) {
+Lowered lowerToPlan(mlir::ModuleOp module, bool recompute, int64_t recomputeBytes,
+                    bool printing) {
   // Runs one phase's passes; prints the module and exits where --emit asks
   // for what the phase gives (`stop`).
   auto phase = [&](llvm::function_ref<void(mlir::OpPassManager &)> build, EmitKind stop) {
@@ -579,8 +592,16 @@ Lowered lowerToPlan(mlir::ModuleOp module, bool recompute, bool printing) {
       std::exit(0);
     }
   };
-  phase([&](mlir::OpPassManager &pm) { zcc::buildDistPipeline(pm, recompute); }, EmitKind::Dist);
   Lowered lowered;
+  phase([&](mlir::OpPassManager &pm) { zcc::buildDistPipeline(pm, recompute, recomputeBytes); },
+        EmitKind::Dist);
+  if (auto done = module->getAttrOfType<mlir::DenseI64ArrayAttr>("zgraph.recomputed");
+      done && done.size() == 4) {
+    lowered.recomputed = done[0];
+    lowered.recomputedBytes = done[1];
+    lowered.recomputable = done[2];
+    lowered.recomputableBytes = done[3];
+  }
   for (auto pipeline : module.getOps<zcc::zdist::PipelineOp>())
     if (auto flops = pipeline->getAttrOfType<mlir::ArrayAttr>("flops"))
       for (mlir::Attribute entry : flops) {
@@ -751,41 +772,67 @@ int main(int argc, char **argv) {
   }
 
   // GELU and layer norm outputs are recomputed in the backward pass only
-  // where keeping them does not fit (--recompute auto): the plan that keeps
-  // them is lowered first, and the step lowered again from a copy when its
-  // peak is over the budget. --emit dist and plan print the second lowering.
+  // where keeping them does not fit (--recompute auto), and then just
+  // enough of them: the plan that keeps them is lowered first; where its
+  // peak is over the budget, the step is lowered again from a copy,
+  // recomputing the first outputs in forward order until the excess is,
+  // and more while the plan still does not fit (the memory planner's
+  // placement does not shrink byte for byte). --emit dist and plan print
+  // the lowering that was picked.
   bool recompute = training && recomputeOutputs == Recompute::Always;
-  if (training)
-    recomputeChoice = recompute ? "recomputed in the backward pass (--recompute always)"
-                                : "kept from the forward pass (--recompute never)";
+  int64_t recomputeBytes = 0;
   int64_t budget = deviceMemoryBudget();
   std::optional<Lowered> lowered;
+  auto peakOf = [](const Lowered &l) {
+    return static_cast<int64_t>(l.plan.arena_bytes()) + runtimeReserveBytes(l.plan);
+  };
+  auto recomputedText = [](const Lowered &l) {
+    return llvm::formatv("{0} of {1} recomputed in the backward pass ({2} of {3})", l.recomputed,
+                         l.recomputable, formatSize(l.recomputedBytes),
+                         formatSize(l.recomputableBytes))
+        .str();
+  };
+  if (training && recomputeOutputs == Recompute::Never)
+    recomputeChoice = "kept from the forward pass (--recompute never)";
   if (training && recomputeOutputs == Recompute::Auto && budget < 0)
     recomputeChoice = "kept from the forward pass (--target " + target + " has no memory limit)";
   if (training && recomputeOutputs == Recompute::Auto && budget >= 0) {
     bool printsModule = emit == EmitKind::Dist || emit == EmitKind::Plan;
-    mlir::OwningOpRef<mlir::ModuleOp> copy(module->clone());
-    Lowered kept = lowerToPlan(printsModule ? *copy : *module, /*recompute=*/false,
-                               /*printing=*/false);
-    int64_t peak = static_cast<int64_t>(kept.plan.arena_bytes()) + runtimeReserveBytes(kept.plan);
+    mlir::OwningOpRef<mlir::ModuleOp> pristine(module->clone());
+    auto lowerCopy = [&](bool on, int64_t bytes) {
+      mlir::OwningOpRef<mlir::ModuleOp> copy(pristine->clone());
+      return lowerToPlan(*copy, on, bytes, /*printing=*/false);
+    };
+    Lowered kept = printsModule ? lowerCopy(false, 0)
+                                : lowerToPlan(*module, false, 0, /*printing=*/false);
+    int64_t keptPeak = peakOf(kept);
     std::string budgetText = deviceMemoryLimit.empty()
                                  ? "the " + formatGiB(budget) + " of --target " + target
                                  : "--device-memory-limit " + deviceMemoryLimit;
-    if (peak > budget) {
-      recompute = true;
-      recomputeChoice = "recomputed in the backward pass (keeping them needs " + formatGiB(peak) +
-                        " per rank, over " + budgetText + ")";
-      if (!printsModule)
-        module = std::move(copy);
-    } else {
-      recomputeChoice = "kept from the forward pass (" + formatGiB(peak) + " per rank fits " +
+    if (keptPeak <= budget) {
+      recomputeChoice = "kept from the forward pass (" + formatGiB(keptPeak) + " per rank fits " +
                         budgetText + ")";
       if (!printsModule)
         lowered = std::move(kept);
+    } else {
+      recompute = true;
+      int64_t cap = keptPeak - budget;
+      Lowered partial = lowerCopy(true, cap);
+      while (peakOf(partial) > budget && partial.recomputed < partial.recomputable) {
+        cap += std::max(peakOf(partial) - budget, cap / 4);
+        partial = lowerCopy(true, cap);
+      }
+      recomputeBytes = partial.recomputed < partial.recomputable ? cap : 0;
+      recomputeChoice = recomputedText(partial) + ": keeping them needs " + formatGiB(keptPeak) +
+                        " per rank, over " + budgetText;
+      if (!printsModule)
+        lowered = std::move(partial);
     }
   }
   if (!lowered)
-    lowered = lowerToPlan(*module, recompute, /*printing=*/true);
+    lowered = lowerToPlan(*module, recompute, recomputeBytes, /*printing=*/true);
+  if (training && recomputeOutputs == Recompute::Always)
+    recomputeChoice = recomputedText(*lowered) + " (--recompute always)";
   zcc::plan::Plan *plan = &lowered->plan;
   const std::vector<std::pair<int64_t, int64_t>> &stageFlops = lowered->stageFlops;
   std::string bytes = zcc::encodePlanFile(*plan, kProducer);

@@ -393,14 +393,27 @@ bool liveAtOrSmall(Value value, Operation *point, Value result) {
   });
 }
 
+/// What recomputeForBackward did: the outputs it recomputed and their
+/// bytes, of those it could have.
+struct Recomputed {
+  int64_t outputs = 0, bytes = 0, candidates = 0, candidateBytes = 0;
+};
+
+int64_t tensorBytes(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() *
+         static_cast<int64_t>(llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+}
+
 /// A GELU's or a layer norm's output is read again in the backward pass by
 /// a weight gradient (the next product's dW = x^T dY), while its inputs stay
 /// live there anyway (gelu_grad and layer_norm_grad read them): recomputing
 /// it right before its first backward use (one element-wise or row kernel)
 /// frees an activation-sized buffer between the forward and the backward
 /// pass. The backward pass starts at the block's first gradient op; every
-/// backward use reads one clone. The clone gives the same bits.
-void recomputeForBackward(Block &block) {
+/// backward use reads one clone. The clone gives the same bits. Outputs are
+/// taken in forward order until `byteCap` bytes are recomputed (0: all).
+void recomputeForBackward(Block &block, int64_t byteCap, Recomputed &done) {
   Operation *firstGrad = nullptr;
   for (Operation &op : block)
     if (op.getName().stripDialect().ends_with("_grad")) {
@@ -431,6 +444,12 @@ void recomputeForBackward(Block &block) {
     if (!llvm::all_of(op->getOperands(),
                       [&](Value operand) { return liveAtOrSmall(operand, earliest, result); }))
       continue;
+    ++done.candidates;
+    done.candidateBytes += tensorBytes(result);
+    if (byteCap > 0 && done.bytes >= byteCap)
+      continue;
+    ++done.outputs;
+    done.bytes += tensorBytes(result);
     OpBuilder builder(earliest);
     Operation *clone = builder.clone(*op);
     for (OpOperand *use : late)
@@ -797,16 +816,25 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
         &getContext());
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    Recomputed recomputed;
     getOperation().walk([&](func::FuncOp func) {
       if (func.getBody().empty())
         return;
       Block &body = func.getBody().front();
       if (recompute)
-        recomputeForBackward(body);
+        recomputeForBackward(body, recomputeBytes, recomputed);
       saveAttentionStatistics(body);
       packAttentionHeads(body);
       splitHeadsOnce(body);
     });
+    // For zcc's report: [outputs recomputed, their bytes, outputs that could
+    // be, their bytes].
+    if (recompute)
+      getOperation()->setAttr(
+          "zgraph.recomputed",
+          DenseI64ArrayAttr::get(&getContext(),
+                                 {recomputed.outputs, recomputed.bytes, recomputed.candidates,
+                                  recomputed.candidateBytes}));
   }
 };
 

@@ -140,9 +140,12 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
       recomputed there from its inputs, which gelu_grad and layer_norm_grad
       keep live anyway: one element-wise or row kernel instead of an
       activation held from the forward to the backward pass (on gpt2-xl at
-      micro-batch 8, 7.6 GB less for ~3% of the step's time). zcc turns it
-      on where the plan without it would not fit the device
-      (`zcc --recompute`).
+      micro-batch 8, 7.6 GB less for ~3% of the step's time). With
+      `recompute-bytes` N only the first outputs in forward order are, until
+      N bytes are. The module's `zgraph.recomputed` says how many outputs
+      and bytes were recomputed, of how many that could be. zcc recomputes
+      just enough of them where the plan that keeps them would not fit the
+      device (`zcc --recompute`).
     - a `zgraph.attention_grad` in the function of its forward attention
       (the nearest one before it with the same operands and attributes)
       reads `saved(result, lse)`: the forward returns each row's
@@ -167,6 +170,9 @@ def FuseKernelsPass : Pass<"zcc-graph-fuse-kernels", "mlir::ModuleOp"> {
     Option<"recompute", "recompute", "bool", /*default=*/"true",
            "Recompute GELU and layer norm outputs in the backward pass instead of "
            "keeping them from the forward pass">,
+    Option<"recomputeBytes", "recompute-bytes", "int64_t", /*default=*/"0",
+           "With recompute: take the outputs in forward order until this many bytes "
+           "are recomputed (0: every one)">,
   ];
   let dependentDialects = ["::zcc::zgraph::ZGraphDialect"];
 }
