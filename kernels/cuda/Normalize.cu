@@ -494,22 +494,27 @@ __global__ void layerNormPartialsKernel(const T *x, const T *dy,
   }
 }
 
-/// Pass 3: each column adds its partials in chunk order.
+/// Pass 3: block x sums the partials of columns 32 x + [0, 32): thread
+/// (tx, ty) adds chunks ty, ty + 8, ... in order, then the 8 sums of a
+/// column are added in a fixed tree.
 template <typename T>
-__global__ void layerNormParamGradKernel(const Acc<T> *partials,
-                                         int64_t columns, int64_t chunks,
-                                         T *scaleGrad, T *biasGrad) {
+__global__ void __launch_bounds__(kBlockThreads)
+    layerNormParamGradKernel(const Acc<T> *partials, int64_t columns,
+                             int64_t chunks, T *scaleGrad, T *biasGrad) {
   using A = Acc<T>;
-  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       c < columns; c += stride) {
-    A scaleSum = 0, biasSum = 0;
-    for (int64_t k = 0; k < chunks; ++k) {
-      scaleSum += partials[k * columns + c];
-      biasSum += partials[(chunks + k) * columns + c];
+  __shared__ A shared[kBlockThreads];
+  int64_t column = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  A scaleSum = 0, biasSum = 0;
+  if (column < columns)
+    for (int64_t k = threadIdx.y; k < chunks; k += blockDim.y) {
+      scaleSum += partials[k * columns + column];
+      biasSum += partials[(chunks + k) * columns + column];
     }
-    store(scaleGrad + c, scaleSum);
-    store(biasGrad + c, biasSum);
+  scaleSum = columnReduce(scaleSum, shared, AddOp());
+  biasSum = columnReduce(biasSum, shared, AddOp());
+  if (column < columns && threadIdx.y == 0) {
+    store(scaleGrad + column, scaleSum);
+    store(biasGrad + column, biasSum);
   }
 }
 
@@ -753,21 +758,37 @@ __global__ void __launch_bounds__(kCachedThreads, kCachedBlocks)
   }
 }
 
-template <typename T, int kPerLane, int kWidth>
+/// The input gradient of cached rows. With kFindStats the kernel finds
+/// each row's statistics itself, as layerNormStatsCachedKernel does (the
+/// same values), and writes them to `stats` for the parameter sums;
+/// otherwise it reads them from there. With kFindStats input_grad must not
+/// overlap input or grad (the sums read them after).
+template <typename T, int kPerLane, int kWidth, bool kFindStats>
 __global__ void __launch_bounds__(kCachedThreads)
     layerNormInputGradCachedKernel(const T *x, const T *gamma, const T *dy,
-                                   const Acc<T> *stats, const T *addend, T *dx,
-                                   int64_t rows, int columns) {
+                                   Acc<T> *stats, const T *addend, T *dx,
+                                   int64_t rows, int columns, double epsilon) {
   using A = Acc<T>;
   using Lane = LaneColumns<kPerLane, kWidth>;
   WarpRows warp;
   for (int64_t r = warp.first; r < rows; r += warp.step) {
     int64_t base = r * columns;
-    A mean = stats[2 * r], inverseStd = stats[2 * r + 1];
     // g = dy * scale and xhat of the lane's columns (zero past the end).
     A g[kPerLane], normalized[kPerLane];
     loadCached<kPerLane, kWidth>(dy + base, columns, warp.lane, g);
     loadCached<kPerLane, kWidth>(x + base, columns, warp.lane, normalized);
+    A mean, inverseStd;
+    if constexpr (kFindStats) {
+      cachedStats<kPerLane, kWidth>(normalized, columns, warp.lane,
+                                    static_cast<A>(epsilon), mean, inverseStd);
+      if (warp.lane == 0) {
+        stats[2 * r] = mean;
+        stats[2 * r + 1] = inverseStd;
+      }
+    } else {
+      mean = stats[2 * r];
+      inverseStd = stats[2 * r + 1];
+    }
     A gradSum = 0, projection = 0;
 #pragma unroll
     for (int k = 0; k < Lane::kAccesses; ++k) {
@@ -896,6 +917,12 @@ cudaError_t launchLayerNorm(const LayerNormParams &p, cudaStream_t stream) {
   return error;
 }
 
+/// Whether [a, a + bytes) and [b, b + bytes) share a byte.
+bool overlaps(const void *a, const void *b, size_t bytes) {
+  auto first = reinterpret_cast<uintptr_t>(a), second = reinterpret_cast<uintptr_t>(b);
+  return first < second + bytes && second < first + bytes;
+}
+
 cudaError_t launchLayerNormGrad(const LayerNormGradParams &p,
                                 cudaStream_t stream) {
   if (p.columns <= 0)
@@ -909,55 +936,69 @@ cudaError_t launchLayerNormGrad(const LayerNormGradParams &p,
     const T *x = static_cast<const T *>(p.input);
     const T *gamma = static_cast<const T *>(p.scale);
     const T *dy = static_cast<const T *>(p.grad);
-    A *stats = static_cast<A *>(p.workspace);
-    A *partials = stats + 2 * p.rows;
-
-    // The row statistics, by layer_norm's code (in its order, when the
-    // buffers allow the same access width).
     T *dx = static_cast<T *>(p.inputGrad);
     const T *addend = static_cast<const T *>(p.addend);
+    A *stats = static_cast<A *>(p.workspace);
+    A *partials = stats + 2 * p.rows;
     uintptr_t bits = addressBits(x, gamma, dy, dx) | reinterpret_cast<uintptr_t>(addend);
-    bool cached =
-        p.rows > 0 &&
-        dispatchCached<T>(p.columns, bits, [&](auto perLane, auto width) {
-          layerNormStatsCachedKernel<T, decltype(perLane)::value,
-                                     decltype(width)::value>
-              <<<warpRowsGrid(p.rows), kCachedThreads, 0, stream>>>(
-                  x, p.rows, static_cast<int>(p.columns), p.epsilon, stats);
-          error = cudaGetLastError();
-        });
-    if (!cached)
-      error = launchRows(layerNormStatsKernel<T, true>,
-                         layerNormStatsKernel<T, false>, p.rows, p.columns,
-                         stream, x, p.rows, p.columns, p.epsilon, stats);
-    if (error != cudaSuccess)
+    int columns = static_cast<int>(p.columns);
+
+    // The input gradient of rows kept in registers (finding the statistics
+    // itself with kFindStats), else false.
+    auto cachedInputGrad = [&](auto findStats) {
+      return p.rows > 0 &&
+             dispatchCached<T>(p.columns, bits, [&](auto perLane, auto width) {
+               layerNormInputGradCachedKernel<T, decltype(perLane)::value,
+                                              decltype(width)::value, decltype(findStats)::value>
+                   <<<warpRowsGrid(p.rows), kCachedThreads, 0, stream>>>(
+                       x, gamma, dy, stats, addend, dx, p.rows, columns, p.epsilon);
+               error = cudaGetLastError();
+             });
+    };
+    size_t bytes = static_cast<size_t>(p.rows) * static_cast<size_t>(p.columns) * sizeof(T);
+    bool inputGradFirst = !overlaps(dx, x, bytes) && !overlaps(dx, dy, bytes);
+    bool done = inputGradFirst && cachedInputGrad(std::true_type());
+    if (done && error != cudaSuccess)
       return;
+
+    if (!done) {
+      // The row statistics, by layer_norm's code (in its order, when the
+      // buffers allow the same access width).
+      bool cached =
+          p.rows > 0 &&
+          dispatchCached<T>(p.columns, bits, [&](auto perLane, auto width) {
+            layerNormStatsCachedKernel<T, decltype(perLane)::value,
+                                       decltype(width)::value>
+                <<<warpRowsGrid(p.rows), kCachedThreads, 0, stream>>>(
+                    x, p.rows, columns, p.epsilon, stats);
+            error = cudaGetLastError();
+          });
+      if (!cached)
+        error = launchRows(layerNormStatsKernel<T, true>,
+                           layerNormStatsKernel<T, false>, p.rows, p.columns,
+                           stream, x, p.rows, p.columns, p.epsilon, stats);
+      if (error != cudaSuccess)
+        return;
+    }
 
     // With no rows the partials (and so the parameter gradients) are zero.
     int64_t chunkRows = (p.rows + p.chunks - 1) / p.chunks;
-    dim3 partialBlock(32, kBlockThreads / 32);
+    dim3 tileBlock(32, kBlockThreads / 32);
     dim3 partialGrid(static_cast<unsigned>((p.columns + 31) / 32),
                      static_cast<unsigned>(p.chunks));
-    layerNormPartialsKernel<T><<<partialGrid, partialBlock, 0, stream>>>(
+    layerNormPartialsKernel<T><<<partialGrid, tileBlock, 0, stream>>>(
         x, dy, stats, p.rows, p.columns, chunkRows, p.chunks, partials);
     if ((error = cudaGetLastError()) != cudaSuccess)
       return;
     layerNormParamGradKernel<T>
-        <<<gridFor(p.columns, kBlockThreads), kBlockThreads, 0, stream>>>(
+        <<<static_cast<unsigned>((p.columns + 31) / 32), tileBlock, 0, stream>>>(
             partials, p.columns, p.chunks, static_cast<T *>(p.scaleGrad),
             static_cast<T *>(p.biasGrad));
-    if ((error = cudaGetLastError()) != cudaSuccess)
+    if ((error = cudaGetLastError()) != cudaSuccess || done)
       return;
 
     // Last: input_grad may alias input or grad.
-    if (p.rows > 0 &&
-        dispatchCached<T>(p.columns, bits, [&](auto perLane, auto width) {
-          layerNormInputGradCachedKernel<T, decltype(perLane)::value,
-                                         decltype(width)::value>
-              <<<warpRowsGrid(p.rows), kCachedThreads, 0, stream>>>(
-                  x, gamma, dy, stats, addend, dx, p.rows, static_cast<int>(p.columns));
-          error = cudaGetLastError();
-        }))
+    if (cachedInputGrad(std::false_type()))
       return;
     error = launchRows(layerNormInputGradKernel<T, true>,
                        layerNormInputGradKernel<T, false>, p.rows, p.columns,

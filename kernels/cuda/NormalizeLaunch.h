@@ -59,10 +59,12 @@ cudaError_t launchLayerNorm(const LayerNormParams &params, cudaStream_t stream);
 /// layer_norm_grad. scale_grad and bias_grad are sums over all rows, made
 /// deterministic in two passes: `chunks` groups of rows each write a partial
 /// sum per column into the workspace, then one pass adds the partials of a
-/// column in chunk order. The workspace also keeps every row's mean and
+/// column in a fixed order. The workspace also keeps every row's mean and
 /// inverse standard deviation. `inputGrad` may alias `input`, `grad` or
-/// `addend`: it is written last. A non-null `addend` (of the input's
-/// shape) joins the input gradient before it is rounded.
+/// `addend`: where it overlaps `input` or `grad` it is written last,
+/// otherwise first (its kernel then finds the rows' statistics for the
+/// sums, and no pass of their own reads the input). A non-null `addend` (of
+/// the input's shape) joins the input gradient before it is rounded.
 struct LayerNormGradParams {
   ElementType type = ElementType::kUnspecified;
   const void *input = nullptr, *scale = nullptr, *grad = nullptr, *addend = nullptr;

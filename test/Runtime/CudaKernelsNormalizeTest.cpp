@@ -263,17 +263,25 @@ TEST(CudaKernelsNormalize, LayerNorm) {
 }
 
 // scale_grad and bias_grad sum over every row: [300, 1000] splits the rows
-// into chunks of 30 rows, [2048, 64] into 64 chunks.
+// into chunks of 30 rows, [2048, 64] into 64 chunks, [1000, 1600] (GPT-2
+// XL's width) into 21 chunks, combined by tiles of 32 columns. Where the
+// input gradient has its own buffer its kernel finds the rows' statistics
+// for the sums (layer_norm's, the same values); LayerNormGradInPlace
+// covers the other order.
 TEST(CudaKernelsNormalize, LayerNormGrad) {
   ZCC_REQUIRE_GPU();
   uint32_t seed = 300;
-  for (DType dtype : kFloatTypes)
+  for (DType dtype : kFloatTypes) {
     for (const AxisCase &c : kLayerNormCases) {
       SCOPED_TRACE(dtypeLabel(dtype));
       expectCudaMatchesCpu(layerNormGradCall(dtype, c, seed),
                            tolerance(dtype, 1e-4));
       seed += 3;
     }
+    SCOPED_TRACE(dtypeLabel(dtype));
+    expectCudaMatchesCpu(layerNormGradCall(dtype, {{1000, 1600}, 1}, seed),
+                         tolerance(dtype, 1e-4));
+  }
 }
 
 // input_grad may be the input's or the incoming gradient's buffer.
@@ -384,9 +392,11 @@ std::vector<int64_t> reducedShape(const ReduceCase &c) {
 // dimensions; no axes; and empty tensors (a sum over nothing is 0, a mean
 // NaN, a maximum -inf). Leading dimensions reduced over a contiguous kept
 // row whose width is a multiple of 8 (a bias gradient) take the 16-byte
-// column kernel, with and without chunks.
+// column kernel, with and without chunks; [8, 512, 1600] (a GPT-2 XL bias
+// gradient's shape, halved) splits into 32 chunks of 128 rows in 16 bits.
 const ReduceCase kReduceCases[] = {
     {{8, 100, 64}, {0, 1}, false},
+    {{8, 512, 1600}, {0, 1}, false},
     {{2, 5000, 24}, {0, 1}, true},
     {{16384, 48}, {0}, false},
     {{37, 1000}, {1}, true},

@@ -5,15 +5,20 @@
 # LABEL=PATH pairs (e.g. "before=build-bench/gpt2-xl-z0-before.plan
 # after=build-bench/gpt2-xl-z0.plan"); each run trains STEPS steps
 # (default 8) on random weights and prints its mean tokens/s over steps 3
-# on and its last loss. Logs under $OUT.
+# on and its last loss. A pair may name its own zrun after a colon
+# (LABEL=PATH:ZRUN), to compare two runtimes on one plan. Logs under $OUT.
 set -u
-zrun=build-gpu/bin/zrun
 out=${OUT:-/tmp}/plans-ab
 mkdir -p "$out"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for entry in ${PLANS:?LABEL=PATH pairs}; do
     label=${entry%%=*}
     plan=${entry#*=}
+    zrun=build-gpu/bin/zrun
+    if [[ $plan == *:* ]]; then
+      zrun=${plan#*:}
+      plan=${plan%%:*}
+    fi
     log=$out/$label-$round
     timeout "${AB_TIMEOUT:-150}" $zrun "$plan" --backend cuda --nproc "${NPROC:-1}" --weights random \
       --steps "${STEPS:-8}" --log-json "$log.jsonl" > "$log.log" 2>&1 ||
