@@ -438,8 +438,8 @@ __global__ void __launch_bounds__(kWarp ? kBlockThreads : 1024)
   }
 }
 
-/// Pass 1 of layer_norm_grad: stats[2 r] = mean, stats[2 r + 1] = inverse
-/// standard deviation of row r.
+/// Pass 1 of layer_norm_grad where the input gradient is written last:
+/// stats[2 r] = mean, stats[2 r + 1] = inverse standard deviation of row r.
 template <typename T, bool kWarp>
 __global__ void __launch_bounds__(kWarp ? kBlockThreads : 1024)
     layerNormStatsKernel(const T *x, int64_t rows, int64_t columns,

@@ -61,9 +61,10 @@ cudaError_t launchLayerNorm(const LayerNormParams &params, cudaStream_t stream);
 /// sum per column into the workspace, then one pass adds the partials of a
 /// column in a fixed order. The workspace also keeps every row's mean and
 /// inverse standard deviation. `inputGrad` may alias `input`, `grad` or
-/// `addend`: where it overlaps `input` or `grad` it is written last,
-/// otherwise first (its kernel then finds the rows' statistics for the
-/// sums, and no pass of their own reads the input). A non-null `addend` (of
+/// `addend`: where it overlaps `input` or `grad`, or the rows are too wide
+/// to keep in registers, it is written last; otherwise first, its kernel
+/// then finding the rows' statistics for the sums (no pass of their own
+/// reads the input). A non-null `addend` (of
 /// the input's shape) joins the input gradient before it is rounded.
 struct LayerNormGradParams {
   ElementType type = ElementType::kUnspecified;

@@ -535,7 +535,7 @@ void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
     fixes.push_back("activation_checkpointing.number_checkpoints or a smaller "
                     "train_micro_batch_size_per_gpu (activations take " +
                     formatGiB(bytes["activations"]) + ")");
-  if (plan.mode() == "train" && recomputeOutputs == Recompute::Never)
+  if (plan.mode() == "train" && recomputeOutputs == Recompute::Never && !plan.has_pipeline())
     fixes.push_back("--recompute auto (or always) recomputes the GELU and layer norm "
                     "outputs in the backward pass instead of keeping them");
   if (plan.mode() == "train" && world > 1 && stage == 3)
@@ -771,6 +771,9 @@ int main(int argc, char **argv) {
       return 1;
   }
 
+  if (!training && recomputeOutputs != Recompute::Auto)
+    fail(Twine("--recompute ") + (recomputeOutputs == Recompute::Always ? "always" : "never") +
+         " chooses what a training step's backward pass keeps, but this is an inference plan");
   // GELU and layer norm outputs are recomputed in the backward pass only
   // where keeping them does not fit (--recompute auto), and then just
   // enough of them: the plan that keeps them is lowered first; where its
@@ -815,18 +818,40 @@ int main(int argc, char **argv) {
       if (!printsModule)
         lowered = std::move(kept);
     } else {
-      recompute = true;
+      // Recomputing stops where it no longer lowers the peak (a pipeline
+      // stage keeps the recomputed outputs in its forward program, so they
+      // still cross to the backward one).
       int64_t cap = keptPeak - budget;
       Lowered partial = lowerCopy(true, cap);
-      while (peakOf(partial) > budget && partial.recomputed < partial.recomputable) {
-        cap += std::max(peakOf(partial) - budget, cap / 4);
+      while (peakOf(partial) > budget && peakOf(partial) < keptPeak &&
+             partial.recomputed < partial.recomputable) {
+        cap += std::max({peakOf(partial) - budget, cap / 4, partial.recomputableBytes / 16});
         partial = lowerCopy(true, cap);
       }
-      recomputeBytes = partial.recomputed < partial.recomputable ? cap : 0;
-      recomputeChoice = recomputedText(partial) + ": keeping them needs " + formatGiB(keptPeak) +
-                        " per rank, over " + budgetText;
-      if (!printsModule)
-        lowered = std::move(partial);
+      std::string over =
+          "keeping them needs " + formatSize(keptPeak) + " per rank, over " + budgetText;
+      int64_t peak = keptPeak;
+      if (partial.recomputed == 0 || peakOf(partial) >= keptPeak) {
+        recomputeChoice = "kept from the forward pass (" + over +
+                          ", and recomputing them does not lower this plan's peak)";
+        if (!printsModule)
+          lowered = std::move(kept);
+      } else {
+        recompute = true;
+        recomputeBytes = partial.recomputed < partial.recomputable ? cap : 0;
+        peak = peakOf(partial);
+        recomputeChoice = recomputedText(partial) + ": " + over;
+        if (peak > budget)
+          recomputeChoice += "; with all of them recomputed it needs " + formatSize(peak);
+        if (!printsModule)
+          lowered = std::move(partial);
+      }
+      // Over --device-memory-limit the plan fails below, listing what would
+      // fit; over the target's memory it would fail at run time.
+      if (deviceMemoryLimit.empty() && peak > budget)
+        errs() << "zcc: warning: the plan needs " << formatSize(peak) << " per rank, more than "
+               << budgetText << "; pass --device-memory-limit to have zcc list the settings "
+               << "that would fit\n";
     }
   }
   if (!lowered)
