@@ -452,6 +452,9 @@ void recomputeForBackward(Block &block, int64_t byteCap, Recomputed &done) {
     done.bytes += tensorBytes(result);
     OpBuilder builder(earliest);
     Operation *clone = builder.clone(*op);
+    // A pipeline stage recomputes in its backward program.
+    if (clone->hasAttr("zdist.stage"))
+      clone->setAttr("zdist.backward", builder.getUnitAttr());
     for (OpOperand *use : late)
       use->set(clone->getResult(0));
   }

@@ -166,9 +166,16 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
       builder.setInsertionPoint(firstBackwardUse);
       // Marked, so that cpu_checkpointing can tell the recomputation's
       // reads of the checkpoints (zcc-dist-offload-checkpoints).
+      // A pipeline stage recomputes in its backward program (marked as
+      // autodiff marks that program's ops), or the segment's values would
+      // still cross from its forward program to its backward one.
       for (Operation *op : ops)
-        if (toClone.contains(op))
-          builder.clone(*op, mapping)->setAttr(kRecomputeAttr, builder.getUnitAttr());
+        if (toClone.contains(op)) {
+          Operation *clone = builder.clone(*op, mapping);
+          clone->setAttr(kRecomputeAttr, builder.getUnitAttr());
+          if (clone->hasAttr("zdist.stage"))
+            clone->setAttr("zdist.backward", builder.getUnitAttr());
+        }
       for (Value value : needed) {
         Value clone = mapping.lookup(value);
         value.replaceUsesWithIf(clone, [&](OpOperand &use) {
