@@ -45,6 +45,8 @@ steps=${STEPS:-8}
 pipeline_configs=${PIPELINE_CONFIGS:-"pipeline_infer pipeline_infer_interleaved pipeline_infer_interleaved6"}
 # More zrun options for every zcc run (e.g. --no-graphs).
 ZRUN_ARGS=${ZRUN_ARGS:-}
+# More zcc options for every training plan (e.g. --recompute always).
+ZCC_ARGS=${ZCC_ARGS:-}
 
 size_args() {
   case $1 in
@@ -69,10 +71,11 @@ if [ "$mode" = compile ]; then
       config=$root/bench/configs/zero${stage}_fp16_mb$micro.json
       limit=(--device-memory-limit "${DEVICE_MEMORY_LIMIT:-16GiB}")
     fi
-    "$zcc" "$onnx" -c "$config" --world-size "$nproc" "${limit[@]}" \
+    "$zcc" "$onnx" -c "$config" --world-size "$nproc" "${limit[@]}" $ZCC_ARGS \
       --report -o "$out/$model-z$stage.plan" 2>"$out/$model-z$stage.err" > "$out/$model-z$stage.report" ||
       { echo "zcc $model ZeRO-$stage failed:"; tail -3 "$out/$model-z$stage.err"; }
     echo "$model ZeRO-$stage: $(grep 'arena (total)' "$out/$model-z$stage.report")"
+    grep -h "(--recompute)" "$out/$model-z$stage.report" || true
   done
   if [ "$nproc" -lt 2 ]; then
     # One GPU: gpt2-xl inference in bf16 of the whole batch of 32 at once,
