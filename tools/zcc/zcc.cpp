@@ -496,10 +496,7 @@ int64_t parseByteSize(StringRef text) {
 void checkDeviceMemoryLimit(const zcc::plan::Plan &plan) {
   if (deviceMemoryLimit.empty())
     return;
-  int64_t limit = parseByteSize(deviceMemoryLimit);
-  if (limit <= 0)
-    fail("--device-memory-limit " + deviceMemoryLimit +
-         ": expected a size such as 16GiB, 80GB or 17179869184");
+  int64_t limit = deviceMemoryBudget();
   int64_t reserve = runtimeReserveBytes(plan);
   int64_t peak = static_cast<int64_t>(plan.arena_bytes()) + reserve;
   if (peak <= limit)
