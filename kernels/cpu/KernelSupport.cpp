@@ -557,14 +557,39 @@ Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
     return kernelError(StatusCode::kInvalidArgument, kernel,
                        "activation \"gelu_tanh_grad\" takes no addend ('residual')");
   bool hasBias = !geluGrad && args.inputs.size() >= (residual ? 4u : 3u);
+  // An activation may write a second output, aux.
+  bool hasAux = (operands.geluTanh || geluGrad) && args.outputs.size() == 2;
+  std::initializer_list<const char *> outputs = {"result"}, withAux = {"result", "aux"};
+  if (hasAux)
+    outputs = withAux;
   Status counted =
-      geluGrad ? checkOperands(args, kernel, {"lhs", "rhs", "gelu_input"}, {"result"}) :
-      residual ? (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias", "addend"}, {"result"})
-                          : checkOperands(args, kernel, {"lhs", "rhs", "addend"}, {"result"}))
-               : (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, {"result"})
-                          : checkOperands(args, kernel, {"lhs", "rhs"}, {"result"}));
+      geluGrad ? checkOperands(args, kernel, {"lhs", "rhs", "gelu_input"}, outputs) :
+      residual ? (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias", "addend"}, outputs)
+                          : checkOperands(args, kernel, {"lhs", "rhs", "addend"}, outputs))
+               : (hasBias ? checkOperands(args, kernel, {"lhs", "rhs", "bias"}, outputs)
+                          : checkOperands(args, kernel, {"lhs", "rhs"}, outputs));
   if (!counted.isOk())
     return counted;
+  if (hasAux) {
+    const TensorView &aux = args.outputs[1], &result = args.outputs[0];
+    operands.aux = &aux;
+    if (operands.geluTanh) {
+      if (Status s = expectSameDType(kernel, "aux", aux, "result", result); !s.isOk())
+        return s;
+      if (aux.shape != result.shape)
+        return kernelError(StatusCode::kInvalidArgument, kernel,
+                           "aux (the sum before the GELU) has shape %s, the result %s",
+                           shapeString(aux.shape).c_str(), shapeString(result.shape).c_str());
+    } else {
+      if (Status s = expectSameDType(kernel, "aux", aux, "result", result); !s.isOk())
+        return s;
+      if (aux.shape.size() != 1 || result.shape.empty() || aux.shape[0] != result.shape.back())
+        return kernelError(StatusCode::kInvalidArgument, kernel,
+                           "aux (the bias gradient) must be a vector of the result's last "
+                           "dimension, got shape %s for a result of shape %s",
+                           shapeString(aux.shape).c_str(), shapeString(result.shape).c_str());
+    }
+  }
   const TensorView &lhs = args.inputs[0], &rhs = args.inputs[1],
                    &out = args.outputs[0];
   if (Status s = checkProductBasics(args, kernel, operands.transposeLhs, operands.transposeRhs);

@@ -276,6 +276,11 @@ struct MatmulOperands {
   /// `activation = "gelu_tanh_grad"`: the product times the tanh form's
   /// derivative at this input, of the result's shape (null otherwise).
   const TensorView *geluInput = nullptr;
+  /// The optional second output: with "gelu_tanh" the sum before the GELU
+  /// (of the result's type and shape), with "gelu_tanh_grad" the bias
+  /// gradient (the result's sums over every row, a vector of its last
+  /// dimension and element type); null without one.
+  const TensorView *aux = nullptr;
   /// An f32 result of f16 or bf16 operands: the f32 sum itself, never
   /// rounded to the operands' type (a product whose only reader was a cast
   /// to f32); such a product has no epilogue.
@@ -285,7 +290,8 @@ struct MatmulOperands {
 /// Checks matmul's operands and attributes and reads its sizes. The inputs
 /// are lhs, rhs, then the bias where there is one, then the addend where
 /// `residual` is set; with `activation = "gelu_tanh_grad"`, lhs, rhs and
-/// the GELU's input.
+/// the GELU's input. The outputs are the result and, with an activation,
+/// optionally aux.
 Status checkMatmulOperands(const KernelArgs &args, const char *kernel,
                            MatmulOperands &operands);
 

@@ -101,6 +101,9 @@ template <typename T> struct Epilogue {
   const T *addend = nullptr;
   bool applyGelu = false;
   const T *geluInput = nullptr;
+  /// With applyGelu, where the sum before the GELU goes too (matmul's aux),
+  /// rounded once; null for none.
+  T *preActivation = nullptr;
 
   /// The same for the product whose result starts `offset` elements on.
   Epilogue at(int64_t offset) const {
@@ -109,6 +112,8 @@ template <typename T> struct Epilogue {
       e.addend += offset;
     if (geluInput)
       e.geluInput += offset;
+    if (preActivation)
+      e.preActivation += offset;
     return e;
   }
 
@@ -143,6 +148,8 @@ bool startProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
 /// f32 and f64: the activation over the finished C[rows, n].
 template <typename T>
 void finishProduct(const Epilogue<T> &e, int64_t rows, int64_t n, T *c) {
+  if (e.preActivation)
+    std::copy(c, c + rows * n, e.preActivation);
   if (e.applyGelu || e.geluInput)
     for (int64_t i = 0; i < rows * n; ++i)
       c[i] = e.activate(c[i], i);
@@ -274,6 +281,12 @@ gemm(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e, R *c,
       for (int64_t i = 0; i < rows; ++i) {
         R *row = c + (i0 + i) * n + j0;
         const float *in = cTile + i * columns;
+        if constexpr (!std::is_same_v<R, float>)
+          if (e.preActivation) {
+            T *pre = e.preActivation + (i0 + i) * n + j0;
+            for (int64_t j = 0; j < columns; ++j)
+              pre[j] = store<T>(in[j]);
+          }
         if constexpr (std::is_same_v<R, float>)
           std::copy(in, in + columns, row);
         else if (e.applyGelu || e.geluInput)
@@ -307,6 +320,8 @@ void matmulLoop(const GemmShape &g, const T *a, const T *b, const Epilogue<T> &e
           v += load(e.bias[j]);
         if (e.addend)
           v += load(e.addend[i * n + j]);
+        if (e.preActivation)
+          e.preActivation[i * n + j] = store<T>(v);
         if constexpr (std::is_same_v<R, T>)
           c[i * n + j] = store<T>(e.activate(v, i * n + j));
         else
@@ -472,6 +487,26 @@ void attentionHalfWidth(const AttentionDims &dims, const T *q, const T *k,
   }
 }
 
+/// The bias gradient beside a DGELU product: sums[j] = the sum over the
+/// rows of x[rows, n]'s column j, in double in row order and rounded once,
+/// as reduce_sum over every dimension but the last gives it. Blocks of
+/// columns keep the reads along rows without a heap buffer.
+template <typename T>
+void sumRows(const T *x, int64_t rows, int64_t n, T *sums) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    int64_t columns = std::min(kBlock, n - j0);
+    double acc[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *row = x + r * n + j0;
+      for (int64_t j = 0; j < columns; ++j)
+        acc[j] += load(row[j]);
+    }
+    for (int64_t j = 0; j < columns; ++j)
+      sums[j0 + j] = store<T>(static_cast<Compute<T>>(acc[j]));
+  }
+}
+
 } // namespace
 
 Status matmul(const KernelArgs &args) {
@@ -503,8 +538,14 @@ Status matmul(const KernelArgs &args) {
     e.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
     e.applyGelu = operands.geluTanh;
     e.geluInput = operands.geluInput ? operands.geluInput->as<const T>() : nullptr;
+    if (operands.aux && operands.geluTanh)
+      e.preActivation = operands.aux->as<T>();
     matmulLoop(g, lhs.as<const T>(), rhs.as<const T>(), e, out.as<T>(), operands.lhsBatch,
                operands.rhsBatch, operands.batch);
+    if (operands.aux && operands.geluInput) {
+      int64_t n = out.shape.back();
+      sumRows(out.as<const T>(), out.numElements() / n, n, operands.aux->as<T>());
+    }
   });
 }
 

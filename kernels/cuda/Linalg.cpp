@@ -12,6 +12,8 @@
 // is rounded; an addend (`residual`) is cuBLASLt's C with beta = 1,
 // `activation = "gelu_tanh"` its GELU epilogue (GELU_BIAS with a bias) and
 // "gelu_tanh_grad" its DGELU epilogue, the GELU's input as the aux matrix.
+// matmul's optional aux output is GELU_AUX's (the sum before the GELU) or
+// DGELU_BGRAD's (the bias gradient: the result's sums over its rows).
 // Where no algorithm fuses the epilogue, the product runs without it and
 // the bias rows, the addend and the GELU are separate launches around it.
 // The batch becomes one strided-batched product where the
@@ -37,6 +39,7 @@
 #include "kernels/cpu/FloatDispatch.h"
 #include "kernels/cpu/KernelSupport.h"
 #include "kernels/cuda/ElementwiseLaunch.h"
+#include "kernels/cuda/ReduceLaunch.h"
 #include "kernels/cuda/ShapeLaunch.h"
 
 #include <algorithm>
@@ -184,6 +187,9 @@ struct HeuristicKey {
   cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
   uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0, auxAlign = 0;
   bool transposeLhs = false, transposeRhs = false, bias = false, geluTanh = false;
+  /// GELU_AUX (the sum before the GELU kept) or DGELU_BGRAD (the bias
+  /// gradient written).
+  bool geluAux = false, biasGrad = false;
 
   bool operator==(const HeuristicKey &o) const {
     return handle == o.handle && workspaceBytes == o.workspaceBytes &&
@@ -192,7 +198,8 @@ struct HeuristicKey {
            resultStride == o.resultStride && type == o.type && resultType == o.resultType &&
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
            biasAlign == o.biasAlign && auxAlign == o.auxAlign && transposeLhs == o.transposeLhs &&
-           transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh;
+           transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh &&
+           geluAux == o.geluAux && biasGrad == o.biasGrad;
   }
 
   uint64_t hash() const {
@@ -207,7 +214,8 @@ struct HeuristicKey {
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
           static_cast<uint64_t>(auxAlign),
-          static_cast<uint64_t>(geluTanh) << 3 |
+          static_cast<uint64_t>(biasGrad) << 5 | static_cast<uint64_t>(geluAux) << 4 |
+              static_cast<uint64_t>(geluTanh) << 3 |
               static_cast<uint64_t>(transposeLhs) << 2 |
               static_cast<uint64_t>(transposeRhs) << 1 |
               static_cast<uint64_t>(bias)})
@@ -279,13 +287,17 @@ private:
 };
 
 /// What cuBLASLt's epilogue does to a product: the bias (null for none),
-/// then GELU's tanh form; or, with `geluInput`, the product times GELU's
-/// derivative at that aux matrix (leading dimension `auxLd`, batch stride
-/// `auxStride` elements).
+/// then GELU's tanh form, writing the sum before it to `preActivation`
+/// where that is set (GELU_AUX); or, with `geluInput`, the product times
+/// GELU's derivative at that aux matrix, and where `biasGrad` is set its
+/// sums over the rows written there (DGELU_BGRAD). The aux matrix has
+/// leading dimension `auxLd` and batch stride `auxStride` elements.
 struct EpilogueDesc {
   const void *bias = nullptr;
   bool gelu = false;
+  void *preActivation = nullptr;
   const void *geluInput = nullptr;
+  void *biasGrad = nullptr;
   int64_t auxLd = 0, auxStride = 0;
 };
 
@@ -305,16 +317,21 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
   if (status == CUBLAS_STATUS_SUCCESS && transposeB)
     status = cublasLtMatmulDescSetAttribute(
         &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
-  const void *bias = epilogue.bias, *aux = epilogue.geluInput;
+  // The bias pointer is the bias read, or the bias gradient written.
+  const void *bias = epilogue.geluInput ? epilogue.biasGrad : epilogue.bias;
+  const void *aux = epilogue.geluInput ? epilogue.geluInput : epilogue.preActivation;
   if (status != CUBLAS_STATUS_SUCCESS || (!bias && !epilogue.gelu && !aux))
     return status;
   // The bias has D's type (the default for these types) and, with a
   // strided batch, serves every product (a batch stride of 0, the
   // default). The aux matrix has D's type and layout.
-  uint32_t mode = aux              ? CUBLASLT_EPILOGUE_DGELU
-                  : !epilogue.gelu ? CUBLASLT_EPILOGUE_BIAS
-                  : bias           ? CUBLASLT_EPILOGUE_GELU_BIAS
-                                   : CUBLASLT_EPILOGUE_GELU;
+  uint32_t mode = epilogue.geluInput ? (bias ? CUBLASLT_EPILOGUE_DGELU_BGRAD
+                                             : CUBLASLT_EPILOGUE_DGELU)
+                  : !epilogue.gelu   ? CUBLASLT_EPILOGUE_BIAS
+                  : aux              ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                             : CUBLASLT_EPILOGUE_GELU_AUX)
+                  : bias             ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                     : CUBLASLT_EPILOGUE_GELU;
   status = cublasLtMatmulDescSetAttribute(&operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &mode,
                                           sizeof(mode));
   if (status == CUBLAS_STATUS_SUCCESS && bias)
@@ -382,15 +399,52 @@ Status startWithBiasAndAddend(const char *kernel, const LaunchContext &context, 
   return Status::ok();
 }
 
+/// Copies `count` elements of T from `source` to `target` on the stream.
+template <typename T>
+Status copyElements(const char *kernel, const LaunchContext &context, T *target, const T *source,
+                    int64_t count) {
+  return launchStatus(kernel, cudaMemcpyAsync(target, source,
+                                              static_cast<size_t>(count) * sizeof(T),
+                                              cudaMemcpyDeviceToDevice, context.stream));
+}
+
+/// sums[n] = the sums over the rows of the contiguous x[rows, n]: the bias
+/// gradient beside a DGELU product that no epilogue wrote (reduce_sum's
+/// kernels, with the cuBLASLt workspace, idle after the product on this
+/// stream, for their partial sums).
+Status sumRows(const char *kernel, const LaunchContext &context, ElementType type, const void *x,
+               void *sums, int64_t rows, int64_t n) {
+  ReduceParams params;
+  params.type = type;
+  params.kind = ReduceKind::kSum;
+  params.input = x;
+  params.result = sums;
+  params.outputs = n;
+  params.count = rows;
+  params.keptShape.rank = params.keptStrides.rank = 1;
+  params.keptShape.dims[0] = n;
+  params.keptStrides.dims[0] = 1;
+  params.reducedShape.rank = params.reducedStrides.rank = 1;
+  params.reducedShape.dims[0] = rows;
+  params.reducedStrides.dims[0] = n;
+  params.workspace = context.workspace;
+  params.workspaceBytes = context.workspaceBytes;
+  return launchStatus(kernel, launchReduce(params, context.stream));
+}
+
 /// What joins a product before it is rounded (matmul's operands): `bias`
 /// on every row, `addend` of the result's layout (which may be the result
-/// itself), then GELU's tanh form; or the product times GELU's derivative
-/// at `geluInput` (of the result's layout). Null pointers add nothing.
+/// itself), then GELU's tanh form, the sum before it kept in
+/// `preActivation`; or the product times GELU's derivative at `geluInput`
+/// (of the result's layout), its sums over the rows written to `biasGrad`.
+/// Null pointers add or write nothing.
 template <typename T> struct ProductEpilogue {
   const T *bias = nullptr;
   const T *addend = nullptr;
   bool geluTanh = false;
+  T *preActivation = nullptr;
   const T *geluInput = nullptr;
+  T *biasGrad = nullptr;
 };
 
 /// The index of the fastest of `count` candidates, each run by
@@ -542,10 +596,25 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   // take the element-wise launches (held to the plain products). DGELU
   // reads its aux matrix by one pointer: one product (or one strided
   // batch) only; outer slices take the gelu_grad launch too.
+  // GELU_AUX writes, and DGELU_BGRAD sums, by one pointer too; the bias
+  // gradient of a strided batch would be one per product, so it is fused
+  // into a single product only. Where the GELU's input is kept but cannot
+  // be written by the epilogue, the GELU is a launch of its own (after a
+  // copy of the sum).
   constexpr bool kFusesActivations = sizeof(T) == 2;
-  key.geluTanh = kFusesActivations && epilogue.geluTanh;
+  T *preActivation = kFusesActivations && sliceCount == 1 && epilogue.geluTanh
+                         ? epilogue.preActivation
+                         : nullptr;
+  key.geluTanh = kFusesActivations && epilogue.geluTanh &&
+                 (!epilogue.preActivation || preActivation);
+  key.geluAux = preActivation != nullptr;
   const T *geluInput = kFusesActivations && sliceCount == 1 ? epilogue.geluInput : nullptr;
-  key.auxAlign = geluInput ? static_cast<uint32_t>(commonAlignment({address(geluInput)})) : 0;
+  T *biasGrad = geluInput && plan.batchCount == 1 ? epilogue.biasGrad : nullptr;
+  key.biasGrad = biasGrad != nullptr;
+  const void *aux = geluInput ? static_cast<const void *>(geluInput) : preActivation;
+  key.auxAlign = aux ? static_cast<uint32_t>(commonAlignment({address(aux)})) : 0;
+  if (biasGrad)
+    key.biasAlign = static_cast<uint32_t>(commonAlignment({address(biasGrad)}));
 
   // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
   cublasLtMatmulDescOpaque_t operation;
@@ -558,7 +627,9 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   EpilogueDesc fused;
   fused.bias = bias;
   fused.gelu = key.geluTanh;
+  fused.preActivation = preActivation;
   fused.geluInput = geluInput;
+  fused.biasGrad = biasGrad;
   fused.auxLd = plan.n;
   fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
   ZCC_BLAS_RETURN_IF_ERROR(
@@ -644,13 +715,26 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                        &cLayout, out, &cLayout, &choice.algo, context.workspace,
                        context.workspaceBytes, context.stream));
   }
-  if (epilogue.geluTanh && !(key.geluTanh && choice.fusedEpilogue))
+  int64_t elements = resultRows * plan.n;
+  if (epilogue.geluTanh && !(key.geluTanh && choice.fusedEpilogue)) {
+    // (A result wider than the operands has no epilogue.)
+    if constexpr (std::is_same_v<T, R>)
+      if (epilogue.preActivation)
+        if (Status s = copyElements(kernel, context, epilogue.preActivation, result, elements);
+            !s.isOk())
+          return s;
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
-                                            resultRows * plan.n, context.stream));
+                                            elements, context.stream));
+  }
   if (epilogue.geluInput && !(geluInput && choice.fusedEpilogue))
-    return launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, Types::element,
-                                               epilogue.geluInput, result, result,
-                                               resultRows * plan.n, context.stream));
+    if (Status s = launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, Types::element,
+                                                       epilogue.geluInput, result, result,
+                                                       elements, context.stream));
+        !s.isOk())
+      return s;
+  if (epilogue.biasGrad && !(biasGrad && choice.fusedEpilogue))
+    return sumRows(kernel, context, Types::element, result, epilogue.biasGrad, resultRows,
+                   plan.n);
   return Status::ok();
 }
 
@@ -799,12 +883,28 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
                                           out.data, rows, n);
         !s.isOk())
       return s;
-    if (operands.geluInput)
+    if (operands.geluInput) {
+      // The product is zeros, and so are its gradient and sums.
+      if (operands.aux)
+        if (Status s = launchStatus(kernel, cudaMemsetAsync(operands.aux->data, 0,
+                                                            static_cast<size_t>(operands.aux->numElements()) * dtypeBytes(operands.aux->dtype),
+                                                            context.stream));
+            !s.isOk())
+          return s;
       return launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, elementType(out),
                                                  operands.geluInput->data, out.data, out.data,
                                                  rows * n, context.stream));
+    }
     if (!operands.geluTanh)
       return Status::ok();
+    if (operands.aux)
+      if (Status s = launchStatus(kernel, cudaMemcpyAsync(operands.aux->data, out.data,
+                                                          static_cast<size_t>(out.numElements()) *
+                                                              dtypeBytes(out.dtype),
+                                                          cudaMemcpyDeviceToDevice,
+                                                          context.stream));
+          !s.isOk())
+        return s;
     return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, elementType(out), out.data,
                                             out.data, rows * n, context.stream));
   }
@@ -825,6 +925,8 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
     epilogue.addend = operands.addend ? operands.addend->as<const T>() : nullptr;
     epilogue.geluTanh = operands.geluTanh;
     epilogue.geluInput = operands.geluInput ? operands.geluInput->as<const T>() : nullptr;
+    if (operands.aux)
+      (operands.geluTanh ? epilogue.preActivation : epilogue.biasGrad) = operands.aux->as<T>();
     status = matmulBatches(kernel, context, operands, lhs.as<const T>(), rhs.as<const T>(),
                            epilogue, out.as<T>());
   });

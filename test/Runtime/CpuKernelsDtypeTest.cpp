@@ -911,6 +911,9 @@ struct FusedMatmulCase {
   /// An addend of the result's shape (`residual`), and GELU's tanh form;
   /// or the product times that form's derivative at a GELU input.
   bool addend = false, gelu = false, geluGrad = false;
+  /// The second output, aux: the sum before the GELU, or the bias
+  /// gradient beside the GELU's derivative.
+  bool aux = false;
 };
 
 /// GELU's tanh form in double, written out here.
@@ -955,6 +958,11 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
   if (c.transposeRhs || c.explicitFalse)
     fused.boolAttr("transpose_rhs", c.transposeRhs);
   fused.out(dtype, c.result);
+  int64_t columns = c.result.empty() ? 1 : c.result.back();
+  if (c.aux && c.gelu)
+    fused.out(dtype, c.result);
+  if (c.aux && c.geluGrad)
+    fused.out(dtype, {columns});
   ASSERT_OK(fused.run());
 
   std::vector<int64_t> lhsShape = c.lhs, rhsShape = c.rhs;
@@ -969,11 +977,13 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
       .out(productType, c.result);
   ASSERT_OK(plain.run());
   std::vector<double> expected = plain.values();
+  std::vector<double> preActivation(expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     if (c.bias > 0)
       expected[i] += bias[i % c.bias];
     if (c.addend)
       expected[i] += addend[i];
+    preActivation[i] = expected[i];
     if (c.gelu)
       expected[i] = geluTanhReference(expected[i]);
     if (c.geluGrad)
@@ -1000,6 +1010,27 @@ void checkFusedMatmul(DType dtype, const FusedMatmulCase &c, uint32_t seed) {
     // side of a rounding boundary), or the f32 slack near zero.
     expectWithinUlps(fused.result(), rounded, 1, kReorderSlack);
   }
+  if (!c.aux)
+    return;
+  if (c.gelu) {
+    // The sum before the GELU, rounded once, as the result is.
+    Tensor pre = encode(dtype, c.result, preActivation);
+    if (dtype == plan::F64)
+      expectNear(fused.values(1), preActivation, 1e-12, "f64 aux");
+    else if (dtype == plan::F32)
+      expectNear(fused.values(1), decode(pre), kReorderSlack, "f32 aux");
+    else
+      expectWithinUlps(fused.result(1), pre, 1, kReorderSlack);
+    return;
+  }
+  // The bias gradient: the rounded result's sums over its rows in double,
+  // rounded once: the bits reduce_sum gives.
+  std::vector<double> result = decode(fused.result());
+  std::vector<double> sums(static_cast<size_t>(columns), 0.0);
+  for (size_t i = 0; i < result.size(); ++i)
+    sums[i % columns] += result[i];
+  Tensor summed = encode(dtype, {columns}, sums);
+  EXPECT_EQ(fused.values(1), decode(summed)) << "bias gradient";
 }
 
 // The bias is added to the product in f32 and the sum rounded once: lhs
@@ -1064,6 +1095,17 @@ TEST(CpuKernelsDType, MatmulTransposesAndBias) {
       {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 0, false, false, false, true},
       {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 0, false, false, false, true},
       {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, false, true},
+      // aux: the sum before the GELU (with the bias, a folded batch, one
+      // product per batch, an empty contraction), and the bias gradient
+      // beside the GELU's derivative.
+      {{5, 7}, {7, 3}, {5, 3}, false, false, 3, false, false, true, false, true},
+      {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 5, false, false, true, false, true},
+      {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 0, false, false, true, false, true},
+      {{0, 3}, {2, 0}, {3, 2}, true, true, 2, false, false, true, false, true},
+      {{5, 7}, {3, 7}, {5, 3}, false, true, 0, false, false, false, true, true},
+      {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 0, false, false, false, true, true},
+      {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 0, false, false, false, true, true},
+      {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, false, true, true},
   };
   uint32_t seed = 900;
   for (DType dtype : kEveryFloatType)
@@ -1088,6 +1130,8 @@ TEST(CpuKernelsDType, MatmulTransposesAndBiasAcrossTiles) {
       {{300, 270}, {270, 1100}, {300, 1100}, false, false, 1100, false, true, true},
       {{2, 270, 300}, {1100, 270}, {2, 300, 1100}, true, true, 0, false, true, false},
       {{300, 270}, {1100, 270}, {300, 1100}, false, true, 0, false, false, false, true},
+      {{300, 270}, {270, 1100}, {300, 1100}, false, false, 1100, false, false, true, false, true},
+      {{300, 270}, {1100, 270}, {300, 1100}, false, true, 0, false, false, false, true, true},
   };
   uint32_t seed = 1200;
   for (DType dtype : kEveryFloatType)

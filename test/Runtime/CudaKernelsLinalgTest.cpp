@@ -215,6 +215,8 @@ struct FusedMatmul {
   bool transposeLhs = false, transposeRhs = false;
   int64_t bias = 0;
   bool addend = false, gelu = false, geluGrad = false;
+  /// The second output: the sum before the GELU, or the bias gradient.
+  bool aux = false;
 };
 
 Call fusedMatmulCall(DType dtype, const FusedMatmul &c, uint32_t seed) {
@@ -235,6 +237,10 @@ Call fusedMatmulCall(DType dtype, const FusedMatmul &c, uint32_t seed) {
   if (c.transposeRhs)
     call.boolAttr("transpose_rhs", true);
   call.out(dtype, c.result);
+  if (c.aux && c.gelu)
+    call.out(dtype, c.result);
+  if (c.aux && c.geluGrad)
+    call.out(dtype, {c.result.back()});
   return call;
 }
 
@@ -243,7 +249,7 @@ std::string describe(DType dtype, const FusedMatmul &c) {
          (c.transposeRhs ? " rhs^T" : "") +
          (c.bias > 0 ? " + bias " + std::to_string(c.bias) : "") +
          (c.addend ? " + addend" : "") + (c.gelu ? " then gelu_tanh" : "") +
-         (c.geluGrad ? " times gelu_tanh'" : "");
+         (c.geluGrad ? " times gelu_tanh'" : "") + (c.aux ? " with aux" : "");
 }
 
 // Transposes (cuBLASLt's TRANSA for rhs, TRANSB for lhs) and the bias
@@ -339,6 +345,58 @@ TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
       std::printf("matmul epilogue %s: worst relative error %.3g\n", describe(dtype, c).c_str(),
                   worst);
       expectNear(got, want, tolerance, "matmul");
+    }
+}
+
+// matmul's aux output against the cpu: the sum before the GELU (GELU_AUX
+// and GELU_AUX_BIAS; outer slices copy the sum before a GELU launch) and
+// the bias gradient beside GELU's derivative (DGELU_BGRAD on one product;
+// a strided batch or outer slices sum the result with reduce_sum's
+// kernels), sizes off the tiles, gpt2-xl's MLP shapes and an empty
+// contraction. The bias gradient sums rows of values cuBLASLt has before
+// rounding and the cpu after, so 16-bit sums differ by up to about one ulp
+// of the result per row, at random: held, as the results are, to 2e-2
+// relative (of at least 1). The worst errors are printed for the record.
+TEST(CudaKernelsLinalg, MatmulGeluAuxAndBiasGrad) {
+  ZCC_REQUIRE_GPU();
+  const FusedMatmul cases[] = {
+      {{37, 53}, {53, 29}, {37, 29}, false, false, 29, false, true, false, true},
+      {{37, 53}, {53, 32}, {37, 32}, false, false, 0, false, true, false, true},
+      {{4, 37, 53}, {53, 29}, {4, 37, 29}, false, false, 29, false, true, false, true},
+      {{4, 53, 37}, {4, 29, 53}, {4, 37, 29}, true, true, 29, false, true, false, true},
+      {{3, 1, 53, 37}, {5, 53, 29}, {3, 5, 37, 29}, true, false, 29, false, true, false, true},
+      {{256, 1600}, {1600, 6400}, {256, 6400}, false, false, 6400, false, true, false, true},
+      {{0, 3}, {4, 0}, {3, 4}, true, true, 4, false, true, false, true},
+      {{37, 53}, {29, 53}, {37, 29}, false, true, 0, false, false, true, true},
+      {{4, 37, 53}, {53, 32}, {4, 37, 32}, false, false, 0, false, false, true, true},
+      {{4, 37, 53}, {4, 53, 29}, {4, 37, 29}, false, false, 0, false, false, true, true},
+      {{3, 1, 53, 37}, {5, 53, 29}, {3, 5, 37, 29}, true, false, 0, false, false, true, true},
+      {{256, 1600}, {6400, 1600}, {256, 6400}, false, true, 0, false, false, true, true},
+      {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, true, true},
+  };
+  uint32_t seed = 1900;
+  for (DType dtype : kFloatTypes)
+    for (const FusedMatmul &c : cases) {
+      SCOPED_TRACE(describe(dtype, c));
+      Call call = fusedMatmulCall(dtype, c, seed += 4);
+      double tolerance = toleranceFor(dtype);
+      if (dtype == plan::F32)
+        tolerance = 5e-4;
+      if (dtype == plan::F16 || dtype == plan::BF16)
+        tolerance = 2e-2;
+      Call reference = call, actual = call;
+      ASSERT_OK(reference.run());
+      ASSERT_OK(runOnCuda(actual));
+      for (size_t output : {size_t{0}, size_t{1}}) {
+        double worst = 0;
+        std::vector<double> got = actual.values(output), want = reference.values(output);
+        for (size_t i = 0; i < got.size(); ++i)
+          worst = std::max(worst,
+                           std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i])));
+        std::printf("matmul %s %s: worst relative error %.3g\n", describe(dtype, c).c_str(),
+                    output == 0 ? "result" : "aux", worst);
+        expectNear(got, want, tolerance, output == 0 ? "result" : "aux");
+      }
     }
 }
 

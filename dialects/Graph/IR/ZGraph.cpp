@@ -205,6 +205,21 @@ LogicalResult MatMulOp::verify() {
     return emitOpError("gelu_input goes with activation \"gelu_tanh_grad\", and it with it");
   if (gradient && (getBias() || getAddend()))
     return emitOpError("activation \"gelu_tanh_grad\" takes no bias or addend");
+  if (Value aux = getAux()) {
+    auto auxType = cast<RankedTensorType>(aux.getType());
+    RankedTensorType resultType = getResult().getType();
+    if (!activation)
+      return emitOpError("aux goes with an activation: the sum before \"gelu_tanh\" or the "
+                         "bias gradient of \"gelu_tanh_grad\"");
+    if (!gradient && auxType != resultType)
+      return emitOpError() << "aux of \"gelu_tanh\" (the sum before the GELU) must have the "
+                           << "result's type " << resultType << ", got " << auxType;
+    if (gradient &&
+        (auxType.getRank() != 1 || result.empty() || auxType.getDimSize(0) != result.back() ||
+         auxType.getElementType() != resultType.getElementType()))
+      return emitOpError() << "aux of \"gelu_tanh_grad\" (the bias gradient) must be a vector "
+                           << "of the result's last dimension and element type, got " << auxType;
+  }
   return success();
 }
 

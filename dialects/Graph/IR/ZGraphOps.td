@@ -227,6 +227,14 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
     `gelu_input` (of the result's type): the gelu_grad of a GELU whose
     output's gradient is the product.
 
+    An optional second result `aux` keeps what cuBLASLt's epilogue can
+    write beside the result: with "gelu_tanh", the sum before the GELU
+    (GELU_AUX: the value gelu_grad reads, of the result's type, rounded
+    once); with "gelu_tanh_grad", the bias gradient (DGELU_BGRAD: the
+    result's sums over every row, a vector of its last dimension and
+    element type, as reduce_sum gives them: the cpu sums the rounded
+    result, cuBLASLt the values before their rounding).
+
     The result has the operands' element type, except that 16-bit operands
     may give an f32 result without any of the above (a product whose only
     reader was a cast to f32): the f32 sum, never rounded to 16 bits.
@@ -237,6 +245,8 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
     %r = zgraph.matmul %x, %w, %b addend %res : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
     %h = zgraph.matmul %x, %w, %b {activation = "gelu_tanh"} : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>
     %du = zgraph.matmul %dy, %w gelu_input %u {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<4x10xbf16>, tensor<100x10xbf16>) -> tensor<4x100xbf16>
+    %h2, %u2 = zgraph.matmul %x, %w, %b {activation = "gelu_tanh"} : (tensor<4x100xbf16>, tensor<100x10xbf16>, tensor<10xbf16>) -> tensor<4x10xbf16>, tensor<4x10xbf16>
+    %du2, %db = zgraph.matmul %dy, %w gelu_input %u {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<4x10xbf16>, tensor<100x10xbf16>) -> tensor<4x100xbf16>, tensor<100xbf16>
     ```
   }];
   let arguments = (ins ZGraph_Tensor:$lhs, ZGraph_Tensor:$rhs,
@@ -245,18 +255,20 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
                        Optional<ZGraph_Tensor>:$gelu_input,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        OptionalAttr<StrAttr>:$activation);
-  let results = (outs ZGraph_Tensor:$result);
+  let results = (outs ZGraph_Tensor:$result, Optional<ZGraph_Tensor>:$aux);
   let assemblyFormat = [{
     $lhs `,` $rhs (`,` $bias^)? (`addend` $addend^)? (`gelu_input` $gelu_input^)? attr-dict `:` `(` type($lhs) `,` type($rhs) (`,` type($bias)^)? `)`
-    `->` type($result)
+    `->` type($result) (`,` type($aux)^)?
   }];
   let builders = [
     OpBuilder<(ins "mlir::Type":$result, "mlir::Value":$lhs, "mlir::Value":$rhs), [{
-      build($_builder, $_state, result, lhs, rhs, mlir::Value(), mlir::Value(), mlir::Value(),
-            false, false, mlir::StringAttr());
+      build($_builder, $_state, result, mlir::Type(), lhs, rhs, mlir::Value(), mlir::Value(),
+            mlir::Value(), false, false, mlir::StringAttr());
     }]>
   ];
   let extraClassDeclaration = [{
+    /// The result's type (the op's first result; `aux` is optional).
+    mlir::RankedTensorType getType() { return getResult().getType(); }
     /// Whether anything but the transposes joins the product (a bias, an
     /// addend or an activation): rewrites that move or split the product
     /// leave such a one alone.

@@ -115,7 +115,8 @@ private:
     shape.push_back(a[a.size() - 2]);
     shape.push_back(b.back());
     return builder.create<MatMulOp>(
-        loc, RankedTensorType::get(shape, tensorType(lhs).getElementType()), lhs, rhs);
+        loc, RankedTensorType::get(shape, tensorType(lhs).getElementType()), lhs, rhs)
+        .getResult();
   }
 
   Value reduceSum(Value value, ArrayRef<int64_t> axes) {

@@ -79,7 +79,7 @@ struct FoldTransposeOfMatMul : OpRewritePattern<TransposeOp> {
         cast<RankedTensorType>(product.getLhs().getType()).getRank() < 2 ||
         cast<RankedTensorType>(product.getRhs().getType()).getRank() < 2)
       return failure();
-    auto swapped = rewriter.create<MatMulOp>(product.getLoc(), transpose.getType(),
+    auto swapped = rewriter.create<MatMulOp>(product.getLoc(), transpose.getType(), Type(),
                                              product.getRhs(), product.getLhs(), Value(),
                                              Value(), Value(), !product.getTransposeRhs(),
                                              !product.getTransposeLhs(), StringAttr());
@@ -460,6 +460,74 @@ void recomputeForBackward(Block &block, int64_t byteCap, Recomputed &done) {
   }
 }
 
+/// A copy of `product` with an `aux` result of `auxType` and `activation`,
+/// placed where it is; the caller moves the uses and erases the original.
+MatMulOp withAux(MatMulOp product, Type auxType, StringRef activation) {
+  OpBuilder builder(product);
+  auto fused = builder.create<MatMulOp>(
+      product.getLoc(), product.getType(), auxType, product.getLhs(), product.getRhs(),
+      product.getBias(), product.getAddend(), product.getGeluInput(), product.getTransposeLhs(),
+      product.getTransposeRhs(), builder.getStringAttr(activation));
+  fused->setDiscardableAttrs(product->getDiscardableAttrDictionary());
+  return fused;
+}
+
+bool isSixteenBit(Type type) {
+  return isa<Float16Type, BFloat16Type>(cast<RankedTensorType>(type).getElementType());
+}
+
+/// gelu(u) of the tanh form, where u = matmul(a, b [, bias]) is read by
+/// more than the GELU (training: gelu_grad, or the product that took its
+/// place, reads u in the backward pass) -> one product writing both, as
+/// cuBLASLt's GELU_AUX epilogue does: the GELU's output as the result and u
+/// as aux. The GELU's pass over u goes. 16-bit products only, as
+/// FoldGeluIntoMatMul. Run after recomputeForBackward: a GELU output the
+/// backward pass recomputes (a second gelu of u) keeps its kernel, so that
+/// the clone gives the forward GELU's bits.
+void foldGeluKeepingItsInput(Block &block) {
+  // Collected first: the loop erases the ops it folds.
+  for (GeluOp gelu : llvm::to_vector(block.getOps<GeluOp>())) {
+    Value u = gelu.getInput();
+    auto product = u.getDefiningOp<MatMulOp>();
+    if (!product || gelu.getApproximate() != "tanh" || product.getAddend() ||
+        product.getActivation() || product.isWidened() || !sameMarks(product, gelu) ||
+        !isSixteenBit(product.getType()) ||
+        llvm::any_of(u.getUsers(), [&](Operation *user) {
+          return user != gelu.getOperation() && isa<GeluOp>(user);
+        }))
+      continue;
+    MatMulOp fused = withAux(product, product.getType(), "gelu_tanh");
+    gelu.getResult().replaceAllUsesWith(fused.getResult());
+    gelu.erase();
+    u.replaceAllUsesWith(fused.getAux());
+    product.erase();
+  }
+}
+
+/// reduce_sum(matmul(dy, w) gelu_input u {gelu_tanh_grad}) over every
+/// dimension but the last (the gradient of the bias before the GELU: its
+/// rows' sums) -> the product's aux, as cuBLASLt's DGELU_BGRAD epilogue
+/// writes it from the values it has in registers: the reduction's pass
+/// over the [tokens, features] gradient goes.
+void foldBiasGradIntoGeluGrad(Block &block) {
+  for (ReduceSumOp sum : llvm::to_vector(block.getOps<ReduceSumOp>())) {
+    auto product = sum.getInput().getDefiningOp<MatMulOp>();
+    if (!product || product.getAux() || product.getActivation() != "gelu_tanh_grad" ||
+        !sameMarks(product, sum))
+      continue;
+    int64_t rank = product.getType().getRank();
+    RankedTensorType summed = sum.getResult().getType();
+    if (sum.getKeepdims() || rank < 2 || summed.getRank() != 1 ||
+        sum.getAxes() != ArrayRef<int64_t>(llvm::to_vector(llvm::seq<int64_t>(0, rank - 1))))
+      continue;
+    MatMulOp fused = withAux(product, summed, "gelu_tanh_grad");
+    sum.getResult().replaceAllUsesWith(fused.getAux());
+    sum.erase();
+    product.getResult().replaceAllUsesWith(fused.getResult());
+    product.erase();
+  }
+}
+
 /// An attention whose backward is in the same function keeps its softmax
 /// statistics for it, as FlashAttention-2 does: the forward also returns
 /// each query row's log-sum-exp, and the attention_grad reads that and the
@@ -826,6 +894,8 @@ struct FuseKernelsPass : impl::FuseKernelsPassBase<FuseKernelsPass> {
       Block &body = func.getBody().front();
       if (recompute)
         recomputeForBackward(body, recomputeBytes, recomputed);
+      foldGeluKeepingItsInput(body);
+      foldBiasGradIntoGeluGrad(body);
       saveAttentionStatistics(body);
       packAttentionHeads(body);
       splitHeadsOnce(body);

@@ -111,9 +111,10 @@ func.func @residual(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16
 // -----
 
 // GELU's tanh form after a 16-bit product (and its bias) becomes the
-// product's activation. Not fused: the erf form, an f32 product, a product
-// gelu_grad reads too (training), and a product with an addend (the GELU
-// would have to come before the residual).
+// product's activation; where gelu_grad reads the product too (training),
+// the product keeps it as aux (cuBLASLt's GELU_AUX) for that reader. Not
+// fused: the erf form, an f32 product, and a product with an addend (the
+// GELU would have to come before the residual).
 // CHECK-LABEL: func.func @gelu
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[B:.*]]: tensor<16xbf16>, %[[R:.*]]: tensor<4x16xbf16>, %[[XF:.*]]: tensor<4x8xf32>, %[[WF:.*]]: tensor<8x16xf32>)
 // CHECK-NEXT: %[[H:.*]] = zgraph.matmul %[[X]], %[[W]], %[[B]] {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
@@ -121,8 +122,7 @@ func.func @residual(%x: tensor<2x4x8xbf16>, %w: tensor<8x16xbf16>, %b: tensor<16
 // CHECK-NEXT: %[[E:.*]] = zgraph.gelu %[[P]] :
 // CHECK-NEXT: %[[PF:.*]] = zgraph.matmul %[[XF]], %[[WF]] :
 // CHECK-NEXT: %[[F:.*]] = zgraph.gelu %[[PF]] {approximate = "tanh"}
-// CHECK-NEXT: %[[Q:.*]] = zgraph.matmul %[[X]], %[[W]] :
-// CHECK-NEXT: %[[T:.*]] = zgraph.gelu %[[Q]] {approximate = "tanh"}
+// CHECK-NEXT: %[[T:.*]], %[[Q:.*]] = zgraph.matmul %[[X]], %[[W]] {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>, tensor<4x16xbf16>
 // CHECK-NEXT: %[[D:.*]] = zgraph.gelu_grad %[[Q]], %[[R]]
 // CHECK-NEXT: %[[S:.*]] = zgraph.matmul %[[X]], %[[W]] addend %[[R]] :
 // CHECK-NEXT: %[[G:.*]] = zgraph.gelu %[[S]] {approximate = "tanh"}
@@ -168,6 +168,56 @@ func.func @gelu_grad(%dy: tensor<4x16xbf16>, %w: tensor<8x16xbf16>, %u: tensor<4
   %q = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<4x16xbf16>, tensor<8x16xbf16>) -> tensor<4x8xbf16>
   %t = zgraph.gelu_grad %u, %q {approximate = "tanh"} : tensor<4x8xbf16>
   return %du, %e, %f, %t, %q : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xbf16>
+}
+
+// -----
+
+// A GELU whose output the backward pass recomputes (a second gelu of the
+// same product, made by the recomputation) keeps its kernel, so that the
+// forward's and the clone's outputs have the same bits; the other folds
+// into its product with the GELU's input as aux.
+// CHECK-LABEL: func.func @gelu_aux_recomputed
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[DH:.*]]: tensor<4x16xbf16>)
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[X]], %[[W]] :
+// CHECK-NEXT: %[[H:.*]] = zgraph.gelu %[[P]] {approximate = "tanh"}
+// CHECK-NEXT: %[[H2:.*]] = zgraph.gelu %[[P]] {approximate = "tanh"}
+// CHECK-NEXT: %[[D:.*]] = zgraph.gelu_grad %[[P]], %[[DH]]
+// CHECK-NEXT: return %[[H]], %[[H2]], %[[D]]
+func.func @gelu_aux_recomputed(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %dh: tensor<4x16xbf16>) -> (tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>) {
+  %p = zgraph.matmul %x, %w : (tensor<4x8xbf16>, tensor<8x16xbf16>) -> tensor<4x16xbf16>
+  %h = zgraph.gelu %p {approximate = "tanh"} : tensor<4x16xbf16>
+  %h2 = zgraph.gelu %p {approximate = "tanh"} : tensor<4x16xbf16>
+  %d = zgraph.gelu_grad %p, %dh {approximate = "tanh"} : tensor<4x16xbf16>
+  return %h, %h2, %d : tensor<4x16xbf16>, tensor<4x16xbf16>, tensor<4x16xbf16>
+}
+
+// -----
+
+// The bias gradient before a GELU (the sums over every row of the DGELU
+// product's result) becomes the product's aux, cuBLASLt's DGELU_BGRAD. Not
+// fused: a sum over fewer dimensions, one with keepdims, and a sum of a
+// product without the DGELU epilogue (zdist's bias gradients of other
+// layers).
+// CHECK-LABEL: func.func @gelu_grad_bias
+// CHECK-SAME: (%[[DY:.*]]: tensor<2x4x16xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[U:.*]]: tensor<2x4x8xbf16>)
+// CHECK-NEXT: %[[DU:.*]], %[[DB:.*]] = zgraph.matmul %[[DY]], %[[W]] gelu_input %[[U]] {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<2x4x16xbf16>, tensor<8x16xbf16>) -> tensor<2x4x8xbf16>, tensor<8xbf16>
+// CHECK-NEXT: %[[DU2:.*]] = zgraph.matmul %[[DY]], %[[W]] gelu_input %[[U]] {activation = "gelu_tanh_grad", transpose_rhs} : (tensor<2x4x16xbf16>, tensor<8x16xbf16>) -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[S1:.*]] = zgraph.reduce_sum %[[DU2]] axes = [0]
+// CHECK-NEXT: %[[S2:.*]] = zgraph.reduce_sum %[[DU2]] axes = [0, 1] keepdims = true
+// CHECK-NEXT: %[[P:.*]] = zgraph.matmul %[[DY]], %[[W]] {transpose_rhs}
+// CHECK-NEXT: %[[S3:.*]] = zgraph.reduce_sum %[[P]] axes = [0, 1] keepdims = false
+// CHECK-NEXT: return %[[DU]], %[[DB]], %[[S1]], %[[S2]], %[[S3]]
+func.func @gelu_grad_bias(%dy: tensor<2x4x16xbf16>, %w: tensor<8x16xbf16>, %u: tensor<2x4x8xbf16>) -> (tensor<2x4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<1x1x8xbf16>, tensor<8xbf16>) {
+  %0 = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<2x4x16xbf16>, tensor<8x16xbf16>) -> tensor<2x4x8xbf16>
+  %du = zgraph.gelu_grad %u, %0 {approximate = "tanh"} : tensor<2x4x8xbf16>
+  %db = zgraph.reduce_sum %du axes = [0, 1] keepdims = false : tensor<2x4x8xbf16> -> tensor<8xbf16>
+  %1 = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<2x4x16xbf16>, tensor<8x16xbf16>) -> tensor<2x4x8xbf16>
+  %du2 = zgraph.gelu_grad %u, %1 {approximate = "tanh"} : tensor<2x4x8xbf16>
+  %s1 = zgraph.reduce_sum %du2 axes = [0] keepdims = false : tensor<2x4x8xbf16> -> tensor<4x8xbf16>
+  %s2 = zgraph.reduce_sum %du2 axes = [0, 1] keepdims = true : tensor<2x4x8xbf16> -> tensor<1x1x8xbf16>
+  %p = zgraph.matmul %dy, %w {transpose_rhs} : (tensor<2x4x16xbf16>, tensor<8x16xbf16>) -> tensor<2x4x8xbf16>
+  %s3 = zgraph.reduce_sum %p axes = [0, 1] keepdims = false : tensor<2x4x8xbf16> -> tensor<8xbf16>
+  return %du, %db, %s1, %s2, %s3 : tensor<2x4x8xbf16>, tensor<8xbf16>, tensor<4x8xbf16>, tensor<1x1x8xbf16>, tensor<8xbf16>
 }
 
 // -----

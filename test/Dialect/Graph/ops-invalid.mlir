@@ -215,6 +215,31 @@ func.func @matmul_gelu_grad_addend(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %
 
 // -----
 
+// matmul's aux is what an activation's epilogue writes beside the result.
+func.func @matmul_aux_without_activation(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{aux goes with an activation}}
+  %0, %1 = zgraph.matmul %a, %b : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>, tensor<4x2xbf16>
+  return %0 : tensor<4x2xbf16>
+}
+
+// -----
+
+func.func @matmul_gelu_aux_type(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{aux of "gelu_tanh" (the sum before the GELU) must have the result's type 'tensor<4x2xbf16>', got 'tensor<4x2xf32>'}}
+  %0, %1 = zgraph.matmul %a, %b {activation = "gelu_tanh"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>, tensor<4x2xf32>
+  return %0 : tensor<4x2xbf16>
+}
+
+// -----
+
+func.func @matmul_bias_grad_shape(%a: tensor<4x8xbf16>, %b: tensor<8x2xbf16>, %u: tensor<4x2xbf16>) -> tensor<4x2xbf16> {
+  // expected-error @+1 {{aux of "gelu_tanh_grad" (the bias gradient) must be a vector of the result's last dimension and element type, got 'tensor<4xbf16>'}}
+  %0, %1 = zgraph.matmul %a, %b gelu_input %u {activation = "gelu_tanh_grad"} : (tensor<4x8xbf16>, tensor<8x2xbf16>) -> tensor<4x2xbf16>, tensor<4xbf16>
+  return %0 : tensor<4x2xbf16>
+}
+
+// -----
+
 // qkv_attention reads the heads of one packed projection.
 func.func @qkv_attention_not_packed(%qkv: tensor<2x8x2x2x4xf32>) -> tensor<2x8x2x4xf32> {
   // expected-error @+1 {{'zgraph.qkv_attention' op qkv must be [B, T, 3, H, d] (the query, key and value heads of one projection), got [2, 8, 2, 2, 4]}}
