@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -75,9 +76,12 @@ std::string describeBuffer(const plan::Buffer &buffer) {
 }
 
 int64_t LoadedPlan::worldSize() const {
+  // validatePlan bounds the product by kMaxWorldSize; saturate all the same,
+  // so a plan that skipped validation cannot wrap to a small world.
   int64_t size = 1;
   for (int64_t axis : plan.mesh().axis_sizes())
-    size *= axis;
+    if (__builtin_mul_overflow(size, axis, &size))
+      return INT64_MAX;
   return size;
 }
 
@@ -285,6 +289,51 @@ private:
             path_, "mesh",
             formatString("axis '%s' has size %lld", mesh.axis_names(i).c_str(),
                          static_cast<long long>(mesh.axis_sizes(i))));
+    // The runtime runs a thread (cpu) or a process (cuda) per rank and
+    // numbers ranks with int; a product that overflowed would wrap to a
+    // small world and run as that many ranks.
+    world_ = 1;
+    for (int64_t axis : mesh.axis_sizes())
+      if (__builtin_mul_overflow(world_, axis, &world_) || world_ > kMaxWorldSize)
+        return invalid(path_, "mesh",
+                       formatString("axis sizes %s give more than %lld ranks, the most a "
+                                    "job can have",
+                                    shapeText(mesh.axis_sizes()).c_str(),
+                                    static_cast<long long>(kMaxWorldSize)));
+    int ppAxis = -1;
+    for (int i = 0; i < mesh.axis_names_size(); ++i)
+      if (mesh.axis_names(i) == "pp")
+        ppAxis = i;
+    // Rank r runs stage r / (world / stages): the stages must split the
+    // world evenly, and the mesh's 'pp' axis (zcc writes one for more than
+    // one stage) must count the stages.
+    int64_t stages = 1;
+    if (plan_.has_pipeline()) {
+      stages = plan_.pipeline().stages_size();
+      if (stages < 1)
+        return invalid(path_, "pipeline", "has no stages");
+      if (world_ % stages != 0)
+        return invalid(path_, "pipeline",
+                       formatString("has %lld stages, which do not divide the mesh's world "
+                                    "size %lld",
+                                    static_cast<long long>(stages),
+                                    static_cast<long long>(world_)));
+      if (stages > 1 && ppAxis < 0)
+        return invalid(path_, "mesh",
+                       formatString("has no 'pp' axis for the pipeline's %lld stages",
+                                    static_cast<long long>(stages)));
+    }
+    if (ppAxis >= 0 && mesh.axis_sizes(ppAxis) != stages) {
+      std::string pipeline = plan_.has_pipeline()
+                                 ? formatString("%lld pipeline stages",
+                                                static_cast<long long>(stages))
+                                 : std::string("no pipeline");
+      return invalid(path_, "mesh",
+                     formatString("axis 'pp' has size %lld, but the plan has %s",
+                                  static_cast<long long>(mesh.axis_sizes(ppAxis)),
+                                  pipeline.c_str()));
+    }
+    dataParallel_ = world_ / stages;
     if (!isPowerOfTwo(plan_.arena_alignment()))
       return invalid(path_, "plan",
                      formatString("arena_alignment %u is not a power of two",
@@ -434,6 +483,20 @@ private:
             path_, item,
             formatString("has an unknown random init kind %d",
                          static_cast<int>(weight.random_init().kind())));
+      double std = weight.random_init().std();
+      if (!std::isfinite(std) || std < 0)
+        return invalid(path_, item,
+                       formatString("has random init std %g; it must be a finite number, "
+                                    "0 or more",
+                                    std));
+      // ZeRO-3 partitions a weight over the data-parallel ranks of its
+      // stage; any other count draws or reads parts no rank holds (and
+      // --weights random draws shards x the buffer's elements).
+      if (weight.shards() > 1 && static_cast<int64_t>(weight.shards()) != dataParallel_)
+        return invalid(path_, item,
+                       formatString("is split into %u shards, but the mesh has %lld "
+                                    "data-parallel ranks to hold them",
+                                    weight.shards(), static_cast<long long>(dataParallel_)));
       // The file range holds exactly the buffer's elements, in the file's
       // dtype (f32 weights of a 16-bit buffer are narrowed as they load;
       // the loader refuses other conversions with its own message).
@@ -685,6 +748,29 @@ private:
                        formatString("%s is %lld; it must be at least 1",
                                     count.name,
                                     static_cast<long long>(count.value)));
+    if (settings.gradient_accumulation_steps() > kMaxGradientAccumulationSteps)
+      return invalid(path_, "training",
+                     formatString("gradient_accumulation_steps is %lld; it must be at most "
+                                  "%lld",
+                                  static_cast<long long>(settings.gradient_accumulation_steps()),
+                                  static_cast<long long>(kMaxGradientAccumulationSteps)));
+    // The loop splits batches and shards by data_parallel_size; the ranks
+    // that run are the mesh's.
+    std::string overStages =
+        plan_.has_pipeline()
+            ? formatString(" over %d pipeline stages", plan_.pipeline().stages_size())
+            : std::string();
+    if (settings.data_parallel_size() != dataParallel_)
+      return invalid(path_, "training",
+                     formatString("data_parallel_size is %lld, but the mesh has %lld "
+                                  "data-parallel ranks (world size %lld%s)",
+                                  static_cast<long long>(settings.data_parallel_size()),
+                                  static_cast<long long>(dataParallel_),
+                                  static_cast<long long>(world_), overStages.c_str()));
+    // A NaN or infinite rate turns every weight into NaN at the first step.
+    if (!std::isfinite(settings.lr()))
+      return invalid(path_, "training",
+                     formatString("lr is %g; it must be a finite number", settings.lr()));
     Status status = validateTrainingBuffer("optimizer_scalars",
                                            settings.optimizer_scalars(),
                                            plan::SCALARS, 8, plan::F64);
@@ -739,6 +825,10 @@ private:
 
   const plan::Plan &plan_;
   const std::string &path_;
+  /// The mesh's world size and the ranks of each pipeline stage (all ranks
+  /// without a pipeline), once validateHeader has checked the mesh.
+  int64_t world_ = 1;
+  int64_t dataParallel_ = 1;
 };
 } // namespace
 

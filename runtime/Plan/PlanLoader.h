@@ -25,6 +25,14 @@ inline constexpr uint64_t kPlanMagic = 0x314e414c5043435aULL;
 /// The one layout of Plan this runtime reads.
 inline constexpr uint32_t kPlanFormatVersion = 1;
 
+/// The most ranks a plan's mesh may have: zrun runs a thread (cpu) or a
+/// process (cuda) per rank, and --nproc takes at most this many.
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
+/// The most micro-steps an optimizer step may accumulate (zrun --grad-accum
+/// takes at most this many as well).
+inline constexpr int64_t kMaxGradientAccumulationSteps = int64_t(1) << 24;
+
 /// A plan that passed every check of loadPlan.
 struct LoadedPlan {
   /// The file it came from, for messages.
@@ -33,7 +41,8 @@ struct LoadedPlan {
   plan::PlanFile header;
   plan::Plan plan;
 
-  /// The number of ranks the plan was compiled for (the product of the mesh).
+  /// The number of ranks the plan was compiled for (the product of the mesh;
+  /// validation bounds it by kMaxWorldSize, and a pipeline's stages divide it).
   int64_t worldSize() const;
 };
 

@@ -66,25 +66,75 @@ static StatusOr<uint64_t> readFully(int fd, const std::string &path,
   return done;
 }
 
+/// A folder, or a file whose size stat does not give (a pipe, a device): the
+/// size of a pipe or of /dev/zero is 0, which would read as an empty file.
+static Status notAFile(const std::string &path, mode_t mode) {
+  if (S_ISDIR(mode))
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "'%s' is a folder, not a file", path.c_str());
+  const char *kind = S_ISFIFO(mode)   ? "pipe"
+                     : S_ISCHR(mode)  ? "character device"
+                     : S_ISBLK(mode)  ? "block device"
+                     : S_ISSOCK(mode) ? "socket"
+                                      : "special file";
+  return makeStatus(StatusCode::kInvalidArgument,
+                    "'%s' is a %s, not a regular file; save its content to a file "
+                    "and pass that",
+                    path.c_str(), kind);
+}
+
 StatusOr<uint64_t> fileSize(const std::string &path) {
   struct stat info;
   if (::stat(path.c_str(), &info) != 0)
     return ioError("open", path, errno);
-  if (S_ISDIR(info.st_mode))
-    return makeStatus(StatusCode::kInvalidArgument,
-                      "'%s' is a folder, not a file", path.c_str());
+  if (!S_ISREG(info.st_mode))
+    return notAFile(path, info.st_mode);
   return static_cast<uint64_t>(info.st_size);
 }
 
+/// A pipe's bytes up to its end (`zrun <(cat a.plan)`, /dev/stdin fed by a
+/// pipe). A named pipe nothing writes to ends at once: it was opened
+/// without blocking, so that it does not wait for a writer forever.
+static StatusOr<std::string> readPipe(int fd, const std::string &path) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return ioError("read", path, errno);
+  std::string bytes;
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0) {
+      if (errno == EINTR)
+        continue;
+      return ioError("read", path, errno);
+    }
+    if (got == 0)
+      break;
+    bytes.append(chunk, static_cast<size_t>(got));
+  }
+  if (bytes.empty())
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "'%s' is a pipe and nothing was written to it; pass a file, or a "
+                      "pipe that a program writes into",
+                      path.c_str());
+  return bytes;
+}
+
 StatusOr<std::string> readFile(const std::string &path) {
-  StatusOr<uint64_t> size = fileSize(path);
-  if (!size.isOk())
-    return size.takeStatus();
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a named pipe without a writer would wait forever.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0)
     return ioError("open", path, errno);
-  std::string bytes(*size, '\0');
-  StatusOr<uint64_t> got = readFully(fd.get(), path, 0, *size, bytes.data());
+  struct stat info;
+  if (::fstat(fd.get(), &info) != 0)
+    return ioError("open", path, errno);
+  if (S_ISFIFO(info.st_mode))
+    return readPipe(fd.get(), path);
+  if (!S_ISREG(info.st_mode))
+    return notAFile(path, info.st_mode);
+  uint64_t size = static_cast<uint64_t>(info.st_size);
+  std::string bytes(size, '\0');
+  StatusOr<uint64_t> got = readFully(fd.get(), path, 0, size, bytes.data());
   if (!got.isOk())
     return got.takeStatus();
   // A file that shrank between stat and read is short, not padded with zeros.

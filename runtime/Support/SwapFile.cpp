@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -31,6 +32,12 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
                   "the NVMe swap folder '" + folder +
                       "' does not exist; create it, or give zrun --nvme-path a folder on an "
                       "NVMe drive (the config's offload_optimizer or offload_param nvme_path)");
+  // Rounding up near 2^64 would wrap to a small file, and off_t is signed.
+  if (bytes > static_cast<uint64_t>(INT64_MAX) - kBlock)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "a swap file of %llu bytes is larger than any file can be; the plan's "
+                      "nvme_bytes is corrupt: recompile the plan",
+                      static_cast<unsigned long long>(bytes));
   std::unique_ptr<SwapFile> file(new SwapFile());
   file->requests_ = requests;
   std::string pattern = folder + (folder.back() == '/' ? "" : "/") + "zcc-swap-XXXXXX";

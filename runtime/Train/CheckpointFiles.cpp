@@ -34,12 +34,21 @@ StatusOr<CheckpointFiles> readCheckpoint(const std::string &dir) {
   if (files.manifest["files"].empty())
     return Status(StatusCode::kInvalidArgument, files.manifestPath + ": lists no rank files");
   for (const Json &file : files.manifest["files"]) {
-    std::string path = joinPath(files.stepDir, file.value("name", ""));
+    // Checked before reading: the runtime has no exceptions, so nlohmann's
+    // type errors would end the process without a word.
+    if (!file.is_object() || !file.contains("name") || !file["name"].is_string() ||
+        !file.contains("bytes") || !file["bytes"].is_number_unsigned() ||
+        !file.contains("crc32") || !file["crc32"].is_number_unsigned())
+      return Status(StatusCode::kInvalidArgument,
+                    files.manifestPath + ": 'files' lists " + file.dump().substr(0, 80) +
+                        ", not {\"name\": ..., \"bytes\": ..., \"crc32\": ...}; the manifest "
+                        "is corrupt: use an earlier checkpoint");
+    std::string path = joinPath(files.stepDir, file["name"].get<std::string>());
     StatusOr<std::string> bytes = readFile(path);
     if (!bytes.isOk())
       return bytes.takeStatus();
-    if (bytes->size() != file.value("bytes", uint64_t(0)) ||
-        planChecksum(*bytes) != file.value("crc32", uint32_t(0)))
+    if (bytes->size() != file["bytes"].get<uint64_t>() ||
+        planChecksum(*bytes) != file["crc32"].get<uint64_t>())
       return Status(StatusCode::kDataLoss,
                     path + ": the shard is corrupt (its size or CRC-32 does not match the "
                            "manifest); use an earlier checkpoint");
@@ -51,13 +60,22 @@ StatusOr<CheckpointFiles> readCheckpoint(const std::string &dir) {
 StatusOr<std::pair<size_t, uint64_t>> partLocation(const CheckpointFiles &files,
                                                    const nlohmann::json &entry, int64_t part,
                                                    uint64_t length) {
-  std::string name = entry.value("name", std::string());
+  std::string name = entry.is_object() && entry.contains("name") && entry["name"].is_string()
+                         ? entry["name"].get<std::string>()
+                         : std::string("?");
   auto bad = [&](const std::string &what) {
     return Status(StatusCode::kInvalidArgument,
                   files.manifestPath + ": tensor '" + name + "' " + what);
   };
+  if (!entry.is_object())
+    return bad("is not an object");
   size_t file = static_cast<size_t>(part);
-  uint64_t offset = entry.value("offset", uint64_t(0));
+  uint64_t offset = 0;
+  if (entry.contains("offset")) {
+    if (!entry["offset"].is_number_unsigned())
+      return bad("has offset " + entry["offset"].dump() + ", not a byte offset");
+    offset = entry["offset"].get<uint64_t>();
+  }
   if (entry.contains("locations")) {
     const nlohmann::json &locations = entry["locations"];
     if (!locations.is_array() || part < 0 || static_cast<size_t>(part) >= locations.size() ||
@@ -70,7 +88,7 @@ StatusOr<std::pair<size_t, uint64_t>> partLocation(const CheckpointFiles &files,
   if (file >= files.shards.size())
     return bad("is missing rows: part " + std::to_string(part) + " names rank file " +
                std::to_string(file) + " of " + std::to_string(files.shards.size()));
-  if (offset + length > files.shards[file].size())
+  if (offset > files.shards[file].size() || length > files.shards[file].size() - offset)
     return bad("lies outside its rank file");
   return std::make_pair(file, offset);
 }

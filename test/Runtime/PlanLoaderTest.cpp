@@ -13,7 +13,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+#include <vector>
 
 namespace zcc {
 namespace {
@@ -105,6 +110,43 @@ TEST(PlanLoader, FolderInsteadOfFile) {
   EXPECT_NE(loaded.status().message().find("is a folder, not a file"),
             std::string::npos)
       << loaded.status().message();
+}
+
+// `zrun <(cat plan.bin)` and /dev/stdin fed by a pipe: a pipe's stat size
+// is 0, so trusting it read every piped plan as an empty file.
+TEST(PlanLoader, PipeIsReadToItsEnd) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string bytes = encodePlanFile(basePlan(), "zcc-test");
+  ASSERT_LT(bytes.size(), 65536u) << "must fit the pipe's buffer";
+  ASSERT_EQ(::write(fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  ::close(fds[1]);
+  StatusOr<LoadedPlan> loaded = loadPlan("/dev/fd/" + std::to_string(fds[0]));
+  ::close(fds[0]);
+  EXPECT_TRUE(loaded.isOk()) << loaded.status().toString();
+}
+
+// A named pipe nothing writes to must not block open() forever.
+TEST(PlanLoader, NamedPipeWithoutAWriterDoesNotHang) {
+  TempDir dir;
+  std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  StatusOr<LoadedPlan> loaded = loadPlan(fifo);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read the plan: '" + fifo +
+                "' is a pipe and nothing was written to it; pass a file, or a pipe that a "
+                "program writes into");
+}
+
+// A device has no size to read (and /dev/zero no end): refused by name,
+// not read as "empty".
+TEST(PlanLoader, DeviceIsNotAFile) {
+  StatusOr<LoadedPlan> loaded = loadPlan("/dev/zero");
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read the plan: '/dev/zero' is a character device, not a regular file; "
+            "save its content to a file and pass that");
 }
 
 TEST(PlanLoader, RandomBytesAreRejected) {
@@ -268,6 +310,118 @@ TEST(PlanValidation, Mesh) {
               p.mutable_mesh()->add_axis_sizes(0);
             }),
             std::string("p.bin: mesh: axis 'dp' has size 0") + kFix);
+}
+
+// The runtime runs a thread or process per rank, numbered by int: a mesh
+// product over kMaxWorldSize (or one that overflows int64 and would wrap
+// to a small world) is refused, not run.
+TEST(PlanValidation, MeshWorldSizeIsBounded) {
+  auto meshOf = [](std::vector<int64_t> sizes) {
+    return [sizes](plan::Plan &p) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        p.mutable_mesh()->add_axis_names(i == 0 ? "dp" : "tp");
+        p.mutable_mesh()->add_axis_sizes(sizes[i]);
+      }
+    };
+  };
+  EXPECT_EQ(validationError(meshOf({int64_t(1) << 16, int64_t(1) << 16})),
+            std::string("p.bin: mesh: axis sizes 65536x65536 give more than 1048576 ranks, "
+                        "the most a job can have") +
+                kFix);
+  EXPECT_EQ(validationError(meshOf({int64_t(1) << 32, int64_t(1) << 32})),
+            std::string("p.bin: mesh: axis sizes 4294967296x4294967296 give more than "
+                        "1048576 ranks, the most a job can have") +
+                kFix);
+  plan::Plan largest = basePlan();
+  meshOf({int64_t(1) << 20})(largest);
+  Status status = validatePlan(largest, "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+}
+
+/// basePlan as a pipeline of `stages` stages (every buffer on stage 0) on
+/// a mesh of the given axes.
+plan::Plan pipelinePlan(int stages, const std::vector<std::pair<std::string, int64_t>> &axes) {
+  plan::Plan plan = basePlan();
+  for (const auto &[name, size] : axes) {
+    plan.mutable_mesh()->add_axis_names(name);
+    plan.mutable_mesh()->add_axis_sizes(size);
+  }
+  plan::Pipeline *pipeline = plan.mutable_pipeline();
+  pipeline->set_schedule("gpipe");
+  pipeline->set_micro_batches(2);
+  for (int s = 0; s < stages; ++s)
+    pipeline->add_stages()->set_arena_bytes(plan.arena_bytes());
+  return plan;
+}
+
+// Rank r runs stage r / (world / stages): stages that do not divide the
+// world, or a 'pp' axis that does not count them, crashed zrun (SIGFPE,
+// SIGSEGV) instead of failing here.
+TEST(PlanValidation, PipelineStagesFitTheMesh) {
+  auto error = [](const plan::Plan &plan) {
+    Status status = validatePlan(plan, "p.bin");
+    EXPECT_FALSE(status.isOk());
+    return status.message();
+  };
+  Status valid = validatePlan(pipelinePlan(2, {{"pp", 2}, {"dp", 2}}), "p.bin");
+  EXPECT_TRUE(valid.isOk()) << valid.toString();
+  // One stage: zcc writes no 'pp' axis.
+  valid = validatePlan(pipelinePlan(1, {{"dp", 2}}), "p.bin");
+  EXPECT_TRUE(valid.isOk()) << valid.toString();
+  EXPECT_EQ(error(pipelinePlan(2, {})),
+            std::string("p.bin: pipeline: has 2 stages, which do not divide the mesh's world "
+                        "size 1") +
+                kFix);
+  EXPECT_EQ(error(pipelinePlan(2, {{"pp", 3}})),
+            std::string("p.bin: pipeline: has 2 stages, which do not divide the mesh's world "
+                        "size 3") +
+                kFix);
+  EXPECT_EQ(error(pipelinePlan(0, {})), std::string("p.bin: pipeline: has no stages") + kFix);
+  EXPECT_EQ(error(pipelinePlan(2, {{"dp", 4}})),
+            std::string("p.bin: mesh: has no 'pp' axis for the pipeline's 2 stages") + kFix);
+  EXPECT_EQ(error(pipelinePlan(2, {{"pp", 4}, {"dp", 1}})),
+            std::string("p.bin: mesh: axis 'pp' has size 4, but the plan has 2 pipeline "
+                        "stages") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_mesh()->add_axis_names("pp");
+              p.mutable_mesh()->add_axis_sizes(2);
+            }),
+            std::string("p.bin: mesh: axis 'pp' has size 2, but the plan has no pipeline") +
+                kFix);
+}
+
+// ZeRO-3 splits a weight over its stage's data-parallel ranks; any other
+// count drew (with --weights random) shards x the buffer: 2^32 - 1 shards
+// ran for hours.
+TEST(PlanValidation, WeightShardsAreTheDataParallelRanks) {
+  EXPECT_EQ(validationError([](plan::Plan &p) { p.mutable_weights(0)->set_shards(3); }),
+            std::string("p.bin: weight 0 ('w'): is split into 3 shards, but the mesh has 1 "
+                        "data-parallel ranks to hold them") +
+                kFix);
+  plan::Plan twoRanks = basePlan();
+  twoRanks.mutable_mesh()->add_axis_names("dp");
+  twoRanks.mutable_mesh()->add_axis_sizes(2);
+  twoRanks.mutable_weights(0)->set_shards(2);
+  twoRanks.mutable_weights(0)->set_length(2 * twoRanks.weights(0).length());
+  Status status = validatePlan(twoRanks, "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+}
+
+TEST(PlanValidation, WeightRandomInitStdIsFinite) {
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->mutable_random_init()->set_std(
+                  std::numeric_limits<double>::infinity());
+            }),
+            std::string("p.bin: weight 0 ('w'): has random init std inf; it must be a finite "
+                        "number, 0 or more") +
+                kFix);
+  EXPECT_EQ(validationError([](plan::Plan &p) {
+              p.mutable_weights(0)->mutable_random_init()->set_std(-1);
+            }),
+            std::string("p.bin: weight 0 ('w'): has random init std -1; it must be a finite "
+                        "number, 0 or more") +
+                kFix);
 }
 
 TEST(PlanValidation, ArenaAlignment) {
@@ -706,6 +860,37 @@ TEST(TrainingValidation, CountsAreAtLeastOne) {
             std::string("p.bin: training: data_parallel_size is 0; it must be "
                         "at least 1") +
                 kFix);
+}
+
+// The loop splits batches and ZeRO shards by data_parallel_size, while the
+// ranks that run are the mesh's: the two must agree.
+TEST(TrainingValidation, DataParallelSizeIsTheMesh) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_mesh()->add_axis_names("dp");
+              p.mutable_mesh()->add_axis_sizes(2);
+            }),
+            std::string("p.bin: training: data_parallel_size is 1, but the mesh has 2 "
+                        "data-parallel ranks (world size 2)") +
+                kFix);
+  plan::Plan twoRanks = test::trainingPlan();
+  twoRanks.mutable_mesh()->add_axis_names("dp");
+  twoRanks.mutable_mesh()->add_axis_sizes(2);
+  twoRanks.mutable_training()->set_data_parallel_size(2);
+  Status status = validatePlan(twoRanks, "p.bin");
+  EXPECT_TRUE(status.isOk()) << status.toString();
+}
+
+TEST(TrainingValidation, AccumulationAndRateAreBounded) {
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_gradient_accumulation_steps(int64_t(1) << 40);
+            }),
+            std::string("p.bin: training: gradient_accumulation_steps is 1099511627776; it "
+                        "must be at most 16777216") +
+                kFix);
+  EXPECT_EQ(trainingError([](plan::Plan &p) {
+              p.mutable_training()->set_lr(std::numeric_limits<double>::quiet_NaN());
+            }),
+            std::string("p.bin: training: lr is nan; it must be a finite number") + kFix);
 }
 
 // A step_local gradient (overwritten by every micro-step) is valid only as

@@ -86,6 +86,14 @@ TEST(SwapFile, Errors) {
             "aio.block_size 1000 and aio.queue_depth 8: the block size must be a positive "
             "multiple of 4096 bytes and the queue depth 1 to 256");
 
+  // A corrupt nvme_bytes near 2^64 once wrapped, rounded up, to a tiny file.
+  StatusOr<std::unique_ptr<SwapFile>> huge =
+      SwapFile::create(dir.path(), UINT64_MAX - 1, SwapFile::Requests());
+  ASSERT_FALSE(huge.isOk());
+  EXPECT_EQ(huge.status().message(),
+            "a swap file of 18446744073709551614 bytes is larger than any file can be; the "
+            "plan's nvme_bytes is corrupt: recompile the plan");
+
   std::unique_ptr<SwapFile> file = create(dir, 8192, SwapFile::Requests());
   ASSERT_TRUE(file);
   std::vector<uint8_t> bytes(100);

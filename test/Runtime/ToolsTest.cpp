@@ -233,6 +233,40 @@ TEST_F(ZrunTest, CommandLineMistakes) {
               "--nproc 0: expected a positive integer (see zrun --help)");
 }
 
+// strtoull skips leading spaces, so " -1" read as 2^64 - 1; an unbounded
+// --check-elements wrapped to -1 and the gradient check compared nothing
+// and said "ok"; strtod takes "inf".
+TEST_F(ZrunTest, NumericFlagsAreStrict) {
+  expectError({plan, "--seed", " 1"},
+              "--seed  1: expected a non-negative integer (see zrun --help)");
+  expectError({plan, "--steps", " -1"},
+              "--steps  -1: expected a positive integer (see zrun --help)");
+  expectError({plan, "--check-elements", "18446744073709551615"},
+              "--check-elements 18446744073709551615: expected a positive integer (see zrun "
+              "--help)");
+  expectError({plan, "--check-step", "inf"},
+              "--check-step inf: expected a positive number (see zrun --help)");
+  expectError({plan, "--check-rtol", "nan"},
+              "--check-rtol nan: expected a positive number (see zrun --help)");
+}
+
+// outputFileName turns '/' into '_': outputs "a/b" and "a_b" both went to
+// a_b.npy, the second silently overwriting the first.
+TEST_F(ZrunTest, OutputFileNamesMustNotCollide) {
+  plan::Plan colliding = test::addConstantPlan();
+  colliding.mutable_outputs(0)->set_name("a/b");
+  plan::Binding *second = colliding.add_outputs();
+  second->set_name("a_b");
+  second->set_buffer(colliding.outputs(0).buffer());
+  std::string path = test::writePlan(dir.file("collide.bin"), colliding);
+  std::string out = dir.file("out");
+  expectError({path, "--input", "x=" + input, "--output-dir", out},
+              path + ": outputs 'a/b' and 'a_b' would both be written to " + out +
+                  "/a_b.npy; rename one of them in the model, or run with --no-outputs");
+  Result result = zrun({path, "--input", "x=" + input, "--output-dir", out, "--no-outputs"});
+  EXPECT_EQ(result.exitCode, 0) << result.output;
+}
+
 TEST_F(ZrunTest, CorruptPlan) {
   std::string planBytes = encodePlanFile(test::addConstantPlan(), "zcc-test");
   planBytes[planBytes.size() - 3] ^= 0x10;

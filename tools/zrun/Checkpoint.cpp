@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -284,9 +285,51 @@ StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir
   if (manifest["format"] != kFormat && manifest["format"] != 1)
     return bad("has format " + manifest["format"].dump() + "; this zrun reads formats 1 to " +
                std::to_string(kFormat));
+  // Every value is checked for its type before it is read: the runtime has
+  // no exceptions, so a type error of nlohmann's would abort without a word.
+  // The counts are bounded as --steps is, so that a resumed run neither
+  // wraps nor loops (nearly) forever.
+  constexpr int64_t kMaxCount = int64_t(1) << 62;
+  struct Count {
+    const char *key;
+    int64_t max;
+  };
+  for (Count count : {Count{"step", int64_t(1) << 40}, Count{"applied", kMaxCount},
+                      Count{"samples", kMaxCount}}) {
+    const Json &value = manifest[count.key];
+    if (!value.is_number_integer() ||
+        (value.is_number_unsigned() ? value.get<uint64_t>() > uint64_t(count.max)
+                                    : value.get<int64_t>() < 0))
+      return bad(std::string("has '") + count.key + "' " + value.dump() +
+                 formatString(", not a whole number from 0 to %lld; the manifest is corrupt: "
+                              "use an earlier checkpoint",
+                              static_cast<long long>(count.max)));
+  }
+  const Json &scalerJson = manifest["loss_scaler"];
+  bool scalerOk = scalerJson.is_object() &&
+                  (!scalerJson.contains("scale") || scalerJson["scale"].is_number());
+  for (const char *key : {"cur_iter", "last_overflow_iter", "cur_hysteresis"})
+    scalerOk = scalerOk && (!scalerJson.contains(key) || scalerJson[key].is_number_integer());
+  if (!scalerOk)
+    return bad("has 'loss_scaler' " + scalerJson.dump().substr(0, 120) +
+               ", not {\"scale\": NUMBER, \"cur_iter\": INT, \"last_overflow_iter\": INT, "
+               "\"cur_hysteresis\": INT}; the manifest is corrupt: use an earlier checkpoint");
   std::map<std::string, const Json *> saved;
-  for (const Json &entry : manifest["buffers"])
-    saved[entry.value("name", std::string())] = &entry;
+  for (const Json &entry : manifest["buffers"]) {
+    auto isIntArray = [](const Json &value) {
+      return value.is_array() && std::all_of(value.begin(), value.end(), [](const Json &dim) {
+               return dim.is_number_integer();
+             });
+    };
+    if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
+        (entry.contains("shape") && !isIntArray(entry["shape"])) ||
+        (entry.contains("parts") && !entry["parts"].is_number_integer()) ||
+        (entry.contains("dtype") && !entry["dtype"].is_number_integer()))
+      return bad("lists the tensor " + entry.dump().substr(0, 120) +
+                 ", not {\"name\": STRING, \"dtype\": INT, \"shape\": [INT, ...], \"parts\": "
+                 "INT, ...}; the manifest is corrupt: use an earlier checkpoint");
+    saved[entry["name"].get<std::string>()] = &entry;
+  }
 
   // Each of this rank's buffers from the saved whole tensor: its own rows
   // when this plan partitions it, all of it otherwise, read from whichever
@@ -311,6 +354,12 @@ StatusOr<TrainState> resumeCheckpoint(Executor &executor, const std::string &dir
     if (shape != mine.shape || entry.value("dtype", int(0)) != static_cast<int>(buffer.dtype()))
       return bad("tensor '" + buffer.name() + "' has another shape or dtype than this plan's");
     int64_t rows = shape.empty() ? 1 : shape[0];
+    // Parts are blocks of whole rows; any other count would read rows no
+    // part holds (or divide by zero rows a part).
+    if (parts < 1 || parts > std::max<int64_t>(1, rows) || std::max<int64_t>(1, rows) % parts != 0)
+      return bad("tensor '" + buffer.name() + "' has " + std::to_string(parts) +
+                 " parts, which do not split its " + std::to_string(rows) +
+                 " rows evenly; the manifest is corrupt: use an earlier checkpoint");
     uint64_t rowBytes = buffer.bytes() * static_cast<uint64_t>(mine.parts) /
                         static_cast<uint64_t>(std::max<int64_t>(1, rows));
     // Rows [first, first + count) of the whole tensor are this rank's.

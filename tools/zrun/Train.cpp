@@ -336,6 +336,12 @@ Status checkGradients(Executor &executor, const TrainOptions &options,
     HostTensor values = *param;
     int64_t count = values.numElements();
     int64_t samples = std::min<int64_t>(count, check.elements);
+    // A check of no element would print "ok" having compared nothing.
+    if (samples <= 0 && count > 0)
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "gradient check: no element of '%s' would be checked "
+                        "(--check-elements %lld); pass a positive count",
+                        entry.name.c_str(), static_cast<long long>(check.elements));
     double maxAbs = 0, maxRel = 0;
     bool ok = true;
     for (int64_t s = 0; s < samples; ++s) {

@@ -15,6 +15,7 @@
 #include "runtime/Data/Npy.h"
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
+#include "runtime/Support/File.h"
 #include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Launch.h"
 #include "tools/zrun/Profile.h"
@@ -26,6 +27,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -176,9 +178,10 @@ struct Options {
   char **argv = nullptr;
 };
 
-/// Parses a whole non-negative decimal integer.
+/// Parses a whole non-negative decimal integer: digits only (strtoull
+/// alone would skip leading spaces and read " -1" as 2^64 - 1).
 bool parseInteger(const std::string &text, uint64_t &value) {
-  if (text.empty() || text[0] == '-' || text[0] == '+')
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
     return false;
   errno = 0;
   char *end = nullptr;
@@ -319,13 +322,14 @@ Status parseArguments(int argc, char **argv, Options &options, bool &help) {
       }
     } else if (name == "--check-elements") {
       uint64_t count = 0;
-      if (!parseInteger(value, count) || count == 0)
+      // Bounded like --steps, so that it stays positive as an int64_t.
+      if (!parseInteger(value, count) || count == 0 || count > (1ull << 40))
         return usageError(name + " " + value + ": expected a positive integer");
       options.gradCheck.elements = static_cast<int64_t>(count);
     } else if (name == "--check-rtol" || name == "--check-atol" || name == "--check-step") {
       char *end = nullptr;
       double number = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(number > 0))
+      if (value.empty() || *end != '\0' || !(number > 0) || !std::isfinite(number))
         return usageError(name + " " + value + ": expected a positive number");
       (name == "--check-rtol"   ? options.gradCheck.rtol
        : name == "--check-atol" ? options.gradCheck.atol
@@ -462,6 +466,28 @@ Status makeDirectories(const std::string &path) {
   return Status::ok();
 }
 
+/// --save DIR, checked before the first step: created where missing and
+/// proven to take a file. Otherwise a bad DIR shows only when the first
+/// checkpoint is written, after the training it was to keep.
+Status checkSaveFolder(const std::string &dir) {
+  struct stat info;
+  if (::stat(dir.c_str(), &info) == 0 && !S_ISDIR(info.st_mode))
+    return Status(StatusCode::kInvalidArgument,
+                  "--save " + dir +
+                      ": not a folder (a file of that name exists); pass a folder to save "
+                      "the checkpoints into");
+  Status status = makeDirectories(dir);
+  if (!status.isOk())
+    return Status(status.code(), "--save " + dir + ": " + status.message());
+  std::string probe = joinPath(dir, ".zrun-write-test." + std::to_string(::getpid()));
+  status = writeFile(probe, "");
+  if (!status.isOk())
+    return Status(status.code(), "--save " + dir + ": the folder takes no checkpoint: " +
+                                     status.message());
+  ::unlink(probe.c_str());
+  return Status::ok();
+}
+
 /// Makes an inference run's output folder and its executor options.
 /// --memory-report's line for one rank: what the plan's allocations took,
 /// and, on a device backend, what the whole device has in use (the driver's
@@ -477,11 +503,12 @@ void printDeviceMemory(uint64_t allocated, uint64_t inUse, const char *backend,
 }
 
 /// An output name as a file name: ONNX names may hold '/', which would
-/// otherwise point into folders that do not exist.
+/// otherwise point into folders that do not exist, and NUL, which would end
+/// the path early.
 std::string outputFileName(const std::string &name) {
   std::string file = name;
   for (char &c : file)
-    if (c == '/')
+    if (c == '/' || c == '\0')
       c = '_';
   if (file.empty() || file == "." || file == "..")
     file = "_" + file;
@@ -525,9 +552,29 @@ SwapFile::Requests swapRequestsFor(const plan::Plan &plan) {
   return requests;
 }
 
+/// Two outputs whose names map to one file (outputFileName makes "a/b" and
+/// "a_b" both a_b.npy) would silently overwrite each other: refuse them
+/// before anything runs. A pipeline's stages may bind one name each.
+Status checkOutputFileNames(const Options &options, const plan::Plan &plan) {
+  std::map<std::string, std::string> outputOfFile;
+  for (const plan::Binding &output : plan.outputs()) {
+    std::string file = outputFileName(output.name());
+    auto [it, fresh] = outputOfFile.emplace(file, output.name());
+    if (!fresh && it->second != output.name())
+      return Status(StatusCode::kInvalidArgument,
+                    options.planPath + ": outputs '" + it->second + "' and '" + output.name() +
+                        "' would both be written to " + joinPath(options.outputDir, file) +
+                        "; rename one of them in the model, or run with --no-outputs");
+  }
+  return Status::ok();
+}
+
 Status prepareInference(const Options &options, const plan::Plan &plan,
                         ExecutorOptions &executorOptions) {
-  Status status = makeDirectories(options.outputDir);
+  Status status = options.noOutputs ? Status::ok() : checkOutputFileNames(options, plan);
+  if (!status.isOk())
+    return status;
+  status = makeDirectories(options.outputDir);
   if (!status.isOk())
     return status;
   executorOptions.backend = options.backend;
@@ -552,8 +599,13 @@ int hostThreadsPerRank(const plan::Plan &plan, int world) {
     auto zero = config.find("zero_optimization");
     if (zero != config.end() && zero->is_object()) {
       auto offload = zero->find("offload_optimizer");
+      // value() would abort (no exceptions) on a value that is not a
+      // number; DeepSpeed's share is a fraction of the cores.
       if (offload != zero->end() && offload->is_object())
-        share = offload->value("cpuadam_cores_perc", share);
+        if (auto perc = offload->find("cpuadam_cores_perc");
+            perc != offload->end() && perc->is_number() && perc->get<double>() > 0 &&
+            perc->get<double>() <= 1)
+          share = perc->get<double>();
     }
   }
   int localRanks = world;
@@ -1246,6 +1298,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
     return Status(StatusCode::kInvalidArgument,
                   path + ": --repeat and --no-outputs time an inference plan; a training plan "
                          "runs --steps and writes no outputs");
+  if (!options.train.saveDir.empty())
+    ZCC_RETURN_IF_ERROR(checkSaveFolder(options.train.saveDir), "%s", path.c_str());
   ExecutorOptions executorOptions;
   executorOptions.backend = options.backend;
   Status status = weightOptions(options, executorOptions.weights);
@@ -1302,7 +1356,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
   std::unique_ptr<LocalCommunicatorGroup> group;
   std::vector<LocalCommunicatorGroup *> stageGroups, pipeGroups;
   if (world > 1 && options.backend == "cpu") {
-    StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(world);
+    StatusOr<std::unique_ptr<LocalCommunicatorGroup>> created = LocalCommunicatorGroup::create(
+        world, {std::chrono::seconds(options.commTimeoutSeconds)});
     if (!created.isOk())
       return created.takeStatus();
     group = std::move(*created);
