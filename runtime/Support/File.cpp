@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -169,8 +170,50 @@ Status readFileRange(const std::string &path, uint64_t offset, uint64_t length,
   return Status::ok();
 }
 
+namespace {
+/// What a file that is not a regular one is, for messages.
+const char *fileKind(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  if (S_ISFIFO(mode))
+    return "a pipe";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+} // namespace
+
 Status writeFile(const std::string &path, const std::string &bytes) {
-  std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  // The bytes go to a temporary file renamed over the destination, and a
+  // rename replaces whatever is there: only a regular file may be (zcc -o
+  // /dev/full, run as root, left a regular file in place of the device). A
+  // symbolic link to a regular file is followed: the file it names gets the
+  // bytes, and the link stays.
+  std::string destination = path;
+  struct stat link;
+  if (::lstat(path.c_str(), &link) == 0) {
+    struct stat file = link;
+    if (S_ISLNK(link.st_mode)) {
+      if (::stat(path.c_str(), &file) != 0)
+        return makeStatus(StatusCode::kInvalidArgument,
+                          "cannot write '%s': it is a symbolic link to a file that does not "
+                          "exist; give the path of a new or regular file",
+                          path.c_str());
+      char *resolved = ::realpath(path.c_str(), nullptr);
+      if (!resolved)
+        return ioError("resolve", path, errno);
+      destination = resolved;
+      std::free(resolved);
+    }
+    if (!S_ISREG(file.st_mode))
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "cannot write '%s': it is %s, not a regular file; give the path of a "
+                        "new or regular file",
+                        path.c_str(), fileKind(file.st_mode));
+  }
+  std::string temporary = destination + ".tmp." + std::to_string(::getpid());
   FileDescriptor fd(::open(temporary.c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0)
@@ -199,10 +242,10 @@ Status writeFile(const std::string &path, const std::string &bytes) {
     ::unlink(temporary.c_str());
     return ioError("write", temporary, error);
   }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+  if (::rename(temporary.c_str(), destination.c_str()) != 0) {
     int error = errno;
     ::unlink(temporary.c_str());
-    return ioError("write", path, error);
+    return ioError("write", destination, error);
   }
   return Status::ok();
 }

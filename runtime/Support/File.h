@@ -20,7 +20,9 @@ namespace zcc {
 StatusOr<std::string> readFile(const std::string &path);
 
 /// Writes `bytes` to `path` through a temporary file, fsync and a rename, so
-/// a reader (or a crash) never sees half a file.
+/// a reader (or a crash) never sees half a file. An existing `path` must be a
+/// regular file, or a symbolic link to one (whose file is replaced, the link
+/// kept): a directory, device, pipe or dangling link is kInvalidArgument.
 Status writeFile(const std::string &path, const std::string &bytes);
 
 /// Reads exactly `length` bytes at `offset` of `path` into `destination`; an

@@ -28,8 +28,9 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
@@ -145,7 +146,10 @@ int64_t resolveWorldSize() {
   if (worldSize.getNumOccurrences() && worldSize < 1)
     fail("--world-size must be at least 1, got " + Twine(worldSize));
   if (haveNodes) {
-    int64_t product = nodes * gpusPerNode;
+    int64_t product = 0;
+    if (__builtin_mul_overflow(int64_t(nodes), int64_t(gpusPerNode), &product))
+      fail("--nodes " + Twine(nodes) + " * --gpus-per-node " + Twine(gpusPerNode) +
+           " overflows a 64-bit rank count");
     if (worldSize.getNumOccurrences() && worldSize != product)
       fail("--world-size " + Twine(worldSize) + " disagrees with --nodes " + Twine(nodes) +
            " * --gpus-per-node " + Twine(gpusPerNode) + " = " + Twine(product) +
@@ -176,19 +180,31 @@ constexpr int64_t kCudaRuntimeBytes = int64_t{768} << 20;
 /// and tree over 32 channels); only a rank with peers makes one.
 constexpr int64_t kNcclCommunicatorBytes = int64_t{1} << 30;
 
+/// The most a byte size may be: 1 EiB is more than any device holds, and
+/// sums of such sizes with a plan's arena stay within int64.
+constexpr int64_t kMaxByteSize = int64_t(1) << 60;
+/// What parseByteSize returns for a size above kMaxByteSize.
+constexpr int64_t kByteSizeTooLarge = -2;
 int64_t parseByteSize(StringRef text);
+
+/// The bytes --`flag` gives; fails with what is wrong with `text`.
+int64_t byteSizeOption(StringRef flag, StringRef text, StringRef examples, bool allowZero) {
+  int64_t bytes = parseByteSize(text);
+  if (bytes == kByteSizeTooLarge)
+    fail("--" + flag + " " + text + ": more than 1 EiB (2^60 bytes); expected a size such as " +
+         examples);
+  if (bytes < 0 || (bytes == 0 && !allowZero))
+    fail("--" + flag + " " + text + ": expected a size such as " + examples);
+  return bytes;
+}
 
 /// The device memory each rank needs beyond its arena: --device-memory-reserve,
 /// or what the runtime takes on --target (nothing on the cpu backend, whose
 /// ranks' memory is the arena).
 int64_t runtimeReserveBytes(const zcc::plan::Plan &plan) {
-  if (!deviceMemoryReserve.empty()) {
-    int64_t bytes = parseByteSize(deviceMemoryReserve);
-    if (bytes < 0)
-      fail("--device-memory-reserve " + deviceMemoryReserve +
-           ": expected a size such as 1GiB, 512MiB or 0");
-    return bytes;
-  }
+  if (!deviceMemoryReserve.empty())
+    return byteSizeOption("device-memory-reserve", deviceMemoryReserve, "1GiB, 512MiB or 0",
+                          /*allowZero=*/true);
   if (target == "cpu")
     return 0;
   return kCudaRuntimeBytes + (worldSizeOf(plan) > 1 ? kNcclCommunicatorBytes : 0);
@@ -214,13 +230,9 @@ std::string formatSize(int64_t bytes) {
 /// The device bytes a rank may use: --device-memory-limit, else the memory
 /// of --target's GPU as CUDA reports it; -1 for the cpu target (no limit).
 int64_t deviceMemoryBudget() {
-  if (!deviceMemoryLimit.empty()) {
-    int64_t limit = parseByteSize(deviceMemoryLimit);
-    if (limit <= 0)
-      fail("--device-memory-limit " + deviceMemoryLimit +
-           ": expected a size such as 16GiB, 80GB or 17179869184");
-    return limit;
-  }
+  if (!deviceMemoryLimit.empty())
+    return byteSizeOption("device-memory-limit", deviceMemoryLimit, "16GiB, 80GB or 17179869184",
+                          /*allowZero=*/false);
   if (target == "h200")
     return int64_t{143771} << 20;
   if (target == "h100")
@@ -261,7 +273,16 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
   int64_t reserve = runtimeReserveBytes(plan);
   if (json) {
     zcc::config::Json ranks = zcc::config::Json::array();
-    for (int64_t r = 0; r < world; ++r) {
+    // Every rank runs the same plan on its shard, so the entries differ only
+    // in "rank": each is listed up to 4096 ranks, rank 0 alone above
+    // ("world_size" says how many there are; --world-size 2^30 allocated
+    // entries until it aborted, after 85 s).
+    constexpr int64_t kMaxListedRanks = 4096;
+    int64_t listed = world > kMaxListedRanks ? 1 : world;
+    if (listed < world)
+      errs() << "zcc: note: --report=json lists rank 0 alone: the " << world
+             << " ranks' figures are the same\n";
+    for (int64_t r = 0; r < listed; ++r) {
       zcc::config::Json rank = {{"rank", r},
                                 {"peak_device_bytes", {{"total", plan.arena_bytes()}}},
                                 {"runtime_reserve_bytes", reserve},
@@ -279,7 +300,7 @@ void printReport(const zcc::plan::Plan &plan, bool json) {
         rank["comm_bytes"][kind] = bytes;
       ranks.push_back(rank);
     }
-    zcc::config::Json document = {{"ranks", ranks}};
+    zcc::config::Json document = {{"ranks", ranks}, {"world_size", world}};
     for (const auto &[key, why] : plan.auto_tuned())
       document["auto_tuned"][key] = why;
     if (!recomputeChoice.empty())
@@ -486,7 +507,16 @@ int64_t parseByteSize(StringRef text) {
     scale = 1e12;
   else
     return -1;
-  return static_cast<int64_t>(value * scale);
+  // Above 1 EiB is a typo, and sums with the arena would overflow int64 (a
+  // reserve of 2^63 - 1024 made "-8589934592.00 GiB per rank" fit
+  // --device-memory-limit 1GiB); a size that rounds down to a fraction of a
+  // byte does not read as a size.
+  double bytes = value * scale;
+  if (!(bytes <= double(kMaxByteSize)))
+    return kByteSizeTooLarge;
+  if (bytes < 1 && value != 0)
+    return -1;
+  return static_cast<int64_t>(bytes);
 }
 
 /// --device-memory-limit: the plan's per-rank peak (its arena) and what the
@@ -636,6 +666,23 @@ int main(int argc, char **argv) {
 
   int64_t ranks = resolveWorldSize();
   rejectUnbuiltFlags();
+  // Both sizes are read before anything is compiled: they were read only
+  // by a report or the fit check, so "--device-memory-reserve lots" alone
+  // compiled without a word.
+  if (!deviceMemoryLimit.empty())
+    (void)deviceMemoryBudget();
+  if (!deviceMemoryReserve.empty())
+    (void)byteSizeOption("device-memory-reserve", deviceMemoryReserve, "1GiB, 512MiB or 0",
+                         /*allowZero=*/true);
+  // The plan is written over -o: never over the model or the config.
+  auto sameFile = [](StringRef a, StringRef b) {
+    bool same = false;
+    return !b.empty() && (a == b || (!llvm::sys::fs::equivalent(a, b, same) && same));
+  };
+  if (!outputPath.empty() && (sameFile(outputPath, modelPath) || sameFile(outputPath, configPath)))
+    fail("-o " + outputPath + " is the " +
+         Twine(sameFile(outputPath, modelPath) ? "model" : "config") +
+         "; writing the plan would replace it: give another output path");
   if (emit != EmitKind::Config && modelPath.empty())
     fail("no model: pass MODEL.onnx (or use --emit config to check a config alone)");
 

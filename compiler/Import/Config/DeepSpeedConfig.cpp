@@ -414,6 +414,12 @@ std::optional<Json> Importer::resolveValue(const KeySpec &spec, const Json &valu
       error(path, "expected an object, got " + describe(value));
       return std::nullopt;
     }
+    if (auto enabled = value.find("enabled");
+        enabled != value.end() && !enabled->is_boolean()) {
+      error(joinPath(path, "enabled"),
+            "expected a boolean (true or false), got " + describe(*enabled));
+      return std::nullopt;
+    }
     resolved = value;
     break;
   }
@@ -759,16 +765,40 @@ bool Importer::checkPipeline(Json &pipeline) {
                        "; with one chunk use the '1f1b' schedule");
   }
   if (options_.worldSize % stages != 0) {
-    std::string divisors;
-    for (int64_t d = 1; d <= options_.worldSize && divisors.size() < 60; ++d)
-      if (options_.worldSize % d == 0)
-        divisors += (divisors.empty() ? "" : ", ") + std::to_string(d);
+    // The divisors in increasing order, from the pairs (d, world size / d)
+    // with d <= sqrt(world size). The search stops at 2^20: listing every
+    // divisor of a prime world size near 2^61 never finished.
+    const int64_t worldSize = options_.worldSize;
+    std::vector<int64_t> divisors, cofactors;
+    bool complete = true;
+    for (int64_t d = 1; d <= worldSize / d; ++d) {
+      if (d > (int64_t(1) << 20)) {
+        complete = false;
+        break;
+      }
+      if (worldSize % d == 0) {
+        divisors.push_back(d);
+        if (d != worldSize / d)
+          cofactors.push_back(worldSize / d);
+      }
+    }
+    divisors.insert(divisors.end(), cofactors.rbegin(), cofactors.rend());
+    std::string listed;
+    for (int64_t d : divisors) {
+      if (listed.size() >= 60) {
+        listed += ", ...";
+        break;
+      }
+      listed += (listed.empty() ? "" : ", ") + std::to_string(d);
+    }
     return error("pipeline.num_stages",
                  "num_stages (" + std::to_string(stages) +
                      ") does not divide the world size (" +
                      std::to_string(options_.worldSize) + "): run on a multiple of " +
-                     std::to_string(stages) + " ranks, or set num_stages to one of " +
-                     divisors);
+                     std::to_string(stages) + " ranks, or set num_stages to " +
+                     (complete ? "one of " + listed
+                               : "a divisor of " + std::to_string(worldSize) + ", such as " +
+                                     listed));
   }
   return true;
 }
@@ -788,7 +818,8 @@ bool Importer::reconcileBatch(Json &config, int64_t dp) {
   std::optional<int64_t> mb = read("train_micro_batch_size_per_gpu");
   std::optional<int64_t> gas = read("gradient_accumulation_steps");
   Json &pipeline = config["pipeline"];
-  if (pipeline["enabled"].get<bool>() && !pipeline["micro_batches"].is_null()) {
+  const bool microBatchesGiven = !pipeline["micro_batches"].is_null();
+  if (pipeline["enabled"].get<bool>() && microBatchesGiven) {
     int64_t microBatches = pipeline["micro_batches"].get<int64_t>();
     if (gas && *gas != microBatches)
       return error("pipeline.micro_batches",
@@ -860,6 +891,17 @@ bool Importer::reconcileBatch(Json &config, int64_t dp) {
       message += ", or run with --world-size " + std::to_string(*tb / (*mb * *gas) * stages);
     return error("train_batch_size", message);
   }
+  // A pipeline plan unrolls every micro-batch of every stage: 2^16 compile
+  // in about a second, 1e8 ran out of memory after 20 s.
+  constexpr int64_t kMaxPipelineMicroBatches = int64_t(1) << 16;
+  if (pipeline["enabled"].get<bool>() && *gas > kMaxPipelineMicroBatches)
+    return error(microBatchesGiven ? "pipeline.micro_batches" : "gradient_accumulation_steps",
+                 std::to_string(*gas) +
+                     " micro-batches per step: a pipeline plan unrolls each of them, and zcc "
+                     "allows at most " +
+                     std::to_string(kMaxPipelineMicroBatches) +
+                     "; lower gradient_accumulation_steps and raise "
+                     "train_micro_batch_size_per_gpu");
   config["train_batch_size"] = *tb;
   config["train_micro_batch_size_per_gpu"] = *mb;
   config["gradient_accumulation_steps"] = *gas;

@@ -2,6 +2,8 @@
 
 #include "compiler/Import/Config/JsonDocument.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <iterator>
 #include <vector>
@@ -151,13 +153,33 @@ public:
                    const nlohmann::detail::exception &exception) {
     if (failed_)
       return false;
-    // `position` is just past the offending token: point at its start, unless
-    // the lexer itself failed mid-token ("last read: ..."), where the last
-    // character read is the culprit.
-    size_t start = position == 0 ? 0 : position - 1;
+    // `position` counts the characters the lexer read: just past the
+    // offending token, or one past the end where the input ran out. A lexer
+    // error ("last read: ...") points at the character it failed on; a parser
+    // error at the start of the token it did not expect. nlohmann resets
+    // `lastToken` only when a string or number starts, so it spells exactly
+    // those tokens; before a literal or punctuation it also holds the tokens
+    // and whitespace read since, and cannot locate them.
     bool lexerError = std::string(exception.what()).find("last read:") != std::string::npos;
-    if (!lexerError && !lastToken.empty() && lastToken.size() <= position)
-      start = position - lastToken.size();
+    size_t start = position == 0 ? 0 : position - 1;
+    if (position > text_.size()) {
+      start = text_.size();
+    } else if (!lexerError) {
+      auto isNumberChar = [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.' ||
+               c == 'e' || c == 'E';
+      };
+      auto isLetter = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; };
+      if (text_[start] == '"')
+        start = openingQuote(text_, start);
+      else if (!lastToken.empty() && lastToken.size() <= position &&
+               std::all_of(lastToken.begin(), lastToken.end(), isNumberChar) &&
+               text_.compare(position - lastToken.size(), lastToken.size(), lastToken) == 0)
+        start = position - lastToken.size();
+      else
+        while (start > 0 && isLetter(text_[start]) && isLetter(text_[start - 1]))
+          --start;
+    }
     error_.pos = positionAt(text_, start);
     error_.message = "invalid JSON: " + plainParseMessage(exception.what());
     failed_ = true;
@@ -233,6 +255,14 @@ private:
 
 std::optional<JsonDocument> JsonDocument::parse(const std::string &text,
                                                 JsonParseError &error) {
+  // nlohmann's lexer takes a NUL byte for the end of the input: whatever
+  // followed one was ignored without a word.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    error.pos = positionAt(text, nul);
+    error.message = "invalid JSON: a NUL byte, which JSON text never holds (a string spells "
+                    "it \\u0000); the file is binary or damaged";
+    return std::nullopt;
+  }
   JsonDocument document;
   size_t consumed = 0;
   JsonDocumentBuilder builder(text, &consumed, document, error);

@@ -35,10 +35,14 @@ Literal foldBinary(Binary kind, const Literal &lhs, const Literal &rhs,
       int64_t x = lhs.asInt(li[i]), y = rhs.asInt(ri[i]);
       bool isFloat = lhs.isFloat();
       switch (kind) {
-      case Binary::Add: out[i] = x + y; break;
-      case Binary::Sub: out[i] = x - y; break;
-      case Binary::Mul: out[i] = x * y; break;
-      case Binary::Div: out[i] = y == 0 ? 0 : x / y; break;
+      // Two's-complement wrap-around, as the runtime's integer kernels do:
+      // signed overflow is undefined in C++, and INT64_MIN / -1 traps (SIGFPE).
+      case Binary::Add: out[i] = int64_t(uint64_t(x) + uint64_t(y)); break;
+      case Binary::Sub: out[i] = int64_t(uint64_t(x) - uint64_t(y)); break;
+      case Binary::Mul: out[i] = int64_t(uint64_t(x) * uint64_t(y)); break;
+      case Binary::Div:
+        out[i] = y == 0 ? 0 : y == -1 ? int64_t(0 - uint64_t(x)) : x / y;
+        break;
       case Binary::Pow: out[i] = int64_t(std::pow(a, b)); break;
       case Binary::Max: out[i] = std::max(x, y); break;
       case Binary::Min: out[i] = std::min(x, y); break;
@@ -311,6 +315,9 @@ LogicalResult importDropout(NodeContext &ctx) {
     if (!mode)
       return ctx.error("training_mode must be a constant (an initializer or a Constant); "
                        "export the model with the mode fixed");
+    if (mode->size() != 1)
+      return ctx.error("training_mode has " + llvm::Twine(mode->size()) +
+                       " elements; it must be a scalar (true or false)");
     training = mode->asInt(0) != 0;
   }
   if (ctx.hasOutput(1))

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -137,6 +138,8 @@ private:
   LogicalResult importInitializer(const onnx::TensorProto &tensor);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult checkNodeWellFormed(const onnx::NodeProto &node,
+                                    llvm::function_ref<LogicalResult(const Twine &)> nodeError);
   std::string externalDataPath(const std::string &location) const;
 
   ModuleOp module_;
@@ -205,24 +208,26 @@ const onnx::AttributeProto *NodeContext::findAttr(const char *name) const {
   return nullptr;
 }
 
+// checkNodeWellFormed rejects an attribute of another type than these read;
+// the checks here keep a wrong type from reading as another field's value.
 int64_t NodeContext::intAttr(const char *name, int64_t defaultValue) const {
   const onnx::AttributeProto *attr = findAttr(name);
-  return attr ? attr->i() : defaultValue;
+  return attr && attr->type() == onnx::AttributeProto::INT ? attr->i() : defaultValue;
 }
 
 float NodeContext::floatAttr(const char *name, float defaultValue) const {
   const onnx::AttributeProto *attr = findAttr(name);
-  return attr ? attr->f() : defaultValue;
+  return attr && attr->type() == onnx::AttributeProto::FLOAT ? attr->f() : defaultValue;
 }
 
 std::string NodeContext::stringAttr(const char *name, const std::string &defaultValue) const {
   const onnx::AttributeProto *attr = findAttr(name);
-  return attr ? attr->s() : defaultValue;
+  return attr && attr->type() == onnx::AttributeProto::STRING ? attr->s() : defaultValue;
 }
 
 std::vector<int64_t> NodeContext::intsAttr(const char *name) const {
   const onnx::AttributeProto *attr = findAttr(name);
-  if (!attr)
+  if (!attr || attr->type() != onnx::AttributeProto::INTS)
     return {};
   return std::vector<int64_t>(attr->ints().begin(), attr->ints().end());
 }
@@ -500,7 +505,103 @@ FailureOr<RankedTensorType> OnnxImporter::inputType(const onnx::ValueInfoProto &
                         : ";") +
                 " bind it with --input-shape " + name + "=" + example);
   }
+  // A batch bound from the config (or --input-shape) must leave every
+  // byte count representable: later passes size buffers in int64.
+  int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+  for (int64_t dim : dims)
+    if (__builtin_mul_overflow(bytes, dim, &bytes) || bytes > (int64_t(1) << 48))
+      return failType(
+          "graph input '" + name + "' of shape " +
+          llvm::join(llvm::map_range(dims, [](int64_t d) { return std::to_string(d); }), "x") +
+          " is larger than 256 TiB; lower train_micro_batch_size_per_gpu or the "
+          "--input-shape dimensions");
   return RankedTensorType::get(dims, element);
+}
+
+/// What the ONNX checker verifies up to opset 17 (kCheckerMaxOpset, IR
+/// version 8) and the op importers rely on, checked for every opset: the
+/// inputs they read are given, the attributes they read have the type they
+/// read, and every value is defined once (SSA).
+LogicalResult
+OnnxImporter::checkNodeWellFormed(const onnx::NodeProto &node,
+                                  llvm::function_ref<LogicalResult(const Twine &)> nodeError) {
+  // The inputs each op requires (ONNX's schemas); an optional input may be
+  // absent or given as "". Other supported ops require one. Concat, Max and
+  // Min are variadic: their importers check the count, and every input they
+  // list is required.
+  int required =
+      llvm::StringSwitch<int>(node.op_type())
+          .Cases("Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", 2)
+          .Cases("MatMul", "Gemm", "Gather", "Reshape", "Expand", "Pad", "CastLike", 2)
+          .Cases("LayerNormalization", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss", 2)
+          .Cases("Where", "Range", "Slice", 3)
+          .Cases("Constant", "Concat", "Max", "Min", 0)
+          .Default(1);
+  bool variadic = node.op_type() == "Concat" || node.op_type() == "Max" || node.op_type() == "Min";
+  for (int i = 0; i < node.input_size(); ++i)
+    if (node.input(i).empty() && (i < required || variadic))
+      return nodeError("input " + Twine(i) + " is empty, but " + node.op_type() + " requires it");
+  if (node.input_size() < required)
+    return nodeError("has " + Twine(node.input_size()) + " input" +
+                     (node.input_size() == 1 ? "" : "s") + ", but " + node.op_type() +
+                     " requires " + Twine(required));
+
+  // Attribute names the importers read, with the one type each has in the
+  // ops zcc imports; a wrong type read as 0 or "" (a float axis was axis 0).
+  static const std::map<std::string, onnx::AttributeProto::AttributeType> kAttrTypes = {
+      {"axis", onnx::AttributeProto::INT},
+      {"axes", onnx::AttributeProto::INTS},
+      {"allowzero", onnx::AttributeProto::INT},
+      {"alpha", onnx::AttributeProto::FLOAT},
+      {"approximate", onnx::AttributeProto::STRING},
+      {"beta", onnx::AttributeProto::FLOAT},
+      {"end", onnx::AttributeProto::INT},
+      {"epsilon", onnx::AttributeProto::FLOAT},
+      {"ignore_index", onnx::AttributeProto::INT},
+      {"keepdims", onnx::AttributeProto::INT},
+      {"mode", onnx::AttributeProto::STRING},
+      {"noop_with_empty_axes", onnx::AttributeProto::INT},
+      {"num_outputs", onnx::AttributeProto::INT},
+      {"perm", onnx::AttributeProto::INTS},
+      {"reduction", onnx::AttributeProto::STRING},
+      {"seed", onnx::AttributeProto::INT},
+      {"split", onnx::AttributeProto::INTS},
+      {"start", onnx::AttributeProto::INT},
+      {"to", onnx::AttributeProto::INT},
+      {"transA", onnx::AttributeProto::INT},
+      {"transB", onnx::AttributeProto::INT},
+      {"upper", onnx::AttributeProto::INT},
+      {"value", onnx::AttributeProto::TENSOR},
+      {"value_float", onnx::AttributeProto::FLOAT},
+      {"value_int", onnx::AttributeProto::INT},
+      {"value_ints", onnx::AttributeProto::INTS}};
+  for (const onnx::AttributeProto &attr : node.attribute()) {
+    auto expected = kAttrTypes.find(attr.name());
+    if (expected != kAttrTypes.end() && attr.type() != expected->second)
+      return nodeError("attribute '" + attr.name() + "' has type " +
+                       onnx::AttributeProto::AttributeType_Name(attr.type()) + ", but " +
+                       node.op_type() + " reads it as " +
+                       onnx::AttributeProto::AttributeType_Name(expected->second) +
+                       "; fix the exporter or the attribute");
+  }
+
+  // A name defined twice would silently replace the earlier value (the
+  // first node's result was dropped).
+  if (node.output_size() == 0)
+    return nodeError("has no outputs; " + node.op_type() + " defines at least one");
+  for (int i = 0; i < node.output_size(); ++i) {
+    const std::string &output = node.output(i);
+    if (output.empty())
+      continue;
+    if (llvm::is_contained(llvm::make_range(node.output().begin(), node.output().begin() + i),
+                           output))
+      return nodeError("lists output '" + output + "' twice");
+    if (lookup(output))
+      return nodeError("output '" + output +
+                       "' is already defined by an earlier node, a graph input or an "
+                       "initializer; an ONNX graph defines each value once");
+  }
+  return success();
 }
 
 LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node, int index) {
@@ -527,6 +628,8 @@ LogicalResult OnnxImporter::importNode(const onnx::NodeProto &node, int index) {
     return nodeError("unsupported op; zcc supports " +
                      llvm::join(supportedOnnxOps(), ", "));
   }
+  if (failed(checkNodeWellFormed(node, nodeError)))
+    return failure();
   NodeContext context(*this, node, name, opset_, builder_, loc);
   if (failed(entry->import(context)))
     return failure();
@@ -552,6 +655,8 @@ LogicalResult OnnxImporter::run() {
 
   llvm::StringMap<bool> initializerNames;
   for (const onnx::TensorProto &tensor : graph.initializer()) {
+    if (initializerNames.count(tensor.name()))
+      return fail("initializer '" + tensor.name() + "' is given twice; keep one");
     initializerNames[tensor.name()] = true;
     if (failed(importInitializer(tensor)))
       return failure();
@@ -580,7 +685,12 @@ LogicalResult OnnxImporter::run() {
 
   SmallVector<Value> results;
   SmallVector<std::string> resultNames;
+  if (graph.output_size() == 0)
+    return fail("the graph has no outputs, so a plan of it would compute nothing; export the "
+                "model with the values it computes as outputs");
   for (const onnx::ValueInfoProto &output : graph.output()) {
+    if (llvm::is_contained(resultNames, output.name()))
+      return fail("graph output '" + output.name() + "' is listed twice; keep one");
     Entry *entry = lookup(output.name());
     if (!entry)
       return fail("graph output '" + output.name() + "' is not produced by any node");

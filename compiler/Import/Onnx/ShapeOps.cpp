@@ -9,6 +9,8 @@
 
 #include "compiler/Import/Onnx/ImporterContext.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 #include <cmath>
 #include <numeric>
 
@@ -16,6 +18,14 @@ using namespace mlir;
 
 namespace zcc::onnx_import {
 namespace {
+
+/// An element type as MLIR prints it (f32, i64), for diagnostics.
+std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
 
 RankedTensorType i64Vector(MLIRContext *context, int64_t size) {
   return RankedTensorType::get({size}, IntegerType::get(context, 64));
@@ -333,6 +343,11 @@ LogicalResult importSplit(NodeContext &ctx) {
                                                : ctx.numOutputs();
     if (parts < 1)
       return ctx.error("num_outputs must be at least 1");
+    // Checked before the sizes are listed: num_outputs is not bounded by
+    // anything else in the model.
+    if (parts != ctx.numOutputs())
+      return ctx.error("num_outputs is " + Twine(parts) + " but the node has " +
+                       Twine(ctx.numOutputs()) + " outputs");
     int64_t chunk = (dim + parts - 1) / parts;
     for (int64_t p = 0, left = dim; p < parts; ++p, left -= chunk)
       sizes.push_back(std::min(chunk, std::max<int64_t>(left, 0)));
@@ -340,6 +355,10 @@ LogicalResult importSplit(NodeContext &ctx) {
   if (int64_t(sizes.size()) != ctx.numOutputs())
     return ctx.error("split has " + Twine(sizes.size()) + " sizes for " +
                      Twine(ctx.numOutputs()) + " outputs");
+  for (int64_t size : sizes)
+    if (size < 0 || size > dim)
+      return ctx.error("split size " + Twine(size) + " is outside [0, " + Twine(dim) +
+                       "], the size of dimension " + Twine(*axis));
   if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
     return ctx.error("split sizes do not add up to dimension " + Twine(*axis) + " (" +
                      Twine(dim) + ")");
@@ -430,12 +449,31 @@ LogicalResult importRange(NodeContext &ctx) {
                 *delta = ctx.inputLiteral(2);
   if (!start || !limit || !delta)
     return ctx.error("start, limit and delta must be compile-time constants");
+  // Range's operands are scalars of one type (ONNX's T); the folding below
+  // reads element 0 of each and computes in start's type.
+  const std::pair<const char *, const Literal *> operands[] = {
+      {"start", start}, {"limit", limit}, {"delta", delta}};
+  for (auto [name, literal] : operands) {
+    if (literal->size() != 1)
+      return ctx.error(Twine(name) + " has " + Twine(literal->size()) +
+                       " elements; start, limit and delta must be scalars");
+    if (literal->type.getElementType() != start->type.getElementType())
+      return ctx.error(Twine(name) + " is " + typeName(literal->type.getElementType()) +
+                       " but start is " + typeName(start->type.getElementType()) +
+                       "; start, limit and delta must have the same element type");
+  }
   double first = start->asDouble(0), last = limit->asDouble(0), step = delta->asDouble(0);
+  if (!std::isfinite(first) || !std::isfinite(last) || !std::isfinite(step))
+    return ctx.error("start, limit and delta must be finite");
   if (step == 0)
     return ctx.error("delta is 0");
-  int64_t count = std::max<int64_t>(0, int64_t(std::ceil((last - first) / step)));
-  if (count > kMaxFoldElements)
-    return ctx.error("the range has " + Twine(count) + " elements");
+  // The element count is checked as a double: (limit - start) / delta can
+  // be far beyond int64.
+  double span = std::max(0.0, std::ceil((last - first) / step));
+  if (span > double(kMaxFoldElements))
+    return ctx.error("the range has " + Twine(std::string(llvm::formatv("{0:F0}", span))) +
+                     " elements");
+  int64_t count = int64_t(span);
   auto type = RankedTensorType::get({count}, start->type.getElementType());
   if (start->isFloat()) {
     std::vector<double> values;
@@ -463,9 +501,19 @@ LogicalResult importConstantOfShape(NodeContext &ctx) {
       return ctx.error("value must be a one-element tensor" + (error.empty() ? "" : ": " + error));
     fill = *given;
   }
+  // Checked before the shape becomes a tensor type: a negative dimension
+  // would read as dynamic, and the element count may not fit in int64.
+  for (auto [index, dim] : llvm::enumerate(*shape))
+    if (dim < 0)
+      return ctx.error("dimension " + Twine(index) + " of the shape is " + Twine(dim) +
+                       "; dimensions must be at least 0");
+  int64_t elements = 1;
+  for (int64_t dim : *shape)
+    if (__builtin_mul_overflow(elements, dim, &elements))
+      return ctx.error("the constant has more elements than int64 counts");
+  if (elements > kMaxFoldElements)
+    return ctx.error("the constant has " + Twine(elements) + " elements");
   auto type = RankedTensorType::get(*shape, fill.type.getElementType());
-  if (type.getNumElements() > kMaxFoldElements)
-    return ctx.error("the constant has " + Twine(type.getNumElements()) + " elements");
   ctx.setOutputLiteral(0, fill.take(type, std::vector<int64_t>(type.getNumElements(), 0)));
   return success();
 }
@@ -506,6 +554,19 @@ LogicalResult importPad(NodeContext &ctx) {
       return ctx.error("axis " + Twine(axes[i]) + " is out of range");
     int64_t before = (*pads)[i], after = (*pads)[i + axes.size()];
     auto currentType = cast<RankedTensorType>(current.getType());
+    if (before < -currentType.getDimSize(*axis) || after < -currentType.getDimSize(*axis))
+      return ctx.error("negative pads remove more than the dimension holds");
+    // The padding is materialised as constant blocks: bound them like
+    // folded constants, before anything is allocated.
+    int64_t rest = 1, added = 0;
+    for (int64_t d = 0; d < currentType.getRank(); ++d)
+      if (d != *axis && __builtin_mul_overflow(rest, currentType.getDimSize(d), &rest))
+        rest = INT64_MAX;
+    if (__builtin_add_overflow(std::max<int64_t>(0, before), std::max<int64_t>(0, after), &added) ||
+        __builtin_mul_overflow(added, rest, &added) || added > kMaxFoldElements)
+      return ctx.error("pads " + Twine(before) + " and " + Twine(after) + " on axis " +
+                       Twine(*axis) + " add more than " + Twine(kMaxFoldElements) +
+                       " elements of pad value, which zcc materialises as constants");
     if (before < 0 || after < 0) {
       SmallVector<int64_t> lo(currentType.getRank(), 0), hi(currentType.getShape()),
           st(currentType.getRank(), 1);

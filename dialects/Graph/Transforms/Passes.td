@@ -239,7 +239,10 @@ def RecomputePass : Pass<"zcc-graph-recompute", "mlir::ModuleOp"> {
     outside the segment) is recomputed: the ops that produce it are cloned
     right before the segment's first backward use, from the segment's inputs
     (the checkpoints) and the parameters, so only the checkpoints live from
-    the forward pass to the backward pass.
+    the forward pass to the backward pass. In a pipeline a segment holds the
+    blocks of one stage (`zdist.stage`) only: a segment across a stage
+    boundary would recompute on one stage what the next stage's backward
+    reads.
 
     `interval` 0 takes it from the config: the pipeline section's
     `activation_checkpoint_interval`, or else one segment per

@@ -2,7 +2,8 @@
 //
 // Groups the forward ops of @micro_step into segments of `interval`
 // consecutive blocks (a block is the repeated layer an op's ONNX node name
-// places it in: "/h.3/attn/..." is block 3 of "h"). A value computed inside
+// places it in: "/h.3/attn/..." is block 3 of "h"), of one pipeline stage
+// each. A value computed inside
 // a segment and read by the backward pass is not kept from the forward pass:
 // the ops that compute it are cloned right before the segment's backward
 // starts, from the segment's inputs (the checkpoints) and the parameters;
@@ -24,6 +25,7 @@
 
 #include <map>
 #include <optional>
+#include <tuple>
 
 namespace zcc::zgraph {
 #define GEN_PASS_DEF_RECOMPUTEPASS
@@ -121,9 +123,19 @@ struct RecomputePass : impl::RecomputePassBase<RecomputePass> {
     int64_t every = interval > 0 ? int64_t(interval) : configInterval(module, blocks.size());
     if (every <= 0)
       return;
-    std::map<std::pair<std::string, int64_t>, SmallVector<Operation *>> segments;
+    // A segment never spans pipeline stages (DeepSpeed checkpoints each
+    // stage's own layers): all of a segment's clones go before its first
+    // backward use, on the later stage's backward, so a stage-0 clone fed a
+    // stage-1 one, a backward value going forward, which
+    // zcc-dist-pipeline-schedule rejects ("uses a backward value of pipeline
+    // stage 0 on stage 1"). Keyed by stage (-1 outside a pipeline), then by
+    // group of blocks.
+    std::map<std::tuple<int64_t, std::string, int64_t>, SmallVector<Operation *>> segments;
     for (auto &[block, ops] : blocks)
-      llvm::append_range(segments[{block.first, block.second / every}], ops);
+      for (Operation *op : ops) {
+        auto stage = op->getAttrOfType<IntegerAttr>("zdist.stage");
+        segments[{stage ? stage.getInt() : -1, block.first, block.second / every}].push_back(op);
+      }
 
     OpBuilder builder(module.getContext());
     for (auto &[segment, ops] : segments) {
