@@ -139,6 +139,16 @@ cl::opt<std::string> deviceMemoryReserve(
   std::exit(1);
 }
 
+/// `world`, where zrun can run that many ranks (its plans are refused past
+/// kMaxWorldSize, as `zrun --nproc` is).
+int64_t checkedWorldSize(int64_t world) {
+  if (world > zcc::kMaxWorldSize)
+    fail("the world size " + Twine(world) + " is more than the " +
+         Twine(zcc::kMaxWorldSize) + " ranks a job can have; lower --world-size, or " +
+         "--nodes * --gpus-per-node");
+  return world;
+}
+
 int64_t resolveWorldSize() {
   bool haveNodes = nodes.getNumOccurrences() || gpusPerNode.getNumOccurrences();
   if (haveNodes && (nodes < 1 || gpusPerNode < 1))
@@ -154,9 +164,9 @@ int64_t resolveWorldSize() {
       fail("--world-size " + Twine(worldSize) + " disagrees with --nodes " + Twine(nodes) +
            " * --gpus-per-node " + Twine(gpusPerNode) + " = " + Twine(product) +
            "; give one or the other");
-    return product;
+    return checkedWorldSize(product);
   }
-  return worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1;
+  return checkedWorldSize(worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1);
 }
 
 /// The ranks of `plan`'s mesh.
