@@ -169,6 +169,42 @@ int64_t resolveWorldSize() {
   return checkedWorldSize(worldSize.getNumOccurrences() ? static_cast<int64_t>(worldSize) : 1);
 }
 
+/// Each micro-step of a training plan feeds train_micro_batch_size_per_gpu
+/// rows of every data input the model reads: a model exported with another
+/// (static) batch is an error naming both files and the config's key.
+void checkMicroBatch(mlir::ModuleOp module, const zcc::config::Json &config,
+                     const std::string &configText) {
+  int64_t micro = config["train_micro_batch_size_per_gpu"].get<int64_t>();
+  zcc::config::JsonParseError parseError;
+  std::optional<zcc::config::JsonDocument> document =
+      zcc::config::JsonDocument::parse(configText, parseError);
+  bool given = document && document->root().is_object() &&
+               document->root().contains("train_micro_batch_size_per_gpu");
+  std::string key = given ? "train_micro_batch_size_per_gpu" : "train_batch_size";
+  zcc::config::SourcePos pos = document ? document->positionOf(key) : zcc::config::SourcePos();
+  module.walk([&](mlir::func::FuncOp func) {
+    if (func.isExternal())
+      return;
+    for (mlir::BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<mlir::RankedTensorType>(arg.getType());
+      auto name = func.getArgAttrOfType<mlir::StringAttr>(arg.getArgNumber(), "zgraph.name");
+      if (!type || !name || arg.use_empty())
+        continue;
+      if (type.getRank() > 0 && type.getDimSize(0) == micro)
+        continue;
+      std::string batch = type.getRank() == 0 ? std::string("no batch dimension")
+                                              : "batch " + std::to_string(type.getDimSize(0));
+      fail(modelPath + ": input '" + name.getValue() + "' has " + batch + ", but " + configPath +
+           ":" + Twine(pos.line) + ":" + Twine(pos.column) + ": " +
+           (given ? "train_micro_batch_size_per_gpu is " + Twine(micro)
+                  : "train_batch_size gives a micro-batch of " + Twine(micro) + " per GPU") +
+           "; export the model with that batch (or a dynamic one), or set "
+           "train_micro_batch_size_per_gpu (and the batch triple) to " +
+           (type.getRank() == 0 ? std::string("match") : std::to_string(type.getDimSize(0))));
+    }
+  });
+}
+
 /// The ranks of `plan`'s mesh.
 int64_t worldSizeOf(const zcc::plan::Plan &plan) {
   int64_t world = 1;
@@ -699,6 +735,7 @@ int main(int argc, char **argv) {
   // Importing a graph needs no config (its batch dimension can come from
   // --input-shape); everything after import does.
   std::optional<zcc::config::Json> config;
+  std::string configText;
   if (!configPath.empty()) {
     ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
         MemoryBuffer::getFile(configPath, /*IsText=*/true);
@@ -706,8 +743,9 @@ int main(int argc, char **argv) {
       fail("cannot read config '" + configPath + "': " + error.message());
     zcc::config::ConfigImportOptions options;
     options.worldSize = ranks;
+    configText = (*buffer)->getBuffer().str();
     zcc::config::ConfigImportResult imported =
-        zcc::config::importDeepSpeedConfig((*buffer)->getBuffer().str(), options);
+        zcc::config::importDeepSpeedConfig(configText, options);
     for (const zcc::config::ConfigDiagnostic &diagnostic : imported.diagnostics)
       errs() << zcc::config::formatDiagnostic(configPath, diagnostic) << "\n";
     if (!imported.succeeded())
@@ -796,6 +834,8 @@ int main(int argc, char **argv) {
     module->print(outs());
     return 0;
   }
+  if (training && config)
+    checkMicroBatch(*module, *config, configText);
 
   if (!lossKind.empty() && lossKind != "cross-entropy" && lossKind != "mse")
     fail("--loss takes cross-entropy or mse, got '" + lossKind + "'");
