@@ -57,7 +57,13 @@ int main(int argc, char **argv) {
   zcc::cpu::KernelArgs args;
   args.inputs = {view(param), view(grad), view(m), view(v), scalarView};
   args.outputs = {view(param), view(m), view(v)};
-  zcc::HostKernelPool pool(threads);
+  zcc::StatusOr<std::unique_ptr<zcc::HostKernelPool>> created =
+      zcc::HostKernelPool::create(threads);
+  if (!created.isOk()) {
+    std::fprintf(stderr, "zcc-bench-cpu-adam: %s\n", created.status().message().c_str());
+    return 1;
+  }
+  zcc::HostKernelPool &pool = **created;
   auto runner = [&](const char *kernel, const zcc::cpu::KernelArgs &whole) {
     zcc::cpu::KernelFn fn = zcc::cpu::findKernel(kernel);
     std::vector<zcc::cpu::KernelArgs> chunks = zcc::splitElementwise(kernel, whole, threads);

@@ -193,8 +193,12 @@ Status Executor::prepare(const ExecutorOptions &options) {
       "cannot allocate the arena");
   arena_ = static_cast<uint8_t *>(arena);
   if (plan.host_arena_bytes() > 0) {
-    if (options.hostThreads > 1)
-      hostPool_ = std::make_unique<HostKernelPool>(options.hostThreads);
+    if (options.hostThreads > 1) {
+      StatusOr<std::unique_ptr<HostKernelPool>> pool = HostKernelPool::create(options.hostThreads);
+      if (!pool.isOk())
+        return pool.takeStatus();
+      hostPool_ = std::move(*pool);
+    }
     void *host = nullptr;
     ZCC_RETURN_IF_ERROR(
         backend_->allocateHost(plan.host_arena_bytes(), plan.arena_alignment(), &host),

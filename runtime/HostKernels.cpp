@@ -87,10 +87,26 @@ std::vector<cpu::KernelArgs> splitSumSquares(const cpu::KernelArgs &args, int pa
   return chunks;
 }
 
-HostKernelPool::HostKernelPool(int threads) {
-  for (int i = 1; i < threads; ++i)
-    workers_.emplace_back([this, i] { work(static_cast<size_t>(i - 1)); });
-  results_.resize(static_cast<size_t>(std::max(threads, 1)));
+StatusOr<std::unique_ptr<HostKernelPool>> HostKernelPool::create(int threads) {
+  return create(threads, Thread::Options());
+}
+
+StatusOr<std::unique_ptr<HostKernelPool>> HostKernelPool::create(int threads,
+                                                                 const Thread::Options &options) {
+  std::unique_ptr<HostKernelPool> pool(new HostKernelPool());
+  pool->results_.resize(static_cast<size_t>(std::max(threads, 1)));
+  pool->workers_.reserve(static_cast<size_t>(std::max(threads - 1, 0)));
+  for (int i = 1; i < threads; ++i) {
+    StatusOr<Thread> worker = Thread::start(
+        [raw = pool.get(), i] { raw->work(static_cast<size_t>(i - 1)); },
+        formatString("host kernel thread %d of %d", i, threads),
+        "lower --host-threads or raise the process's limits (ulimit -u / -v)", options);
+    // The destructor stops and joins the workers started so far.
+    if (!worker.isOk())
+      return worker.takeStatus();
+    pool->workers_.push_back(std::move(*worker));
+  }
+  return StatusOr<std::unique_ptr<HostKernelPool>>(std::move(pool));
 }
 
 HostKernelPool::~HostKernelPool() {
@@ -99,7 +115,7 @@ HostKernelPool::~HostKernelPool() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (std::thread &worker : workers_)
+  for (Thread &worker : workers_)
     worker.join();
 }
 

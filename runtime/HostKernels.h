@@ -14,12 +14,13 @@
 
 #include "kernels/cpu/CpuKernels.h"
 #include "runtime/Support/Status.h"
+#include "runtime/Support/Thread.h"
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace zcc {
@@ -49,8 +50,12 @@ std::vector<cpu::KernelArgs> splitSumSquares(const cpu::KernelArgs &args, int pa
 class HostKernelPool {
 public:
   /// `threads` in all, the caller included; fewer than 2 runs everything on
-  /// the caller.
-  explicit HostKernelPool(int threads);
+  /// the caller. Fails (kResourceExhausted, "could not start host kernel
+  /// thread 37 of 300: ...") when a worker cannot be started; the workers
+  /// started before it are stopped and joined.
+  static StatusOr<std::unique_ptr<HostKernelPool>> create(int threads);
+  static StatusOr<std::unique_ptr<HostKernelPool>> create(int threads,
+                                                         const Thread::Options &options);
   ~HostKernelPool();
   HostKernelPool(const HostKernelPool &) = delete;
   HostKernelPool &operator=(const HostKernelPool &) = delete;
@@ -62,9 +67,10 @@ public:
   Status run(cpu::KernelFn kernel, const std::vector<cpu::KernelArgs> &chunks);
 
 private:
+  HostKernelPool() = default;
   void work(size_t index);
 
-  std::vector<std::thread> workers_;
+  std::vector<Thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   /// The job: a generation number the workers wait for, the kernel and its

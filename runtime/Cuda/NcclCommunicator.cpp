@@ -178,7 +178,12 @@ Status NcclCommunicator::awaitReady(ncclComm_t parent, const char *what) {
 
 Status NcclCommunicator::start() {
   ZCC_CUDA_RETURN_IF_ERROR(cudaMalloc(&staging_, kStagingBytes));
-  watchdog_ = std::thread([this] { watch(); });
+  StatusOr<Thread> watchdog =
+      Thread::start([this] { watch(); }, "the NCCL communicator's watchdog thread",
+                    "raise the process's limits (ulimit -u / -v)");
+  if (!watchdog.isOk())
+    return watchdog.takeStatus();
+  watchdog_ = std::move(*watchdog);
   return Status::ok();
 }
 
@@ -460,10 +465,22 @@ void NcclCommunicator::abort(const std::string &reason) {
   // it, within the grace).
   if (comm_) {
     ncclComm_t comm = comm_;
-    abortThread_ = std::thread([this, comm] {
+    StatusOr<Thread> aborter = Thread::start(
+        [this, comm] {
+          ncclCommAbort(comm);
+          abortDone_.store(true);
+        },
+        "the thread of NCCL's abort", "raise the process's limits (ulimit -u / -v)");
+    if (aborter.isOk()) {
+      abortThread_ = std::move(*aborter);
+    } else {
+      // Aborted here, then: left unaborted, the communicator would keep
+      // the other ranks waiting until their timeout.
+      std::fprintf(stderr, "zrun: rank %d: %s; aborting on this thread\n", jobRank_,
+                   aborter.status().message().c_str());
       ncclCommAbort(comm);
       abortDone_.store(true);
-    });
+    }
   }
 }
 

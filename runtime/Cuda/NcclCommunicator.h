@@ -22,6 +22,7 @@
 #define ZCC_RUNTIME_CUDA_NCCLCOMMUNICATOR_H
 
 #include "runtime/Comm/Communicator.h"
+#include "runtime/Support/Thread.h"
 
 #include <nccl.h>
 
@@ -32,7 +33,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 namespace zcc {
 
@@ -126,7 +126,7 @@ private:
   /// Held while a call is enqueued; an abort waits for it a moment.
   std::timed_mutex callMutex_;
   /// ncclCommAbort's thread, and whether it has returned.
-  std::thread abortThread_;
+  Thread abortThread_;
   std::atomic<bool> abortDone_{false};
 
   /// The watchdog: polls NCCL's asynchronous error and the current run's
@@ -136,7 +136,7 @@ private:
   /// How long a rank may stay stuck after an abort before its process
   /// exits.
   static constexpr std::chrono::seconds kExitGrace{5};
-  std::thread watchdog_;
+  Thread watchdog_;
   std::mutex watchMutex_;
   std::condition_variable watchWake_;
   bool stopping_ = false;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
-#include <thread>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -68,8 +67,16 @@ StatusOr<std::unique_ptr<SwapFile>> SwapFile::create(const std::string &folder, 
                     "cannot allocate the swap file's staging blocks");
     file->staging_.push_back(static_cast<uint8_t *>(staging));
   }
-  for (int worker = 1; worker < requests.queueDepth; ++worker)
-    file->workers_.emplace_back([raw = file.get(), worker] { raw->work(worker); });
+  for (int worker = 1; worker < requests.queueDepth; ++worker) {
+    StatusOr<Thread> thread = Thread::start(
+        [raw = file.get(), worker] { raw->work(worker); },
+        formatString("swap file thread %d of %d", worker, requests.queueDepth - 1),
+        "lower the config's aio.queue_depth or raise the process's limits (ulimit -u / -v)");
+    // The destructor stops and joins the threads started so far.
+    if (!thread.isOk())
+      return thread.takeStatus();
+    file->workers_.push_back(std::move(*thread));
+  }
   // Direct I/O where the file system has it (tmpfs has not).
   int flags = ::fcntl(file->fd_, F_GETFL);
   file->direct_ = flags >= 0 && ::fcntl(file->fd_, F_SETFL, flags | O_DIRECT) == 0;
@@ -82,7 +89,7 @@ SwapFile::~SwapFile() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (std::thread &worker : workers_)
+  for (Thread &worker : workers_)
     worker.join();
   if (fd_ >= 0)
     ::close(fd_);

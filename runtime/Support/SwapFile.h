@@ -19,13 +19,13 @@
 #define ZCC_RUNTIME_SUPPORT_SWAPFILE_H
 
 #include "runtime/Support/Status.h"
+#include "runtime/Support/Thread.h"
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -93,7 +93,7 @@ private:
   /// flight.
   std::vector<uint8_t *> staging_;
   /// queueDepth - 1 threads that take requests beside the caller's.
-  std::vector<std::thread> workers_;
+  std::vector<Thread> workers_;
   /// One transfer at a time: reads and writes come from the rank's thread
   /// and from its copy stream's host calls.
   std::mutex transferMutex_;

@@ -60,7 +60,11 @@ std::vector<float> adamStep(int64_t n, int threads, bool bf16Gradient = false) {
   args.inputs = {view(param), gradient, view(m), view(v), scalars};
   args.outputs = {view(param), view(m), view(v)};
   cpu::KernelFn adamw = cpu::findKernel("adamw");
-  HostKernelPool pool(threads);
+  StatusOr<std::unique_ptr<HostKernelPool>> created = HostKernelPool::create(threads);
+  EXPECT_TRUE(created.isOk()) << created.status().message();
+  if (!created.isOk())
+    return {};
+  HostKernelPool &pool = **created;
   std::vector<cpu::KernelArgs> chunks = splitElementwise("adamw", args, pool.threads(), 1000);
   Status status = chunks.empty() ? adamw(args) : pool.run(adamw, chunks);
   EXPECT_TRUE(status.isOk()) << status.message();
@@ -117,7 +121,9 @@ TEST(HostKernels, PoolReportsAChunksFailure) {
   // whole to every chunk, and cast refuses the shape mismatch.
   std::vector<cpu::KernelArgs> chunks = splitElementwise("cast", args, 2, 100);
   ASSERT_EQ(chunks.size(), 2u);
-  HostKernelPool pool(2);
+  StatusOr<std::unique_ptr<HostKernelPool>> created = HostKernelPool::create(2);
+  ASSERT_TRUE(created.isOk()) << created.status().message();
+  HostKernelPool &pool = **created;
   Status status = pool.run(cpu::findKernel("cast"), chunks);
   EXPECT_FALSE(status.isOk());
   // The pool keeps working after a failure.
@@ -163,8 +169,9 @@ TEST(HostKernels, SumSquaresOnThreadsMatchesTheKernelBitForBit) {
     std::vector<double> partials(static_cast<size_t>(blocks), -1.0);
     std::vector<cpu::KernelArgs> chunks = splitSumSquares(args, threads, partials.data());
     ASSERT_EQ(chunks.size(), static_cast<size_t>(threads)) << threads << " threads";
-    HostKernelPool pool(threads);
-    ASSERT_TRUE(pool.run(kernels::sumSquaresBlocks, chunks).isOk());
+    StatusOr<std::unique_ptr<HostKernelPool>> pool = HostKernelPool::create(threads);
+    ASSERT_TRUE(pool.isOk()) << pool.status().message();
+    ASSERT_TRUE((*pool)->run(kernels::sumSquaresBlocks, chunks).isOk());
     double sum = 0;
     for (double partial : partials) {
       EXPECT_GE(partial, 0.0) << "every block's sum is written";

@@ -16,6 +16,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Support/File.h"
+#include "runtime/Support/Thread.h"
 #include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Launch.h"
 #include "tools/zrun/Profile.h"
@@ -31,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -707,15 +709,41 @@ Status joinCudaJob(const Options &options, const std::string &path, int world, b
 /// rows) of it; the plan all-gathers each output over the ranks, so rank 0
 /// holds the whole batch's outputs and writes them. The cpu backend runs
 /// the ranks as threads, the cuda backend as processes with a GPU each.
-/// Runs `runRank(rank, plan)` for each rank of a cpu job on a thread of its
-/// own, each with its own copy of the plan, and waits for them all.
-template <typename RunRank>
-void runRankThreads(int world, RunRank &runRank, const LoadedPlan &loaded) {
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < world; ++rank)
-    threads.emplace_back([&runRank, rank, mine = loaded]() mutable { runRank(rank, std::move(mine)); });
-  for (std::thread &thread : threads)
+/// Runs `runRank(rank)` for each rank of the cpu job `group` on a thread of
+/// its own and waits for them all. When a rank's thread cannot be started,
+/// the ranks started already would wait for it in their first collective:
+/// the job is aborted in its name (their calls fail, "aborted by rank R"),
+/// they are joined, and the failure to start it is the result.
+Status runRankThreads(LocalCommunicatorGroup &group, const std::function<void(int)> &runRank) {
+  const int world = group.size();
+  std::vector<Thread> threads;
+  threads.reserve(static_cast<size_t>(world));
+  for (int rank = 0; rank < world; ++rank) {
+    StatusOr<Thread> thread =
+        Thread::start([&runRank, rank] { runRank(rank); },
+                      formatString("the thread of rank %d of %d", rank, world),
+                      "raise the process's limits (ulimit -u / -v), or compile the plan for "
+                      "fewer ranks (zcc --world-size)");
+    if (!thread.isOk()) {
+      Status failed = thread.takeStatus();
+      group.communicator(rank)->abort(failed.message());
+      for (Thread &started : threads)
+        started.join();
+      return failed;
+    }
+    threads.push_back(std::move(*thread));
+  }
+  for (Thread &thread : threads)
     thread.join();
+  return Status::ok();
+}
+
+/// runRankThreads for `runRank(rank, plan)`, each rank with its own copy of
+/// the plan.
+template <typename RunRank>
+Status runRankThreads(LocalCommunicatorGroup &group, RunRank &runRank, const LoadedPlan &loaded) {
+  std::vector<LoadedPlan> copies(static_cast<size_t>(group.size()), loaded);
+  return runRankThreads(group, [&](int rank) { runRank(rank, std::move(copies[rank])); });
 }
 
 /// The first rank of a job whose run failed for its own reason, not because
@@ -899,8 +927,8 @@ Status runInference(const Options &options, LoadedPlan loaded) {
   const int ownRank = nccl ? nccl->rank() : -1;
   if (world == 1 || nccl) {
     runAndAbort(std::max(ownRank, 0), std::move(loaded));
-  } else {
-    runRankThreads(world, runAndAbort, loaded);
+  } else if (Status started = runRankThreads(*group, runAndAbort, loaded); !started.isOk()) {
+    return started.addContext(path);
   }
   if (Status failed = firstRankFailure(results); !failed.isOk())
     return world > 1 ? failed.addContext(path) : failed;
@@ -1210,15 +1238,13 @@ Status runPipelineInference(const Options &options, LoadedPlan loaded) {
     if (!results[ownRank].isOk() && nccl)
       nccl->abort(results[ownRank].message());
   } else {
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < world; ++rank)
-      threads.emplace_back([&, rank] {
-        results[rank] = runRank(rank);
-        if (!results[rank].isOk())
-          group->communicator(rank)->abort(results[rank].message());
-      });
-    for (std::thread &thread : threads)
-      thread.join();
+    Status started = runRankThreads(*group, [&](int rank) {
+      results[rank] = runRank(rank);
+      if (!results[rank].isOk())
+        group->communicator(rank)->abort(results[rank].message());
+    });
+    if (!started.isOk())
+      return started.addContext(path);
   }
   if (Status failed = firstRankFailure(results); !failed.isOk())
     return failed.addContext(path);
@@ -1444,8 +1470,8 @@ Status runTraining(const Options &options, LoadedPlan loaded) {
       std::fputs(graphs[rank].c_str(), stdout);
     }
     return Status::ok();
-  } else {
-    runRankThreads(world, runRank, loaded);
+  } else if (Status started = runRankThreads(*group, runRank, loaded); !started.isOk()) {
+    return started.addContext(path);
   }
   if (Status failed = firstRankFailure(results); !failed.isOk())
     return failed.addContext(path);
