@@ -518,6 +518,10 @@ Status matmul(const KernelArgs &args) {
                    &out = args.outputs[0];
   GemmShape g = gemmShape(operands);
 
+  // The bias gradient of no rows is zeros, as reduce_sum's.
+  if (operands.aux && operands.geluInput && (operands.batch.numElements() == 0 || g.m == 0))
+    std::memset(operands.aux->data, 0,
+                static_cast<size_t>(operands.aux->numElements()) * dtypeBytes(operands.aux->dtype));
   if (operands.batch.numElements() == 0 || g.m == 0 || g.n == 0)
     return Status::ok();
   // An empty contraction (k = 0) writes the epilogue alone and calls no

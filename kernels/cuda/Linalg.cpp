@@ -224,12 +224,15 @@ struct HeuristicKey {
   }
 };
 
-/// What the heuristic chose: the algorithm, and whether the bias and the
-/// GELU are its epilogue (false where no algorithm fuses them: they are
-/// then launches of their own).
+/// What the heuristic chose: the algorithm, whether the bias and the GELU
+/// are its epilogue (false where no algorithm fuses them: they are then
+/// launches of their own), and whether that epilogue also writes aux
+/// (GELU_AUX's input, DGELU_BGRAD's sums; without it, GELU_AUX falls back
+/// to the bias alone and DGELU_BGRAD to DGELU).
 struct HeuristicChoice {
   cublasLtMatmulAlgo_t algo = {};
   bool fusedEpilogue = false;
+  bool fusedAux = false;
 };
 
 /// The heuristic's choices by key: an open-addressed table of fixed size
@@ -399,15 +402,6 @@ Status startWithBiasAndAddend(const char *kernel, const LaunchContext &context, 
   return Status::ok();
 }
 
-/// Copies `count` elements of T from `source` to `target` on the stream.
-template <typename T>
-Status copyElements(const char *kernel, const LaunchContext &context, T *target, const T *source,
-                    int64_t count) {
-  return launchStatus(kernel, cudaMemcpyAsync(target, source,
-                                              static_cast<size_t>(count) * sizeof(T),
-                                              cudaMemcpyDeviceToDevice, context.stream));
-}
-
 /// sums[n] = the sums over the rows of the contiguous x[rows, n]: the bias
 /// gradient beside a DGELU product that no epilogue wrote (reduce_sum's
 /// kernels, with the cuBLASLt workspace, idle after the product on this
@@ -428,7 +422,7 @@ Status sumRows(const char *kernel, const LaunchContext &context, ElementType typ
   params.reducedShape.dims[0] = rows;
   params.reducedStrides.dims[0] = n;
   params.workspace = context.workspace;
-  params.workspaceBytes = context.workspaceBytes;
+  params.workspaceBytes = context.workspace ? context.workspaceBytes : 0;
   return launchStatus(kernel, launchReduce(params, context.stream));
 }
 
@@ -622,8 +616,10 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   HeuristicCache &cache = HeuristicCache::get();
   bool fuse = bias || key.geluTanh || geluInput;
   bool cached = cache.find(key, choice);
-  if (!cached)
+  if (!cached) {
     choice.fusedEpilogue = fuse;
+    choice.fusedAux = preActivation || biasGrad;
+  }
   EpilogueDesc fused;
   fused.bias = bias;
   fused.gelu = key.geluTanh;
@@ -632,9 +628,22 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   fused.biasGrad = biasGrad;
   fused.auxLd = plan.n;
   fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
-  ZCC_BLAS_RETURN_IF_ERROR(
-      kernel, initOperation<T>(operation, plan.transposeRhs, plan.transposeLhs,
-                               choice.fusedEpilogue ? fused : EpilogueDesc{}));
+  // The epilogue `choice` fuses: all of it, all but aux (a GELU whose input
+  // must be kept then leaves the epilogue too), or none.
+  auto epilogueOf = [&](const HeuristicChoice &chosen) {
+    if (!chosen.fusedEpilogue)
+      return EpilogueDesc{};
+    EpilogueDesc described = fused;
+    if (!chosen.fusedAux) {
+      described.biasGrad = nullptr;
+      if (described.preActivation)
+        described.gelu = false;
+      described.preActivation = nullptr;
+    }
+    return described;
+  };
+  ZCC_BLAS_RETURN_IF_ERROR(kernel, initOperation<T>(operation, plan.transposeRhs,
+                                                    plan.transposeLhs, epilogueOf(choice)));
   // The product's operands as the launches below pass them (before an
   // unfused bias, which starts the result).
   typename Types::Scale alpha = 1, beta = accumulate || addend ? 1 : 0;
@@ -649,15 +658,17 @@ Status runProducts(const char *kernel, const LaunchContext &context,
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
         context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
         &preference, wanted, heuristics, &found);
-    if (fuse && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
-      // No algorithm fuses this epilogue (its type or the bias's
-      // alignment): the bias and the GELU become launches of their own
-      // (below). A failure of another cause fails again below and is
-      // reported.
-      choice.fusedEpilogue = false;
-      ZCC_BLAS_RETURN_IF_ERROR(kernel,
-                               initOperation<T>(operation, plan.transposeRhs,
-                                                plan.transposeLhs));
+    // Where no algorithm fuses this epilogue (its type, the bias's or
+    // aux's alignment, aux's leading dimension), first aux, then the rest
+    // become launches of their own (below). A failure of another cause
+    // fails again below and is reported.
+    while (fuse && choice.fusedEpilogue && (status != CUBLAS_STATUS_SUCCESS || found == 0)) {
+      if (choice.fusedAux)
+        choice.fusedAux = false;
+      else
+        choice.fusedEpilogue = false;
+      ZCC_BLAS_RETURN_IF_ERROR(kernel, initOperation<T>(operation, plan.transposeRhs,
+                                                        plan.transposeLhs, epilogueOf(choice)));
       found = 0;
       status = cublasLtMatmulAlgoGetHeuristic(
           context.blasLt, &operation, &aLayout, &bLayout, &cLayout, &cLayout,
@@ -695,19 +706,27 @@ Status runProducts(const char *kernel, const LaunchContext &context,
     cache.insert(key, choice);
   }
 
-  // C: the accumulator itself, the addend, or (an unfused bias) the
-  // result started as the bias rows (plus the addend).
+  bool geluFused = key.geluTanh && choice.fusedEpilogue && (!preActivation || choice.fusedAux);
+  bool biasGradFused = biasGrad && choice.fusedEpilogue && choice.fusedAux;
+  // D: the result, or, where the GELU is a launch of its own but its input
+  // is kept, that input (the GELU then reads it into the result).
+  R *d = result;
+  if constexpr (std::is_same_v<T, R>)
+    if (epilogue.geluTanh && epilogue.preActivation && !geluFused)
+      d = epilogue.preActivation;
+  // C: the accumulator itself, the addend, or (an unfused bias) D started
+  // as the bias rows (plus the addend).
   if (bias && !choice.fusedEpilogue) {
-    if (Status s = startWithBiasAndAddend(kernel, context, Types::element, bias, addend, result,
+    if (Status s = startWithBiasAndAddend(kernel, context, Types::element, bias, addend, d,
                                           resultRows, plan.n);
         !s.isOk())
       return s;
     beta = 1;
-    c = result;
+    c = d;
   }
   for (int64_t slice = 0; slice < sliceCount; ++slice) {
     auto [lhsOffset, rhsOffset, resultOffset] = nextSlice();
-    R *out = result + resultOffset;
+    R *out = d + resultOffset;
     ZCC_BLAS_RETURN_IF_ERROR(
         kernel,
         cublasLtMatmul(context.blasLt, &operation, &alpha, rhs + rhsOffset,
@@ -716,23 +735,16 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                        context.workspaceBytes, context.stream));
   }
   int64_t elements = resultRows * plan.n;
-  if (epilogue.geluTanh && !(key.geluTanh && choice.fusedEpilogue)) {
-    // (A result wider than the operands has no epilogue.)
-    if constexpr (std::is_same_v<T, R>)
-      if (epilogue.preActivation)
-        if (Status s = copyElements(kernel, context, epilogue.preActivation, result, elements);
-            !s.isOk())
-          return s;
-    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, result, result,
+  if (epilogue.geluTanh && !geluFused)
+    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, Types::element, d, result,
                                             elements, context.stream));
-  }
   if (epilogue.geluInput && !(geluInput && choice.fusedEpilogue))
     if (Status s = launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, Types::element,
                                                        epilogue.geluInput, result, result,
                                                        elements, context.stream));
         !s.isOk())
       return s;
-  if (epilogue.biasGrad && !(biasGrad && choice.fusedEpilogue))
+  if (epilogue.biasGrad && !biasGradFused)
     return sumRows(kernel, context, Types::element, result, epilogue.biasGrad, resultRows,
                    plan.n);
   return Status::ok();
@@ -871,41 +883,39 @@ Status matmul(const KernelArgs &args, const LaunchContext &context) {
                    &out = args.outputs[0];
   int64_t m = operands.m, n = operands.n, k = operands.k;
 
+  // The bias gradient of no rows, or of an empty contraction (whose
+  // product, and so its gradient, is zeros), is zeros.
+  bool zeroSums = operands.aux && operands.geluInput &&
+                  (operands.batch.numElements() == 0 || m == 0 || k == 0);
+  if (zeroSums)
+    if (Status s = launchStatus(
+            kernel, cudaMemsetAsync(operands.aux->data, 0,
+                                    static_cast<size_t>(operands.aux->numElements()) *
+                                        dtypeBytes(operands.aux->dtype),
+                                    context.stream));
+        !s.isOk())
+      return s;
   if (operands.batch.numElements() == 0 || m == 0 || n == 0)
     return Status::ok();
   if (k == 0) {
     // An empty sum: the epilogue alone (zeros are all bits zero in every
-    // float type).
+    // float type). A GELU whose input is kept starts that input and reads
+    // it into the result.
     int64_t rows = operands.batch.numElements() * m;
+    void *start = operands.aux && operands.geluTanh ? operands.aux->data : out.data;
     if (Status s = startWithBiasAndAddend(kernel, context, elementType(out),
                                           operands.bias ? operands.bias->data : nullptr,
                                           operands.addend ? operands.addend->data : nullptr,
-                                          out.data, rows, n);
+                                          start, rows, n);
         !s.isOk())
       return s;
-    if (operands.geluInput) {
-      // The product is zeros, and so are its gradient and sums.
-      if (operands.aux)
-        if (Status s = launchStatus(kernel, cudaMemsetAsync(operands.aux->data, 0,
-                                                            static_cast<size_t>(operands.aux->numElements()) * dtypeBytes(operands.aux->dtype),
-                                                            context.stream));
-            !s.isOk())
-          return s;
+    if (operands.geluInput)
       return launchStatus(kernel, launchGeluGrad(/*tanhForm=*/true, elementType(out),
                                                  operands.geluInput->data, out.data, out.data,
                                                  rows * n, context.stream));
-    }
     if (!operands.geluTanh)
       return Status::ok();
-    if (operands.aux)
-      if (Status s = launchStatus(kernel, cudaMemcpyAsync(operands.aux->data, out.data,
-                                                          static_cast<size_t>(out.numElements()) *
-                                                              dtypeBytes(out.dtype),
-                                                          cudaMemcpyDeviceToDevice,
-                                                          context.stream));
-          !s.isOk())
-        return s;
-    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, elementType(out), out.data,
+    return launchStatus(kernel, launchUnary(UnaryOp::kGeluTanh, elementType(out), start,
                                             out.data, rows * n, context.stream));
   }
   if (Status s = checkBlasSizes(kernel, m, n, k); !s.isOk())

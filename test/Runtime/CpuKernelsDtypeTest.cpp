@@ -1106,6 +1106,8 @@ TEST(CpuKernelsDType, MatmulTransposesAndBias) {
       {{2, 3, 4, 6}, {5, 6}, {2, 3, 4, 5}, false, true, 0, false, false, false, true, true},
       {{2, 1, 6, 4}, {3, 5, 6}, {2, 3, 4, 5}, true, true, 0, false, false, false, true, true},
       {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, false, true, true},
+      // No rows: the bias gradient is zeros.
+      {{0, 7}, {3, 7}, {0, 3}, false, true, 0, false, false, false, true, true},
   };
   uint32_t seed = 900;
   for (DType dtype : kEveryFloatType)

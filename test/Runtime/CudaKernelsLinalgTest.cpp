@@ -373,6 +373,10 @@ TEST(CudaKernelsLinalg, MatmulGeluAuxAndBiasGrad) {
       {{3, 1, 53, 37}, {5, 53, 29}, {3, 5, 37, 29}, true, false, 0, false, false, true, true},
       {{256, 1600}, {6400, 1600}, {256, 6400}, false, true, 0, false, false, true, true},
       {{2, 0, 3}, {0, 2}, {2, 3, 2}, true, false, 0, false, false, true, true},
+      {{0, 53}, {29, 53}, {0, 29}, false, true, 0, false, false, true, true},
+      // A leading dimension cuBLASLt's aux cannot take (not a multiple of
+      // 8): the epilogue without aux, then a launch.
+      {{37, 53}, {53, 29}, {37, 29}, false, false, 0, false, true, false, true},
   };
   uint32_t seed = 1900;
   for (DType dtype : kFloatTypes)
