@@ -834,7 +834,9 @@ int main(int argc, char **argv) {
     module->print(outs());
     return 0;
   }
-  if (training && config)
+  // Only a plan binds the inputs to micro-batches: the stages before it
+  // (--emit train, dist, plan) may be inspected with any batch.
+  if (training && config && (emit == EmitKind::None || emit == EmitKind::PlanText))
     checkMicroBatch(*module, *config, configText);
 
   if (!lossKind.empty() && lossKind != "cross-entropy" && lossKind != "mse")
