@@ -11,6 +11,7 @@
 #include "llvm/Support/xxhash.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 
@@ -23,8 +24,53 @@ bool isComparison(Binary kind) {
   return kind == Binary::Equal || kind == Binary::Less || kind == Binary::Greater;
 }
 
-Literal foldBinary(Binary kind, const Literal &lhs, const Literal &rhs,
-                   RankedTensorType resultType) {
+/// An element type as MLIR prints it (f32, i64), for diagnostics.
+std::string typeName(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
+  return text;
+}
+
+/// A double as diagnostics show it: 1e+30, nan, -inf.
+std::string numberText(double value) {
+  // The sign of a NaN depends on how it was computed: leave it out.
+  if (std::isnan(value))
+    return "nan";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+/// ONNX Pow of an integer base: exact for an integer exponent (a negative
+/// one truncates 1/base^n toward zero), the real power truncated toward zero
+/// for a floating-point one. nullopt when the result is not an integer
+/// that an element of `width` bits holds (overflow, 0 to a negative power,
+/// a negative base to a fractional power).
+std::optional<int64_t> integerPow(int64_t base, const Literal &exponent, int64_t index,
+                                  unsigned width) {
+  if (exponent.isFloat())
+    return truncateToInteger(std::pow(double(base), exponent.floats[index]), width);
+  int64_t power = exponent.ints[index];
+  if (power < 0) {
+    if (base == 0)
+      return std::nullopt;
+    if (base == 1 || base == -1)
+      return base == -1 && power % 2 != 0 ? -1 : 1;
+    return 0;
+  }
+  int64_t result = 1, factor = base;
+  for (; power > 0; power >>= 1) {
+    if ((power & 1) && __builtin_mul_overflow(result, factor, &result))
+      return std::nullopt;
+    if (power > 1 && __builtin_mul_overflow(factor, factor, &factor))
+      return std::nullopt;
+  }
+  return fitsInteger(result, width) ? std::optional<int64_t>(result) : std::nullopt;
+}
+
+FailureOr<Literal> foldBinary(NodeContext &ctx, Binary kind, const Literal &lhs, const Literal &rhs,
+                              RankedTensorType resultType) {
   std::vector<int64_t> li = broadcastIndices(resultType.getShape(), lhs.type.getShape());
   std::vector<int64_t> ri = broadcastIndices(resultType.getShape(), rhs.type.getShape());
   int64_t count = resultType.getNumElements();
@@ -32,8 +78,10 @@ Literal foldBinary(Binary kind, const Literal &lhs, const Literal &rhs,
     std::vector<int64_t> out(count);
     for (int64_t i = 0; i < count; ++i) {
       double a = lhs.asDouble(li[i]), b = rhs.asDouble(ri[i]);
-      int64_t x = lhs.asInt(li[i]), y = rhs.asInt(ri[i]);
       bool isFloat = lhs.isFloat();
+      // Only read as integers when they are: a float comparison's operands
+      // may lie beyond int64.
+      int64_t x = isFloat ? 0 : lhs.ints[li[i]], y = isFloat ? 0 : rhs.asInt(ri[i]);
       switch (kind) {
       // Two's-complement wrap-around, as the runtime's integer kernels do:
       // signed overflow is undefined in C++, and INT64_MIN / -1 traps (SIGFPE).
@@ -43,7 +91,16 @@ Literal foldBinary(Binary kind, const Literal &lhs, const Literal &rhs,
       case Binary::Div:
         out[i] = y == 0 ? 0 : y == -1 ? int64_t(0 - uint64_t(x)) : x / y;
         break;
-      case Binary::Pow: out[i] = int64_t(std::pow(a, b)); break;
+      case Binary::Pow: {
+        unsigned width = resultType.getElementType().getIntOrFloatBitWidth();
+        std::optional<int64_t> power = integerPow(x, rhs, ri[i], width);
+        if (!power)
+          return ctx.error(Twine(x) + " to the power " + numberText(b) + " is not a value of " +
+                           typeName(resultType.getElementType()) +
+                           "; Cast the base to a floating-point type to compute it");
+        out[i] = *power;
+        break;
+      }
       case Binary::Max: out[i] = std::max(x, y); break;
       case Binary::Min: out[i] = std::min(x, y); break;
       case Binary::Equal: out[i] = isFloat ? a == b : x == y; break;
@@ -88,8 +145,18 @@ importBinary(NodeContext &ctx, Binary kind, int a, int b) {
   auto resultType = RankedTensorType::get(*shape, element);
   const Literal *lhs = ctx.inputLiteral(a);
   const Literal *rhs = ctx.inputLiteral(b);
-  if (lhs && rhs && resultType.getNumElements() <= kMaxFoldElements)
-    return std::make_pair(Value(), std::optional<Literal>(foldBinary(kind, *lhs, *rhs, resultType)));
+  if (!fitsTensorBytes(*shape, element)) {
+    (void)ctx.error("operand shapes " + shapeText(lhsType.getShape()) + " and " +
+                    shapeText(rhsType.getShape()) + " broadcast to " + shapeText(*shape) +
+                    ", larger than " + Twine(kMaxTensorBytes >> 40) + " TiB");
+    return failure();
+  }
+  if (lhs && rhs && resultType.getNumElements() <= kMaxFoldElements) {
+    FailureOr<Literal> folded = foldBinary(ctx, kind, *lhs, *rhs, resultType);
+    if (failed(folded))
+      return failure();
+    return std::make_pair(Value(), std::optional<Literal>(std::move(*folded)));
+  }
   Value left = ctx.input(a);
   Value right = ctx.input(b);
   // ONNX Pow allows an exponent of another type; zgraph.pow wants one type.
@@ -174,10 +241,28 @@ OpImporterFn unary(Unary kind) {
     if (const Literal *literal = ctx.inputLiteral(0)) {
       Literal result = *literal;
       for (int64_t i = 0; i < result.size(); ++i) {
-        if (result.isFloat())
+        if (result.isFloat()) {
           result.floats[i] = applyUnary(kind, result.floats[i]);
-        else
-          result.ints[i] = int64_t(applyUnary(kind, double(result.ints[i])));
+          continue;
+        }
+        int64_t x = result.ints[i];
+        // Neg wraps around like the other integer folds (-INT64_MIN has
+        // no int64 value); Relu and Not stay exact; the others go through
+        // double and must give back an integer of the element type.
+        if (kind == Unary::Neg || kind == Unary::Relu || kind == Unary::Not) {
+          result.ints[i] = kind == Unary::Neg    ? int64_t(0 - uint64_t(x))
+                           : kind == Unary::Relu ? std::max<int64_t>(x, 0)
+                                                 : int64_t(x == 0);
+          continue;
+        }
+        double value = applyUnary(kind, double(x));
+        std::optional<int64_t> integer =
+            truncateToInteger(value, type.getElementType().getIntOrFloatBitWidth());
+        if (!integer)
+          return ctx.error("the integer " + Twine(x) + " gives " + numberText(value) +
+                           ", which is not a value of " + typeName(type.getElementType()) +
+                           "; Cast the input to a floating-point type first");
+        result.ints[i] = *integer;
       }
       ctx.setOutputLiteral(0, std::move(result));
       return success();
@@ -246,6 +331,9 @@ LogicalResult importWhere(NodeContext &ctx) {
     shape = broadcastShape(*shape, y.getShape());
   if (failed(shape))
     return ctx.error("operand shapes are not broadcast-compatible");
+  if (!fitsTensorBytes(*shape, x.getElementType()))
+    return ctx.error("operand shapes broadcast to " + shapeText(*shape) + ", larger than " +
+                     Twine(kMaxTensorBytes >> 40) + " TiB");
   auto resultType = RankedTensorType::get(*shape, x.getElementType());
   const Literal *c = ctx.inputLiteral(0), *a = ctx.inputLiteral(1), *b = ctx.inputLiteral(2);
   if (c && a && b && resultType.getNumElements() <= kMaxFoldElements) {
@@ -272,6 +360,14 @@ LogicalResult importWhere(NodeContext &ctx) {
 LogicalResult castTo(NodeContext &ctx, Type element) {
   RankedTensorType type = ctx.inputType(0);
   if (const Literal *literal = ctx.inputLiteral(0)) {
+    // ONNX leaves a float outside the target integer range undefined, and
+    // so does C++: refuse to fold it rather than pick a value.
+    if (literal->isFloat() && isa<IntegerType>(element) && !element.isInteger(1))
+      for (int64_t i = 0; i < literal->size(); ++i)
+        if (!truncateToInteger(literal->floats[i], element.getIntOrFloatBitWidth()))
+          return ctx.error("element " + Twine(i) + " of the constant input is " +
+                           numberText(literal->floats[i]) + ", outside the range of " +
+                           typeName(element) + "; clamp or replace it before the Cast");
     ctx.setOutputLiteral(0, literal->castTo(element));
     return success();
   }

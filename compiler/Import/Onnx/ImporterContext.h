@@ -25,6 +25,16 @@
 
 namespace zcc::onnx_import {
 
+/// `value` truncated toward zero, clamped to int64's range; NaN gives 0.
+int64_t saturateToInt64(double value);
+/// Whether an element of the integer type of `width` bits holds `value`:
+/// i64, i32, i8 (which holds ONNX int8 and uint8 alike, so -128 to 255) or
+/// i1 (0 or 1).
+bool fitsInteger(int64_t value, unsigned width);
+/// `value` truncated toward zero as an element of the integer type of
+/// `width` bits, or nullopt when it is NaN or that type does not hold it.
+std::optional<int64_t> truncateToInteger(double value, unsigned width);
+
 /// A constant tensor the importer can compute with: shape computations,
 /// masks and small constants. Integer and boolean elements live in `ints`,
 /// floating-point ones in `floats`.
@@ -37,7 +47,9 @@ struct Literal {
   int64_t size() const { return type.getNumElements(); }
   /// Element i as a double / an integer, whatever the element type.
   double asDouble(int64_t i) const { return isFloat() ? floats[i] : double(ints[i]); }
-  int64_t asInt(int64_t i) const { return isFloat() ? int64_t(floats[i]) : ints[i]; }
+  /// A float element saturates to int64's range (NaN reads as 0): plain
+  /// conversion of an out-of-range double is undefined behaviour.
+  int64_t asInt(int64_t i) const { return isFloat() ? saturateToInt64(floats[i]) : ints[i]; }
 
   static Literal ofInts(mlir::RankedTensorType type, std::vector<int64_t> values);
   static Literal ofFloats(mlir::RankedTensorType type, std::vector<double> values);
@@ -165,6 +177,14 @@ std::vector<int64_t> stridedIndices(llvm::ArrayRef<int64_t> inShape,
 /// Literals above this many elements are not folded: they would only be
 /// materialised again as large constants.
 constexpr int64_t kMaxFoldElements = int64_t(1) << 22;
+/// The largest tensor the importer creates, as graph inputs are bounded:
+/// later passes compute byte counts and offsets in int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+/// Whether a tensor of `shape` and `element` holds at most kMaxTensorBytes
+/// (false when its element count overflows int64).
+bool fitsTensorBytes(llvm::ArrayRef<int64_t> shape, mlir::Type element);
+/// A shape as "2x3" for diagnostics ("scalar" for rank 0).
+std::string shapeText(llvm::ArrayRef<int64_t> shape);
 /// Normalises an axis against a rank; nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 

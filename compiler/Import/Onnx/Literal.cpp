@@ -4,12 +4,48 @@
 
 #include "mlir/Dialect/Traits.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
 
 namespace zcc::onnx_import {
+
+int64_t saturateToInt64(double value) {
+  if (std::isnan(value))
+    return 0;
+  // 2^63 is exact as a double; INT64_MAX is not.
+  if (value >= 9223372036854775808.0)
+    return INT64_MAX;
+  if (value <= -9223372036854775808.0)
+    return INT64_MIN;
+  return int64_t(value);
+}
+
+std::optional<int64_t> truncateToInteger(double value, unsigned width) {
+  if (std::isnan(value))
+    return std::nullopt;
+  // Bounds as doubles first: the conversion to int64 below must be in range.
+  double truncated = std::trunc(value);
+  if (truncated < -9223372036854775808.0 || truncated >= 9223372036854775808.0)
+    return std::nullopt;
+  int64_t integer = int64_t(truncated);
+  if (!fitsInteger(integer, width))
+    return std::nullopt;
+  return integer;
+}
+
+bool fitsInteger(int64_t value, unsigned width) {
+  if (width >= 64)
+    return true;
+  if (width == 1)
+    return value == 0 || value == 1;
+  int64_t lowest = -(int64_t(1) << (width - 1));
+  int64_t highest = width == 8 ? 255 : (int64_t(1) << (width - 1)) - 1;
+  return value >= lowest && value <= highest;
+}
 
 Literal Literal::ofInts(RankedTensorType type, std::vector<int64_t> values) {
   Literal literal;
@@ -87,7 +123,7 @@ Literal Literal::castTo(Type elementType) const {
   std::vector<int64_t> values;
   for (int64_t i = 0; i < size(); ++i) {
     double value = asDouble(i);
-    values.push_back(isBool ? int64_t(value != 0.0) : isFloat() ? int64_t(value) : ints[i]);
+    values.push_back(isBool ? int64_t(value != 0.0) : isFloat() ? saturateToInt64(value) : ints[i]);
   }
   return ofInts(target, std::move(values));
 }
@@ -277,6 +313,24 @@ FailureOr<SmallVector<int64_t>> broadcastShape(ArrayRef<int64_t> a, ArrayRef<int
   if (!OpTrait::util::getBroadcastedShape(a, b, result))
     return failure();
   return result;
+}
+
+bool fitsTensorBytes(ArrayRef<int64_t> shape, Type element) {
+  int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
+  if (llvm::any_of(shape, [](int64_t dim) { return dim < 0; }))
+    return false;
+  if (llvm::is_contained(shape, 0))
+    return true;
+  for (int64_t dim : shape)
+    if (__builtin_mul_overflow(bytes, dim, &bytes) || bytes > kMaxTensorBytes)
+      return false;
+  return true;
+}
+
+std::string shapeText(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  return llvm::join(llvm::map_range(shape, [](int64_t d) { return std::to_string(d); }), "x");
 }
 
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {

@@ -181,9 +181,17 @@ FailureOr<std::vector<int64_t>> NodeContext::constantInts(int index, const char 
                 "') must be a compile-time constant; zcc plans static shapes");
     return failure();
   }
-  std::vector<int64_t> values;
-  for (int64_t i = 0; i < literal->size(); ++i)
-    values.push_back(literal->asInt(i));
+  // Shapes, axes and sizes are integers in ONNX; a float here would have to
+  // be truncated, and one beyond int64 has no integer value at all.
+  if (literal->isFloat()) {
+    std::string element;
+    llvm::raw_string_ostream os(element);
+    literal->type.getElementType().print(os);
+    (void)error(Twine(what) + " (input " + Twine(index) + ", '" + node_.input(index) + "') is " +
+                element + "; it must hold integers (int64), as ONNX defines it");
+    return failure();
+  }
+  std::vector<int64_t> values(literal->ints.begin(), literal->ints.end());
   return values;
 }
 
@@ -509,7 +517,7 @@ FailureOr<RankedTensorType> OnnxImporter::inputType(const onnx::ValueInfoProto &
   // byte count representable: later passes size buffers in int64.
   int64_t bytes = std::max<int64_t>(1, element.getIntOrFloatBitWidth() / 8);
   for (int64_t dim : dims)
-    if (__builtin_mul_overflow(bytes, dim, &bytes) || bytes > (int64_t(1) << 48))
+    if (__builtin_mul_overflow(bytes, dim, &bytes) || bytes > kMaxTensorBytes)
       return failType(
           "graph input '" + name + "' of shape " +
           llvm::join(llvm::map_range(dims, [](int64_t d) { return std::to_string(d); }), "x") +

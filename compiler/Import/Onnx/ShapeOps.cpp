@@ -79,6 +79,7 @@ LogicalResult importReshape(NodeContext &ctx) {
   bool allowZero = ctx.intAttr("allowzero", 0) != 0;
   SmallVector<int64_t> shape;
   int64_t inferred = -1, known = 1;
+  bool overflow = false;
   for (size_t d = 0; d < requested->size(); ++d) {
     int64_t dim = (*requested)[d];
     if (dim == 0 && !allowZero) {
@@ -96,9 +97,18 @@ LogicalResult importReshape(NodeContext &ctx) {
     }
     if (dim < 0)
       return ctx.error("target dimension " + Twine(d) + " is " + Twine(dim));
-    known *= dim;
+    overflow |= __builtin_mul_overflow(known, dim, &known);
     shape.push_back(dim);
   }
+  // A product that wrapped around could equal the input's element count
+  // and pass the checks below. A zero dimension makes the count 0 however
+  // large the others are.
+  if (llvm::is_contained(shape, 0))
+    known = 0;
+  else if (overflow)
+    return ctx.error("the target shape " + shapeText(shape) +
+                     " has more elements than int64 counts; the input has " +
+                     Twine(type.getNumElements()));
   int64_t total = type.getNumElements();
   if (inferred >= 0) {
     if (known == 0 || total % known != 0)
@@ -228,11 +238,17 @@ LogicalResult importConcat(NodeContext &ctx) {
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (d != *axis && type.getDimSize(d) != first.getDimSize(d))
         return ctx.error("inputs differ in dimension " + Twine(d));
-    shape[*axis] += type.getDimSize(*axis);
+    if (__builtin_add_overflow(shape[*axis], type.getDimSize(*axis), &shape[*axis]))
+      return ctx.error("the inputs' dimensions " + Twine(*axis) +
+                       " add up to more than int64 counts");
     allLiteral &= ctx.inputLiteral(i) != nullptr;
   }
   auto resultType = RankedTensorType::get(shape, first.getElementType());
-  if (allLiteral) {
+  if (!fitsTensorBytes(shape, first.getElementType()))
+    return ctx.error("the result has shape " + shapeText(shape) + ", larger than " +
+                     Twine(kMaxTensorBytes >> 40) + " TiB; check the inputs' shapes");
+  // The same literal may be listed many times: bound the folded result.
+  if (allLiteral && resultType.getNumElements() <= kMaxFoldElements) {
     // Concatenation of row-major blocks: for each outer index, the inputs'
     // inner blocks one after the other.
     int64_t outer = 1;
@@ -267,7 +283,7 @@ void setSlice(NodeContext &ctx, int index, ArrayRef<int64_t> starts, ArrayRef<in
   RankedTensorType type = ctx.inputType(0);
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < type.getRank(); ++d)
-    shape.push_back(std::max<int64_t>(0, (limits[d] - starts[d] + steps[d] - 1) / steps[d]));
+    shape.push_back(limits[d] <= starts[d] ? 0 : (limits[d] - starts[d] - 1) / steps[d] + 1);
   auto resultType = RankedTensorType::get(shape, type.getElementType());
   if (const Literal *literal = ctx.inputLiteral(0)) {
     ctx.setOutputLiteral(index, literal->take(resultType, stridedIndices(type.getShape(), shape,
@@ -383,6 +399,9 @@ LogicalResult importGather(NodeContext &ctx) {
   SmallVector<int64_t> shape(data.getShape().take_front(*axis));
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  if (!fitsTensorBytes(shape, data.getElementType()))
+    return ctx.error("the result has shape " + shapeText(shape) + ", larger than " +
+                     Twine(kMaxTensorBytes >> 40) + " TiB; check the indices' shape");
   auto resultType = RankedTensorType::get(shape, data.getElementType());
   const Literal *dataLiteral = ctx.inputLiteral(0);
   const Literal *indexLiteral = ctx.inputLiteral(1);
@@ -392,7 +411,7 @@ LogicalResult importGather(NodeContext &ctx) {
       if (indexLiteral->ints[i] < -dim || indexLiteral->ints[i] >= dim)
         return ctx.error("index " + Twine(indexLiteral->ints[i]) + " is out of range for " +
                          "dimension " + Twine(*axis) + " of size " + Twine(dim));
-  if (dataLiteral && indexLiteral) {
+  if (dataLiteral && indexLiteral && resultType.getNumElements() <= kMaxFoldElements) {
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < *axis; ++d)
       outer *= data.getDimSize(d);
@@ -418,9 +437,19 @@ LogicalResult importExpand(NodeContext &ctx) {
   FailureOr<std::vector<int64_t>> target = ctx.constantInts(1, "the target shape");
   if (failed(target))
     return failure();
+  // Checked before broadcasting: a negative dimension would read as
+  // dynamic (or as nothing at all) in a tensor type.
+  for (auto [index, dim] : llvm::enumerate(*target))
+    if (dim < 0)
+      return ctx.error("dimension " + Twine(index) + " of the target shape is " + Twine(dim) +
+                       "; dimensions must be at least 0");
   FailureOr<SmallVector<int64_t>> shape = broadcastShape(type.getShape(), *target);
   if (failed(shape))
     return ctx.error("the input does not broadcast to the target shape");
+  if (!fitsTensorBytes(*shape, type.getElementType()))
+    return ctx.error("expands to shape " + shapeText(*shape) + ", larger than " +
+                     Twine(kMaxTensorBytes >> 40) + " TiB; check the target shape (input 1, '" +
+                     ctx.node().input(1) + "')");
   auto resultType = RankedTensorType::get(*shape, type.getElementType());
   if (const Literal *literal = ctx.inputLiteral(0)) {
     if (resultType.getNumElements() <= kMaxFoldElements) {
@@ -483,7 +512,7 @@ LogicalResult importRange(NodeContext &ctx) {
   } else {
     std::vector<int64_t> values;
     for (int64_t i = 0; i < count; ++i)
-      values.push_back(start->ints[0] + i * delta->ints[0]);
+      values.push_back(int64_t(uint64_t(start->ints[0]) + uint64_t(i) * uint64_t(delta->ints[0])));
     ctx.setOutputLiteral(0, Literal::ofInts(type, values));
   }
   return success();

@@ -513,7 +513,9 @@ LogicalResult SliceOp::verify() {
     if (starts[d] < 0 || limits[d] < starts[d] || limits[d] > shape[d])
       return emitOpError() << "dimension " << d << ": need 0 <= start <= limit <= "
                            << shape[d] << ", got [" << starts[d] << ", " << limits[d] << ")";
-    expected.push_back((limits[d] - starts[d] + strides[d] - 1) / strides[d]);
+    // Not (limit - start + stride - 1) / stride: that overflows for
+    // strides near INT64_MAX, which ONNX Slice steps may be.
+    expected.push_back(limits[d] == starts[d] ? 0 : (limits[d] - starts[d] - 1) / strides[d] + 1);
   }
   return verifyResultShape(*this, expected);
 }
@@ -703,7 +705,7 @@ LogicalResult SliceGradOp::verify() {
   for (int64_t i = 0; i < rank; ++i) {
     int64_t start = getStarts()[i], limit = getLimits()[i], stride = getStrides()[i];
     if (start < 0 || limit > shape[i] || stride <= 0 ||
-        grad[i] != std::max<int64_t>(0, (limit - start + stride - 1) / stride))
+        grad[i] != (limit <= start ? 0 : (limit - start - 1) / stride + 1))
       return emitOpError() << "window of dimension " << i << " does not match grad "
                            << getGrad().getType();
   }
