@@ -840,9 +840,12 @@ Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
     if (s.isOk() && copies && m > 0)
       s = expectSameDType(kernel, "new_param_copy", out[3],
                           "the first tensor's new_param_copy", args.outputs[3]);
-    if (!s.isOk())
+    // One tensor's message is its single-tensor instruction's.
+    if (!s.isOk() && members > 1)
       return s.addContext("in tensor #" + std::to_string(m) + " of " +
                           std::to_string(members));
+    if (!s.isOk())
+      return s;
   }
   return Status::ok();
 }

@@ -13,7 +13,10 @@
 // `activation = "gelu_tanh"` its GELU epilogue (GELU_BIAS with a bias) and
 // "gelu_tanh_grad" its DGELU epilogue, the GELU's input as the aux matrix.
 // matmul's optional aux output is GELU_AUX's (the sum before the GELU) or
-// DGELU_BGRAD's (the bias gradient: the result's sums over its rows).
+// the bias gradient beside DGELU: the result's sums over its rows, by
+// reduce_sum's kernels after the product (cuBLASLt's DGELU_BGRAD took
+// 762 us on gpt2-xl's [8192, 1600] x [1600, 6400] backward product where
+// DGELU took 265 and the sums 50; bench/NOTES.md).
 // Where no algorithm fuses the epilogue, the product runs without it and
 // the bias rows, the addend and the GELU are separate launches around it.
 // The batch becomes one strided-batched product where the
@@ -187,9 +190,8 @@ struct HeuristicKey {
   cudaDataType_t type = CUDA_R_32F, resultType = CUDA_R_32F;
   uint32_t aAlign = 0, bAlign = 0, cAlign = 0, biasAlign = 0, auxAlign = 0;
   bool transposeLhs = false, transposeRhs = false, bias = false, geluTanh = false;
-  /// GELU_AUX (the sum before the GELU kept) or DGELU_BGRAD (the bias
-  /// gradient written).
-  bool geluAux = false, biasGrad = false;
+  /// GELU_AUX: the sum before the GELU kept.
+  bool geluAux = false;
 
   bool operator==(const HeuristicKey &o) const {
     return handle == o.handle && workspaceBytes == o.workspaceBytes &&
@@ -199,7 +201,7 @@ struct HeuristicKey {
            aAlign == o.aAlign && bAlign == o.bAlign && cAlign == o.cAlign &&
            biasAlign == o.biasAlign && auxAlign == o.auxAlign && transposeLhs == o.transposeLhs &&
            transposeRhs == o.transposeRhs && bias == o.bias && geluTanh == o.geluTanh &&
-           geluAux == o.geluAux && biasGrad == o.biasGrad;
+           geluAux == o.geluAux;
   }
 
   uint64_t hash() const {
@@ -214,7 +216,7 @@ struct HeuristicKey {
           static_cast<uint64_t>(aAlign) << 32 | bAlign,
           static_cast<uint64_t>(cAlign) << 32 | biasAlign,
           static_cast<uint64_t>(auxAlign),
-          static_cast<uint64_t>(biasGrad) << 5 | static_cast<uint64_t>(geluAux) << 4 |
+          static_cast<uint64_t>(geluAux) << 4 |
               static_cast<uint64_t>(geluTanh) << 3 |
               static_cast<uint64_t>(transposeLhs) << 2 |
               static_cast<uint64_t>(transposeRhs) << 1 |
@@ -227,8 +229,7 @@ struct HeuristicKey {
 /// What the heuristic chose: the algorithm, whether the bias and the GELU
 /// are its epilogue (false where no algorithm fuses them: they are then
 /// launches of their own), and whether that epilogue also writes aux
-/// (GELU_AUX's input, DGELU_BGRAD's sums; without it, GELU_AUX falls back
-/// to the bias alone and DGELU_BGRAD to DGELU).
+/// (GELU_AUX's input; without it, GELU_AUX falls back to the bias alone).
 struct HeuristicChoice {
   cublasLtMatmulAlgo_t algo = {};
   bool fusedEpilogue = false;
@@ -292,15 +293,13 @@ private:
 /// What cuBLASLt's epilogue does to a product: the bias (null for none),
 /// then GELU's tanh form, writing the sum before it to `preActivation`
 /// where that is set (GELU_AUX); or, with `geluInput`, the product times
-/// GELU's derivative at that aux matrix, and where `biasGrad` is set its
-/// sums over the rows written there (DGELU_BGRAD). The aux matrix has
+/// GELU's derivative at that aux matrix (DGELU). The aux matrix has
 /// leading dimension `auxLd` and batch stride `auxStride` elements.
 struct EpilogueDesc {
   const void *bias = nullptr;
   bool gelu = false;
   void *preActivation = nullptr;
   const void *geluInput = nullptr;
-  void *biasGrad = nullptr;
   int64_t auxLd = 0, auxStride = 0;
 };
 
@@ -320,16 +319,14 @@ cublasStatus_t initOperation(cublasLtMatmulDescOpaque_t &operation,
   if (status == CUBLAS_STATUS_SUCCESS && transposeB)
     status = cublasLtMatmulDescSetAttribute(
         &operation, CUBLASLT_MATMUL_DESC_TRANSB, &transpose, sizeof(transpose));
-  // The bias pointer is the bias read, or the bias gradient written.
-  const void *bias = epilogue.geluInput ? epilogue.biasGrad : epilogue.bias;
+  const void *bias = epilogue.geluInput ? nullptr : epilogue.bias;
   const void *aux = epilogue.geluInput ? epilogue.geluInput : epilogue.preActivation;
   if (status != CUBLAS_STATUS_SUCCESS || (!bias && !epilogue.gelu && !aux))
     return status;
   // The bias has D's type (the default for these types) and, with a
   // strided batch, serves every product (a batch stride of 0, the
   // default). The aux matrix has D's type and layout.
-  uint32_t mode = epilogue.geluInput ? (bias ? CUBLASLT_EPILOGUE_DGELU_BGRAD
-                                             : CUBLASLT_EPILOGUE_DGELU)
+  uint32_t mode = epilogue.geluInput ? CUBLASLT_EPILOGUE_DGELU
                   : !epilogue.gelu   ? CUBLASLT_EPILOGUE_BIAS
                   : aux              ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                              : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -590,11 +587,9 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   // take the element-wise launches (held to the plain products). DGELU
   // reads its aux matrix by one pointer: one product (or one strided
   // batch) only; outer slices take the gelu_grad launch too.
-  // GELU_AUX writes, and DGELU_BGRAD sums, by one pointer too; the bias
-  // gradient of a strided batch would be one per product, so it is fused
-  // into a single product only. Where the GELU's input is kept but cannot
-  // be written by the epilogue, the GELU is a launch of its own (after a
-  // copy of the sum).
+  // GELU_AUX writes by one pointer too. Where the GELU's input is kept but
+  // cannot be written by the epilogue, the GELU is a launch of its own
+  // (after a copy of the sum).
   constexpr bool kFusesActivations = sizeof(T) == 2;
   T *preActivation = kFusesActivations && sliceCount == 1 && epilogue.geluTanh
                          ? epilogue.preActivation
@@ -603,12 +598,8 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                  (!epilogue.preActivation || preActivation);
   key.geluAux = preActivation != nullptr;
   const T *geluInput = kFusesActivations && sliceCount == 1 ? epilogue.geluInput : nullptr;
-  T *biasGrad = geluInput && plan.batchCount == 1 ? epilogue.biasGrad : nullptr;
-  key.biasGrad = biasGrad != nullptr;
   const void *aux = geluInput ? static_cast<const void *>(geluInput) : preActivation;
   key.auxAlign = aux ? static_cast<uint32_t>(commonAlignment({address(aux)})) : 0;
-  if (biasGrad)
-    key.biasAlign = static_cast<uint32_t>(commonAlignment({address(biasGrad)}));
 
   // cuBLASLt's A is rhs and its B lhs, so rhs's transpose is TRANSA.
   cublasLtMatmulDescOpaque_t operation;
@@ -618,14 +609,13 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   bool cached = cache.find(key, choice);
   if (!cached) {
     choice.fusedEpilogue = fuse;
-    choice.fusedAux = preActivation || biasGrad;
+    choice.fusedAux = preActivation != nullptr;
   }
   EpilogueDesc fused;
   fused.bias = bias;
   fused.gelu = key.geluTanh;
   fused.preActivation = preActivation;
   fused.geluInput = geluInput;
-  fused.biasGrad = biasGrad;
   fused.auxLd = plan.n;
   fused.auxStride = plan.batchCount > 1 ? plan.resultStride : 0;
   // The epilogue `choice` fuses: all of it, all but aux (a GELU whose input
@@ -635,7 +625,6 @@ Status runProducts(const char *kernel, const LaunchContext &context,
       return EpilogueDesc{};
     EpilogueDesc described = fused;
     if (!chosen.fusedAux) {
-      described.biasGrad = nullptr;
       if (described.preActivation)
         described.gelu = false;
       described.preActivation = nullptr;
@@ -707,7 +696,6 @@ Status runProducts(const char *kernel, const LaunchContext &context,
   }
 
   bool geluFused = key.geluTanh && choice.fusedEpilogue && (!preActivation || choice.fusedAux);
-  bool biasGradFused = biasGrad && choice.fusedEpilogue && choice.fusedAux;
   // D: the result, or, where the GELU is a launch of its own but its input
   // is kept, that input (the GELU then reads it into the result).
   R *d = result;
@@ -744,7 +732,7 @@ Status runProducts(const char *kernel, const LaunchContext &context,
                                                        elements, context.stream));
         !s.isOk())
       return s;
-  if (epilogue.biasGrad && !biasGradFused)
+  if (epilogue.biasGrad)
     return sumRows(kernel, context, Types::element, result, epilogue.biasGrad, resultRows,
                    plan.n);
   return Status::ok();

@@ -350,13 +350,11 @@ TEST(CudaKernelsLinalg, MatmulAddendAndGelu) {
 
 // matmul's aux output against the cpu: the sum before the GELU (GELU_AUX
 // and GELU_AUX_BIAS; outer slices copy the sum before a GELU launch) and
-// the bias gradient beside GELU's derivative (DGELU_BGRAD on one product;
-// a strided batch or outer slices sum the result with reduce_sum's
-// kernels), sizes off the tiles, gpt2-xl's MLP shapes and an empty
-// contraction. The bias gradient sums rows of values cuBLASLt has before
-// rounding and the cpu after, so 16-bit sums differ by up to about one ulp
-// of the result per row, at random: held, as the results are, to 2e-2
-// relative (of at least 1). The worst errors are printed for the record.
+// the bias gradient beside GELU's derivative (the DGELU result's rows
+// summed by reduce_sum's kernels, as the cpu sums them), sizes off the
+// tiles, gpt2-xl's MLP shapes and an empty contraction. 16-bit results
+// are held to 2e-2 relative (of at least 1). The worst errors are printed
+// for the record.
 TEST(CudaKernelsLinalg, MatmulGeluAuxAndBiasGrad) {
   ZCC_REQUIRE_GPU();
   const FusedMatmul cases[] = {

@@ -227,13 +227,12 @@ def ZGraph_MatMulOp : ZGraph_Op<"matmul", [Pure, AttrSizedOperandSegments,
     `gelu_input` (of the result's type): the gelu_grad of a GELU whose
     output's gradient is the product.
 
-    An optional second result `aux` keeps what cuBLASLt's epilogue can
-    write beside the result: with "gelu_tanh", the sum before the GELU
+    An optional second result `aux` gives what the backward reads beside
+    the result: with "gelu_tanh", the sum before the GELU
     (GELU_AUX: the value gelu_grad reads, of the result's type, rounded
-    once); with "gelu_tanh_grad", the bias gradient (DGELU_BGRAD: the
-    result's sums over every row, a vector of its last dimension and
-    element type, as reduce_sum gives them: the cpu sums the rounded
-    result, cuBLASLt the values before their rounding).
+    once); with "gelu_tanh_grad", the bias gradient (the result's sums
+    over every row, a vector of its last dimension and element type, as
+    reduce_sum gives them from the rounded result).
 
     The result has the operands' element type, except that 16-bit operands
     may give an f32 result without any of the above (a product whose only

@@ -194,7 +194,7 @@ func.func @gelu_aux_recomputed(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %dh:
 // -----
 
 // The bias gradient before a GELU (the sums over every row of the DGELU
-// product's result) becomes the product's aux, cuBLASLt's DGELU_BGRAD. Not
+// product's result) becomes the product's aux. Not
 // fused: a sum over fewer dimensions, one with keepdims, and a sum of a
 // product without the DGELU epilogue (zdist's bias gradients of other
 // layers).
