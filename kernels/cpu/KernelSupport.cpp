@@ -5,6 +5,7 @@
 #include "kernels/cpu/Float16.h"
 #include "kernels/cpu/FloatDispatch.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -1030,8 +1031,12 @@ Status readSliceWindow(const KernelArgs &args, const char *kernel,
                          d, static_cast<long long>(shape[d]),
                          static_cast<long long>(starts[d]),
                          static_cast<long long>(limits[d]));
-    window.shape.push_back((limits[d] - starts[d] + steps[d] - 1) / steps[d]);
-    window.strides.push_back(strides[d] * steps[d]);
+    // A step past the window's extent takes its first element only; so
+    // bounded, neither the count nor the stride can overflow.
+    int64_t extent = limits[d] - starts[d];
+    int64_t step = std::min(steps[d], std::max<int64_t>(extent, 1));
+    window.shape.push_back(extent == 0 ? 0 : 1 + (extent - 1) / step);
+    window.strides.push_back(strides[d] * step);
     window.base += starts[d] * strides[d];
   }
   return Status::ok();

@@ -1789,6 +1789,19 @@ TEST(CpuKernels, SliceRecognisesAViewOfItsInput) {
   expectNear(copy.floats(), std::vector<float>{8, 9, 10, 11, 12, 13, 14, 15});
 }
 
+// A step of INT64_MAX (ONNX's "to the end" written as a step) takes the
+// window's first element, with no overflow in its count or its stride.
+TEST(CpuKernels, SliceWithAStepPastTheEnd) {
+  Call call("slice");
+  call.in(i32({3, 5}, iota<int32_t>(15)))
+      .out(plan::I32, {2, 1})
+      .intsAttr("starts", {1, 2})
+      .intsAttr("limits", {3, 5})
+      .intsAttr("strides", {1, std::numeric_limits<int64_t>::max()});
+  ASSERT_OK(call.run());
+  EXPECT_EQ(call.result().values<int32_t>(), (std::vector<int32_t>{7, 12}));
+}
+
 TEST(CpuKernels, SliceWithStrides) {
   // [3, 5]: rows 0..3 step 2, columns 1..5 step 3 -> rows {0, 2}, cols {1, 4}.
   Call call("slice");
