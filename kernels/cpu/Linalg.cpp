@@ -23,13 +23,18 @@
 #include "kernels/cpu/Kernels.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace zcc::cpu::kernels {
 
@@ -680,3 +685,48 @@ Status qkvAttention(const KernelArgs &args) {
 }
 
 } // namespace zcc::cpu::kernels
+
+// OpenBLAS's own workspace allocator (common.h; not in cblas.h).
+extern "C" {
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+}
+
+namespace zcc::cpu {
+
+Status reserveBlasWorkspaces(int callers) {
+  if (callers <= 0)
+    return Status::ok();
+  // OpenBLAS would spin in its allocator rather than fail: map the room
+  // first, untouched (neither resident nor, with overcommit, committed).
+  uint64_t bytes = static_cast<uint64_t>(callers) * kBlasWorkspaceBytes;
+  void *room = mmap(nullptr, static_cast<size_t>(bytes), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (room == MAP_FAILED) {
+    int error = errno;
+    std::string limit = "no address-space limit";
+    rlimit rl{};
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      limit = formatString("an address-space limit (ulimit -v) of %llu KiB",
+                           static_cast<unsigned long long>(rl.rlim_cur >> 10));
+    return makeStatus(StatusCode::kResourceExhausted,
+                      "the cpu backend's BLAS (OpenBLAS) needs a %llu MiB workspace for each of "
+                      "the job's %d rank threads, and the process cannot map their %llu MiB "
+                      "(%s; %s): raise the limit (ulimit -v) or free host memory, or compile "
+                      "the plan for fewer ranks (zcc --world-size)",
+                      static_cast<unsigned long long>(kBlasWorkspaceBytes >> 20), callers,
+                      static_cast<unsigned long long>(bytes >> 20), std::strerror(error),
+                      limit.c_str());
+  }
+  munmap(room, static_cast<size_t>(bytes));
+  // Held all at once, each is a workspace of its own; freed, OpenBLAS keeps
+  // them mapped for the products to come.
+  std::vector<void *> held(static_cast<size_t>(callers));
+  for (void *&workspace : held)
+    workspace = blas_memory_alloc(0);
+  for (void *workspace : held)
+    blas_memory_free(workspace);
+  return Status::ok();
+}
+
+} // namespace zcc::cpu

@@ -20,12 +20,14 @@ Status CpuBackend::allocate(uint64_t bytes, uint64_t alignment, void **memory) {
                       static_cast<unsigned long long>(bytes));
   void *allocation = std::aligned_alloc(static_cast<size_t>(align),
                                         static_cast<size_t>(rounded));
-  if (!allocation)
+  if (!allocation) {
+    double mib = static_cast<double>(bytes) / (1ull << 20);
     return makeStatus(StatusCode::kResourceExhausted,
-                      "cannot allocate %llu bytes (%.2f GiB) on the cpu "
+                      "cannot allocate %llu bytes (%.2f %s) on the cpu "
                       "backend: out of host memory",
-                      static_cast<unsigned long long>(bytes),
-                      static_cast<double>(bytes) / (1ull << 30));
+                      static_cast<unsigned long long>(bytes), mib < 1024 ? mib : mib / 1024,
+                      mib < 1024 ? "MiB" : "GiB");
+  }
   // Zeroed memory makes a run that reads a buffer before writing it (a plan
   // bug) repeatable instead of reading whatever was there.
   std::memset(allocation, 0, static_cast<size_t>(rounded));

@@ -15,6 +15,8 @@
 #include "runtime/Support/SwapFile.h"
 #include "test/Runtime/PlanTestUtil.h"
 
+#include "test/Runtime/ProcessLimits.h"
+
 #include "gtest/gtest.h"
 
 #include <atomic>
@@ -35,23 +37,8 @@ namespace {
 // for too many threads and for a stack it cannot map.
 std::string again() { return std::strerror(EAGAIN); }
 
-// Limits the address space to what this process maps now plus `slack`:
-// every stack a new thread maps beyond that fails.
-// The children below end by _Exit, not exit: a library's own threads
-// (OpenBLAS's, linked into the test) may be retrying an allocation the
-// limit refuses, and its exit handler would join them forever.
-void limitAddressSpace(uint64_t slack) {
-  long pages = 0;
-  std::FILE *statm = std::fopen("/proc/self/statm", "r");
-  ASSERT_NE(statm, nullptr);
-  ASSERT_EQ(std::fscanf(statm, "%ld", &pages), 1);
-  std::fclose(statm);
-  rlimit limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_AS, &limit), 0);
-  limit.rlim_cur = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) +
-                   static_cast<rlim_t>(slack);
-  ASSERT_EQ(::setrlimit(RLIMIT_AS, &limit), 0);
-}
+// Every stack a new thread maps beyond the limit's slack fails.
+using test::limitAddressSpace;
 
 TEST(Thread, RunsItsBodyAndIsJoined) {
   std::atomic<int> ran{0};

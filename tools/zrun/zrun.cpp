@@ -16,6 +16,7 @@
 #include "runtime/Executor.h"
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Support/File.h"
+#include "runtime/Support/OutOfMemory.h"
 #include "runtime/Support/Thread.h"
 #include "runtime/Comm/LocalCommunicator.h"
 #include "tools/zrun/Launch.h"
@@ -1501,6 +1502,10 @@ Status runZrun(const Options &options) {
                                static_cast<long long>(options.nproc),
                                static_cast<long long>(worldSize),
                                static_cast<long long>(options.nproc)));
+  // Before any arena: the BLAS's workspaces for the cpu job's rank threads.
+  if (options.backend == "cpu")
+    ZCC_RETURN_IF_ERROR(cpu::reserveBlasWorkspaces(static_cast<int>(worldSize)),
+                        "%s", path.c_str());
   if (plan.has_pipeline() && plan.mode() != "train") {
     if (options.haveTrainOptions)
       return Status(StatusCode::kInvalidArgument,
@@ -1534,6 +1539,7 @@ Status runZrun(const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
+  installOutOfMemoryHandler("zrun");
   Options options;
   options.argv = argv;
   bool help = false;
@@ -1546,7 +1552,11 @@ int main(int argc, char **argv) {
     status = runZrun(options);
   if (!status.isOk()) {
     std::fprintf(stderr, "zrun: error: %s\n", status.message().c_str());
-    return 1;
+    // Without the exit handlers: a job that failed may leave a thread in a
+    // library for good (OpenBLAS's workers spin when they cannot map their
+    // workspaces), and OpenBLAS's handler would join it forever.
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
   return 0;
 }
