@@ -103,7 +103,7 @@ struct KernelEntry {
   KernelFn fn;
 };
 
-// Sorted by name: findKernel bisects it and kernelNames lists it as is.
+// Sorted by name: findKernel bisects it.
 constexpr KernelEntry kKernels[] = {
 #define ZCC_KERNEL(name, function) {name, kernels::function},
 #include "kernels/cpu/KernelList.def"
@@ -122,13 +122,6 @@ KernelFn findKernel(const std::string &name) {
   if (it == end || name != it->name)
     return nullptr;
   return it->fn;
-}
-
-std::vector<std::string> kernelNames() {
-  std::vector<std::string> names;
-  for (const KernelEntry &entry : kKernels)
-    names.push_back(entry.name);
-  return names;
 }
 
 } // namespace zcc::cpu

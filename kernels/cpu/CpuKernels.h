@@ -57,8 +57,10 @@ using KernelFn = Status (*)(const KernelArgs &args);
 /// The kernel of this name, or null.
 KernelFn findKernel(const std::string &name);
 
-/// Every kernel name, sorted (for messages and the plan validator).
+/// Every kernel name, sorted (for messages and the plan validator), and
+/// whether `name` is one: ZccKernelNames, which links no kernel.
 std::vector<std::string> kernelNames();
+bool isKernel(const std::string &name);
 
 /// OpenBLAS gives each product in flight a workspace of its own
 /// (kBlasWorkspaceBytes in Debian's build), maps one the first time that

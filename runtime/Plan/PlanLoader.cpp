@@ -581,7 +581,7 @@ private:
         std::string item =
             programItem + ", " + describeInstruction(i, instruction);
         const std::string &kernel = instruction.kernel();
-        if (!cpu::findKernel(kernel) && !isCollectiveKernel(kernel) &&
+        if (!cpu::isKernel(kernel) && !isCollectiveKernel(kernel) &&
             !isTransferKernel(kernel) && !isEventKernel(kernel) && !isSwapKernel(kernel))
           return invalid(path_, item, unknownKernelProblem(kernel));
         if (instruction.stream() >= kMaxStreams)

@@ -14,10 +14,13 @@ namespace zcc {
 namespace {
 
 const char *programName = "zcc";
+const char *programRemedy = "free host memory";
+
+} // namespace
 
 /// Runs where nothing more can be allocated: formats into the stack and
 /// writes with write(2), which allocate nothing.
-[[noreturn]] void outOfMemory() {
+void reportOutOfMemory() {
   // One message: a second thread out of memory waits for the first's exit.
   static std::atomic<bool> reported{false};
   if (reported.exchange(true))
@@ -28,13 +31,11 @@ const char *programName = "zcc";
   if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     std::snprintf(limit, sizeof limit, " under its address-space limit (ulimit -v) of %llu KiB",
                   static_cast<unsigned long long>(rl.rlim_cur >> 10));
-  char message[512];
+  char message[768];
   int length = std::snprintf(
       message, sizeof message,
-      "%s: error: out of host memory: an allocation failed%s; raise the limit or free host "
-      "memory, or run fewer ranks on this host (zcc --report gives the host memory a rank "
-      "needs)\n",
-      programName, limit);
+      "%s: error: out of host memory: an allocation failed%s; %s\n", programName, limit,
+      programRemedy);
   if (length > 0) {
     size_t size = static_cast<size_t>(length) < sizeof message ? static_cast<size_t>(length)
                                                                : sizeof message - 1;
@@ -44,11 +45,10 @@ const char *programName = "zcc";
   std::_Exit(1);
 }
 
-} // namespace
-
-void installOutOfMemoryHandler(const char *program) {
+void installOutOfMemoryHandler(const char *program, const char *remedy) {
   programName = program;
-  std::set_new_handler(outOfMemory);
+  programRemedy = remedy;
+  std::set_new_handler(reportOutOfMemory);
 }
 
 } // namespace zcc

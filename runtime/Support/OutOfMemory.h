@@ -15,10 +15,14 @@
 namespace zcc {
 
 /// Makes a failed operator new print "<program>: error: out of host memory
-/// ..." (naming the address-space limit, when there is one) and exit with
-/// status 1, without running the exit handlers (the other threads may be
-/// anywhere). `program` must outlive the process.
-void installOutOfMemoryHandler(const char *program);
+/// ..." (naming the address-space limit, when there is one, and `remedy`)
+/// and exit with status 1, without running the exit handlers (the other
+/// threads may be anywhere). Both strings must outlive the process.
+void installOutOfMemoryHandler(const char *program, const char *remedy);
+
+/// What the handler does, for a library's own allocation failure hook
+/// (LLVM's bad-alloc handler).
+[[noreturn]] void reportOutOfMemory();
 
 } // namespace zcc
 

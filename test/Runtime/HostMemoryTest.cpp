@@ -101,7 +101,7 @@ TEST(HostMemoryDeathTest, WorkspacesThatCannotBeMappedAreAStatus) {
 
 // An allocation with no room left: the handler's message and status 1.
 void allocateUnderLimit() {
-  installOutOfMemoryHandler("zrun");
+  installOutOfMemoryHandler("zrun", "raise the limit or free host memory");
   limitAddressSpace(uint64_t(16) << 20);
   std::vector<char> big(size_t(1) << 30, 1);
   std::fprintf(stderr, "allocated %d\n", big[big.size() / 2]);

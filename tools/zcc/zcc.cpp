@@ -20,6 +20,7 @@
 #include "runtime/Plan/PlanLoader.h"
 #include "runtime/Plan/PlanPrinter.h"
 #include "runtime/Support/File.h"
+#include "runtime/Support/OutOfMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -33,11 +34,14 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 using namespace llvm;
@@ -702,6 +706,24 @@ Lowered lowerToPlan(mlir::ModuleOp module, bool recompute, int64_t recomputeByte
 
 int main(int argc, char **argv) {
   InitLLVM initLLVM(argc, argv);
+  // Out of host memory: one message and status 1, not LLVM's crash report.
+  zcc::installOutOfMemoryHandler("zcc", "raise the limit or free host memory");
+  llvm::install_bad_alloc_error_handler(
+      [](void *, const char *, bool) { zcc::reportOutOfMemory(); });
+  // A thread the pass manager's pool could not start is the process's
+  // limit, not a bug: a message and status 1. Other fatal errors keep
+  // LLVM's report (it aborts with a stack dump after this returns).
+  llvm::install_fatal_error_handler([](void *, const char *reason, bool) {
+    if (std::strstr(reason, "pthread_create failed")) {
+      std::fprintf(stderr,
+                   "zcc: error: %s; raise the process's limits (ulimit -u / -v) or free host "
+                   "memory\n",
+                   reason);
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    std::fprintf(stderr, "LLVM ERROR: %s\n", reason);
+  });
   cl::HideUnrelatedOptions(zccCategory);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -1539,7 +1539,8 @@ Status runZrun(const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
-  installOutOfMemoryHandler("zrun");
+  installOutOfMemoryHandler("zrun", "raise the limit or free host memory, or run fewer ranks on "
+                                    "this host (zcc --report gives the host memory a rank needs)");
   Options options;
   options.argv = argv;
   bool help = false;
