@@ -162,6 +162,19 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
             out->set_warmup_type(s.str());
           continue;
         }
+        // MultiStepLR's milestones.
+        if (auto list = dyn_cast<ArrayAttr>(param.getValue())) {
+          if (param.getName() != "milestones")
+            return module.emitError("scheduler.params.")
+                       << param.getName().str() << " is a list; only milestones is", failure();
+          for (Attribute element : list) {
+            auto integer = dyn_cast<IntegerAttr>(element);
+            if (!integer)
+              return module.emitError("scheduler.params.milestones must hold integers"), failure();
+            out->add_milestones(integer.getInt());
+          }
+          continue;
+        }
         if (isa<FloatAttr, IntegerAttr, BoolAttr>(param.getValue()))
           (*out->mutable_params())[param.getName().str()] =
               number(schedulerParams, param.getName(), 0.0);

@@ -49,7 +49,10 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
   deepspeed/runtime/lr_schedules.py. Built at last_batch_iteration -1 (which
   sets the lr to the schedule's value there: warmup_min_lr, or 0 for
   WarmupCosineLR) and stepped once after each optimizer step: step k
-  (1-based) runs at t = k - 2.
+  (1-based) runs at t = k - 2. torch's StepLR, MultiStepLR, ExponentialLR,
+  ConstantLR, LinearLR, PolynomialLR and CosineAnnealingLR (DeepSpeed's
+  fallback for other names) are torch.optim.lr_scheduler's own classes:
+  step k runs at their last_epoch k - 1.
 - Gradient clipping: "gradient_clipping" (DeepSpeed's default 1.0 when absent;
   0 turns it off) as deepspeed.runtime.utils.clip_grad_norm_: total norm =
   sqrt(sum of each gradient's fp32 2-norm squared), every gradient times
@@ -314,6 +317,12 @@ def warmup_gamma(t, warmup_steps, warmup_type):
     return (1.0 / math.log(warmup_steps)) * math.log(t + 1)  # DeepSpeed's rounding: inverse_log_warm_up * log
 
 
+# torch.optim.lr_scheduler's classes that zcc runs (DeepSpeed builds them for
+# a scheduler type it does not define).
+TORCH_SCHEDULERS = ("StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
+                    "PolynomialLR", "CosineAnnealingLR")
+
+
 def make_schedule(config, base_lr):
     """lr(t) for t >= -1 (t = last_batch_iteration), the initial t, and a description.
 
@@ -400,8 +409,24 @@ def make_schedule(config, base_lr):
 
         return lr, start, (f"WarmupCosineLR(base {base_lr:g}, warmup {warmup} {warmup_type} from "
                            f"{warmup_min_ratio:g}, total {total}, cos_min_ratio {cos_min_ratio:g})")
+    if kind in TORCH_SCHEDULERS:
+        # DeepSpeed's fallback: torch's own class, built on the optimizer
+        # (which steps it to last_epoch 0) and stepped after each optimizer
+        # step; here on a stand-in optimizer, read at last_epoch t + 1.
+        stand_in = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=base_lr)
+        scheduler = getattr(torch.optim.lr_scheduler, kind)(stand_in, **params)
+        values = [stand_in.param_groups[0]["lr"]]
+
+        def lr(t):
+            while len(values) <= t + 1:
+                stand_in.step()
+                scheduler.step()
+                values.append(stand_in.param_groups[0]["lr"])
+            return values[max(t, -1) + 1]
+
+        return lr, -1, f"torch {kind}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
     raise UsageError(f"config: scheduler type {kind!r} is not supported here "
-                     f"(WarmupLR, WarmupDecayLR, WarmupCosineLR)")
+                     f"(WarmupLR, WarmupDecayLR, WarmupCosineLR, torch's {', '.join(TORCH_SCHEDULERS)})")
 
 
 def gradient_clipping(config):

@@ -169,6 +169,12 @@ static std::string trainingText(const plan::Training &training) {
       out +=
           " " + quote(*name) + "=" + formatDouble(scheduler.params().at(*name));
   }
+  if (scheduler.milestones_size() > 0) {
+    out += ", milestones [";
+    for (int i = 0; i < scheduler.milestones_size(); ++i)
+      out += (i ? ", " : "") + std::to_string(scheduler.milestones(i));
+    out += "]";
+  }
   out += "\n";
 
   const plan::LossScaler &scaler = training.loss_scaler();

@@ -17,7 +17,7 @@ namespace zcc {
 /// Python's math.pi.
 static constexpr double kPi = 3.141592653589793;
 
-namespace {
+namespace detail {
 /// Reads Scheduler.params by name, remembering which it read so that a param
 /// the scheduler does not take is an error rather than silently ignored.
 class ParamReader {
@@ -124,7 +124,71 @@ private:
   const plan::Scheduler &scheduler_;
   std::set<std::string> read_;
 };
-} // namespace
+} // namespace detail
+
+using detail::ParamReader;
+
+Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamReader &params,
+                                      LrSchedule &schedule) {
+  const std::string &type = scheduler.type();
+  // torch needs 'initial_lr' in the param groups to start elsewhere, and
+  // verbose only printed the lr.
+  int64_t lastEpoch;
+  ZCC_RETURN_IF_ERROR(params.integer("last_epoch", -1, -1, lastEpoch), "");
+  if (lastEpoch != -1)
+    return params.bad("last_epoch", "must be -1 (torch builds the scheduler there)",
+                      static_cast<double>(lastEpoch));
+  bool verbose;
+  ZCC_RETURN_IF_ERROR(params.boolean("verbose", false, verbose), "");
+  if (type == "StepLR") {
+    schedule.kind_ = Kind::kStepLR;
+    double stepSize;
+    ZCC_RETURN_IF_ERROR(params.required("step_size", stepSize), "");
+    ZCC_RETURN_IF_ERROR(params.toInteger("step_size", stepSize, 1, schedule.stepSize_), "");
+    ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
+  } else if (type == "MultiStepLR") {
+    schedule.kind_ = Kind::kMultiStepLR;
+    if (scheduler.milestones_size() == 0)
+      return makeStatus(StatusCode::kInvalidArgument, "scheduler MultiStepLR needs param "
+                                                      "'milestones'");
+    schedule.milestones_.assign(scheduler.milestones().begin(), scheduler.milestones().end());
+    ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
+  } else if (type == "ExponentialLR") {
+    schedule.kind_ = Kind::kExponentialLR;
+    ZCC_RETURN_IF_ERROR(params.required("gamma", schedule.gamma_), "");
+    if (schedule.gamma_ < 0)
+      return params.bad("gamma", "must not be negative", schedule.gamma_);
+  } else if (type == "ConstantLR" || type == "LinearLR") {
+    // torch: "... factor expected to be between 0 and 1" (ValueError).
+    auto factor = [&](const char *name, double fallback, bool zeroAllowed, double &out) {
+      ZCC_RETURN_IF_ERROR(params.number(name, fallback, out), "");
+      if (out > 1 || out < 0 || (out == 0 && !zeroAllowed))
+        return params.bad(name, zeroAllowed ? "must be in [0, 1]" : "must be in (0, 1]", out);
+      return Status::ok();
+    };
+    if (type == "ConstantLR") {
+      schedule.kind_ = Kind::kConstantLR;
+      ZCC_RETURN_IF_ERROR(factor("factor", 1.0 / 3, false, schedule.factor_), "");
+    } else {
+      schedule.kind_ = Kind::kLinearLR;
+      ZCC_RETURN_IF_ERROR(factor("start_factor", 1.0 / 3, false, schedule.startFactor_), "");
+      ZCC_RETURN_IF_ERROR(factor("end_factor", 1.0, true, schedule.endFactor_), "");
+    }
+    ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
+  } else if (type == "PolynomialLR") {
+    schedule.kind_ = Kind::kPolynomialLR;
+    ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
+    ZCC_RETURN_IF_ERROR(params.number("power", 1.0, schedule.power_), "");
+  } else {
+    schedule.kind_ = Kind::kCosineAnnealingLR;
+    double tMax;
+    ZCC_RETURN_IF_ERROR(params.required("T_max", tMax), "");
+    // T_max = 0 divides by zero in get_lr.
+    ZCC_RETURN_IF_ERROR(params.toInteger("T_max", tMax, 1, schedule.tMax_), "");
+    ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
+  }
+  return Status::ok();
+}
 
 StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
                                         double baseLr, double baseBeta1) {
@@ -265,15 +329,26 @@ StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
     ZCC_RETURN_IF_ERROR(params.boolean("lr_range_test_staircase", false,
                                        schedule.rangeStaircase_),
                         "while reading scheduler LRRangeTest");
+  } else if (type == "StepLR" || type == "MultiStepLR" || type == "ExponentialLR" ||
+             type == "ConstantLR" || type == "LinearLR" || type == "PolynomialLR" ||
+             type == "CosineAnnealingLR") {
+    ZCC_RETURN_IF_ERROR(readTorchScheduler(scheduler, params, schedule),
+                        "while reading scheduler %s", type.c_str());
   } else {
     return makeStatus(StatusCode::kInvalidArgument,
                       "unknown scheduler type '%s'; zrun knows WarmupLR, "
-                      "WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest "
-                      "and \"\" (constant lr)",
+                      "WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest, "
+                      "torch's StepLR, MultiStepLR, ExponentialLR, ConstantLR, "
+                      "LinearLR, PolynomialLR, CosineAnnealingLR and \"\" "
+                      "(constant lr)",
                       type.c_str());
   }
+  if (schedule.kind_ != Kind::kMultiStepLR && scheduler.milestones_size() > 0)
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "scheduler %s does not take param 'milestones'",
+                      type.empty() ? "\"\" (constant lr)" : type.c_str());
 
-  if (!type.empty())
+  if (!type.empty() && !schedule.isTorch())
     ZCC_RETURN_IF_ERROR(params.integer("last_batch_iteration", -1, -1,
                                        schedule.firstIteration_),
                         "while reading scheduler %s", type.c_str());
@@ -334,8 +409,77 @@ double LrSchedule::oneCycleScale(int64_t t) const {
   return scale;
 }
 
+double LrSchedule::torchStep(int64_t epoch, double lr) const {
+  const double e = static_cast<double>(epoch);
+  switch (kind_) {
+  case Kind::kStepLR:
+    if (epoch == 0 || epoch % stepSize_ != 0)
+      return lr;
+    return lr * gamma_;
+  case Kind::kMultiStepLR: {
+    // A milestone listed twice multiplies by gamma twice (a Counter).
+    auto count = std::count(milestones_.begin(), milestones_.end(), epoch);
+    if (count == 0)
+      return lr;
+    return lr * std::pow(gamma_, static_cast<double>(count));
+  }
+  case Kind::kExponentialLR:
+    return epoch == 0 ? lr : lr * gamma_;
+  case Kind::kConstantLR:
+    if (epoch == 0)
+      return lr * factor_;
+    if (epoch != totalIters_)
+      return lr;
+    return lr * (1.0 / factor_);
+  case Kind::kLinearLR:
+    if (epoch == 0)
+      return lr * startFactor_;
+    if (epoch > totalIters_)
+      return lr;
+    return lr * (1.0 + (endFactor_ - startFactor_) /
+                           (static_cast<double>(totalIters_) * startFactor_ +
+                            (e - 1) * (endFactor_ - startFactor_)));
+  case Kind::kPolynomialLR: {
+    if (epoch == 0 || epoch > totalIters_)
+      return lr;
+    double total = static_cast<double>(totalIters_);
+    double decay = std::pow((1.0 - e / total) / (1.0 - (e - 1) / total), power_);
+    return lr * decay;
+  }
+  case Kind::kCosineAnnealingLR: {
+    if (epoch == 0)
+      return lr;
+    double tMax = static_cast<double>(tMax_);
+    // Python's % is a floor modulo: negative before the first trough.
+    int64_t period = 2 * tMax_;
+    int64_t phase = ((epoch - 1 - tMax_) % period + period) % period;
+    if (phase == 0)
+      return lr + (baseLr_ - etaMin_) * (1 - std::cos(kPi / tMax)) / 2;
+    return (1 + std::cos(kPi * e / tMax)) / (1 + std::cos(kPi * (e - 1) / tMax)) *
+               (lr - etaMin_) +
+           etaMin_;
+  }
+  default:
+    return lr;
+  }
+}
+
+double LrSchedule::torchLr(int64_t epoch) const {
+  if (epoch < cachedEpoch_ || cachedEpoch_ < 0) {
+    cachedEpoch_ = 0;
+    cachedLr_ = torchStep(0, baseLr_);
+  }
+  while (cachedEpoch_ < epoch) {
+    ++cachedEpoch_;
+    cachedLr_ = torchStep(cachedEpoch_, cachedLr_);
+  }
+  return cachedLr_;
+}
+
 double LrSchedule::lr(int64_t t) const {
   t = std::max<int64_t>(t, -1);
+  if (isTorch())
+    return torchLr(t + 1);
   switch (kind_) {
   case Kind::kConstant:
     return baseLr_;

@@ -42,8 +42,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace zcc {
+
+namespace detail {
+class ParamReader;
+} // namespace detail
 
 class LrSchedule {
 public:
@@ -54,6 +59,17 @@ public:
     kWarmupCosineLR,
     kOneCycle,
     kLRRangeTest,
+    // torch.optim.lr_scheduler's classes, which DeepSpeed builds for a name
+    // it does not define: their chainable get_lr(), step by step from the
+    // optimizer's lr, with last_epoch = t + 1 (torch's constructor steps
+    // once, so the first optimizer step runs at last_epoch 0).
+    kStepLR,
+    kMultiStepLR,
+    kExponentialLR,
+    kConstantLR,
+    kLinearLR,
+    kPolynomialLR,
+    kCosineAnnealingLR,
   };
 
   /// The schedule `scheduler` describes for an optimizer whose configured lr
@@ -96,6 +112,16 @@ public:
 private:
   LrSchedule() = default;
 
+  /// Reads a torch scheduler's params into `schedule`.
+  static Status readTorchScheduler(const plan::Scheduler &scheduler, detail::ParamReader &params,
+                                   LrSchedule &schedule);
+  bool isTorch() const { return kind_ >= Kind::kStepLR; }
+  /// torch's lr at last_epoch `epoch` (>= 0): get_lr() applied from epoch 0
+  /// on, as torch does, so that the doubles are torch's; sequential calls
+  /// continue from the last one.
+  double torchLr(int64_t epoch) const;
+  /// torch's get_lr() at last_epoch `epoch` for a group whose lr is `lr`.
+  double torchStep(int64_t epoch, double lr) const;
   double warmupGamma(int64_t t) const;
   double cosineRatio(int64_t t) const;
   double oneCycleScale(int64_t t) const;
@@ -126,6 +152,17 @@ private:
   // LRRangeTest.
   double rangeMinLr_ = 0, rangeStepSize_ = 0, rangeStepRate_ = 0;
   bool rangeStaircase_ = false;
+
+  // torch's schedulers.
+  double gamma_ = 0.1;
+  int64_t stepSize_ = 1;
+  std::vector<int64_t> milestones_;
+  double factor_ = 0, startFactor_ = 0, endFactor_ = 0, power_ = 1, etaMin_ = 0;
+  int64_t totalIters_ = 0, tMax_ = 1;
+  /// The last epoch torchLr computed and its lr (-1: none yet). Each rank
+  /// owns its schedule, so no lock.
+  mutable int64_t cachedEpoch_ = -1;
+  mutable double cachedLr_ = 0;
 };
 
 } // namespace zcc

@@ -491,6 +491,69 @@ TEST(LrScheduleTest, BadConfigsNameTheParam) {
             std::string::npos);
 }
 
+// torch's schedulers run from last_epoch 0 at the first step: the k-th
+// applied step has last_epoch k - 1. StepLR(step_size 3, gamma 0.5) from
+// 0.003: steps 1-3 at 0.003, 4-6 at 0.0015, 7 at 0.00075.
+TEST(LrScheduleTest, TorchStepLRStepKRunsWithLastEpochKMinusOne) {
+  LrSchedule schedule = makeSchedule(scheduler("StepLR", {{"step_size", 3}, {"gamma", 0.5}}));
+  EXPECT_EQ(schedule.kind(), LrSchedule::Kind::kStepLR);
+  const double expected[] = {0.003, 0.003, 0.003, 0.0015, 0.0015, 0.0015, 0.00075};
+  for (int k = 1; k <= 7; ++k)
+    EXPECT_EQ(schedule.lrForStep(k), expected[k - 1]) << "step " << k;
+  EXPECT_EQ(schedule.beta1ForStep(5), kBaseBeta1);
+}
+
+// The chainable form is computed step by step from the optimizer's lr;
+// asking out of order (a resumed run) gives what a run in order gives.
+TEST(LrScheduleTest, TorchScheduleOutOfOrderMatchesInOrder) {
+  plan::Scheduler config = scheduler("CosineAnnealingLR", {{"T_max", 7}, {"eta_min", 1e-4}});
+  LrSchedule inOrder = makeSchedule(config);
+  std::vector<double> lrs;
+  for (int k = 1; k <= 40; ++k)
+    lrs.push_back(inOrder.lrForStep(k));
+  LrSchedule outOfOrder = makeSchedule(config);
+  for (int k : {30, 5, 40, 1, 17, 16, 17, 9})
+    EXPECT_EQ(outOfOrder.lrForStep(k), lrs[k - 1]) << "step " << k;
+  // The troughs: last_epoch 7 and 21 are eta_min up to the chain's rounding.
+  EXPECT_NEAR(lrs[7], 1e-4, 1e-15);
+  EXPECT_NEAR(lrs[21], 1e-4, 1e-15);
+}
+
+TEST(LrScheduleTest, TorchMultiStepLRCountsARepeatedMilestoneTwice) {
+  plan::Scheduler config = scheduler("MultiStepLR", {{"gamma", 0.5}});
+  for (int64_t milestone : {2, 4, 4})
+    config.add_milestones(milestone);
+  LrSchedule schedule = makeSchedule(config);
+  // last_epoch 2 (step 3) halves, 4 (step 5) quarters.
+  EXPECT_EQ(schedule.lrForStep(2), 0.003);
+  EXPECT_EQ(schedule.lrForStep(3), 0.0015);
+  EXPECT_EQ(schedule.lrForStep(5), 0.0015 * std::pow(0.5, 2.0));
+}
+
+TEST(LrScheduleTest, TorchBadConfigsNameTheParam) {
+  EXPECT_NE(createError(scheduler("StepLR", {})).find("needs param 'step_size'"),
+            std::string::npos);
+  EXPECT_NE(createError(scheduler("ExponentialLR", {{"gamma", 0.9}, {"last_epoch", 4}}))
+                .find("'last_epoch' must be -1"),
+            std::string::npos);
+  EXPECT_NE(createError(scheduler("ConstantLR", {{"factor", 0}})).find("'factor' must be in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(createError(scheduler("LinearLR", {{"end_factor", 1.5}}))
+                .find("'end_factor' must be in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(createError(scheduler("CosineAnnealingLR", {{"T_max", 0}}))
+                .find("'T_max' must be a positive integer"),
+            std::string::npos);
+  EXPECT_NE(createError(scheduler("MultiStepLR", {})).find("needs param 'milestones'"),
+            std::string::npos);
+  plan::Scheduler stray = scheduler("StepLR", {{"step_size", 2}});
+  stray.add_milestones(3);
+  EXPECT_NE(createError(stray).find("StepLR does not take param 'milestones'"), std::string::npos);
+  EXPECT_NE(createError(scheduler("PolynomialLR", {{"warmup_num_steps", 3}}))
+                .find("does not take param 'warmup_num_steps'"),
+            std::string::npos);
+}
+
 //===----------------------------------------------------------------------===//
 // Loss scaler
 //===----------------------------------------------------------------------===//

@@ -494,8 +494,18 @@ const SectionSpec &optimizerParamsSchema(const std::string &canonicalType) {
 
 const std::vector<std::string> &schedulerNames() {
   static const std::vector<std::string> names = {
-      "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"};
+      "WarmupLR",     "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
+      "LRRangeTest",  "StepLR",        "MultiStepLR",    "ExponentialLR",
+      "ConstantLR",   "LinearLR",      "PolynomialLR",   "CosineAnnealingLR"};
   return names;
+}
+
+bool isTorchScheduler(const std::string &type) {
+  for (const char *name : {"StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
+                           "PolynomialLR", "CosineAnnealingLR"})
+    if (type == name)
+      return true;
+  return false;
 }
 
 const SectionSpec *schedulerParamsSchema(const std::string &type) {
@@ -554,6 +564,63 @@ const SectionSpec *schedulerParamsSchema(const std::string &type) {
           intKey("last_batch_iteration", -1).atLeast(-1),
       },
       {}};
+  // torch.optim.lr_scheduler's classes with numeric arguments, which
+  // DeepSpeed builds as Class(optimizer, **params) (engine.py's fallback).
+  // last_epoch must stay -1 (resolveScheduler says why); verbose only
+  // printed the lr.
+  auto torchKeys = [](std::vector<KeySpec> keys) {
+    keys.push_back(intKey("last_epoch", -1).atLeast(-1));
+    keys.push_back(boolKey("verbose", false).noEffect("zrun logs the lr of every step"));
+    return keys;
+  };
+  static const SectionSpec stepLR{
+      "params",
+      torchKeys({intKey("step_size", nullptr).atLeast(1).autoRejected(),
+                 numberKey("gamma", 0.1).atLeast(0.0).autoRejected()}),
+      {}};
+  static const SectionSpec multiStepLR{
+      "params",
+      torchKeys({key("milestones", ValueKind::IntList, nullptr).atLeast(0),
+                 numberKey("gamma", 0.1).atLeast(0.0).autoRejected()}),
+      {}};
+  static const SectionSpec exponentialLR{
+      "params", torchKeys({numberKey("gamma", nullptr).atLeast(0.0).autoRejected()}), {}};
+  // torch raises ValueError for a factor outside (0, 1].
+  static const SectionSpec constantLR{
+      "params",
+      torchKeys({numberKey("factor", 1.0 / 3).above(0.0).atMost(1.0),
+                 intKey("total_iters", 5).atLeast(0).autoRejected()}),
+      {}};
+  static const SectionSpec linearLR{
+      "params",
+      torchKeys({numberKey("start_factor", 1.0 / 3).above(0.0).atMost(1.0),
+                 numberKey("end_factor", 1.0).atLeast(0.0).atMost(1.0),
+                 intKey("total_iters", 5).atLeast(0).autoRejected()}),
+      {}};
+  static const SectionSpec polynomialLR{
+      "params",
+      torchKeys({intKey("total_iters", 5).atLeast(0).autoRejected(),
+                 numberKey("power", 1.0).atLeast(0.0)}),
+      {}};
+  static const SectionSpec cosineAnnealingLR{
+      "params",
+      torchKeys({intKey("T_max", nullptr).atLeast(1).autoRejected(),
+                 numberKey("eta_min", 0.0).atLeast(0.0).autoRejected()}),
+      {}};
+  if (type == "StepLR")
+    return &stepLR;
+  if (type == "MultiStepLR")
+    return &multiStepLR;
+  if (type == "ExponentialLR")
+    return &exponentialLR;
+  if (type == "ConstantLR")
+    return &constantLR;
+  if (type == "LinearLR")
+    return &linearLR;
+  if (type == "PolynomialLR")
+    return &polynomialLR;
+  if (type == "CosineAnnealingLR")
+    return &cosineAnnealingLR;
   if (type == "WarmupLR")
     return &warmupLR;
   if (type == "WarmupDecayLR")

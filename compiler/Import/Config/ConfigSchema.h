@@ -26,6 +26,9 @@ enum class ValueKind {
   Enum,
   /// A fixed-size list of numbers (Adam's betas).
   NumberList,
+  /// A list of integers of any length, each in the key's range (MultiStepLR's
+  /// milestones).
+  IntList,
   /// A nested section with its own keys.
   Section,
   /// A section zcc does not interpret: only its `enabled` flag is read.
@@ -158,6 +161,10 @@ const SectionSpec *schedulerParamsSchema(const std::string &type);
 
 /// DeepSpeed's scheduler names.
 const std::vector<std::string> &schedulerNames();
+
+/// Whether `type` is one of torch.optim.lr_scheduler's classes that zcc
+/// runs (DeepSpeed's fallback for a name it does not define).
+bool isTorchScheduler(const std::string &type);
 
 /// Optimizer names DeepSpeed knows: its own, lower-cased, and torch.optim's.
 struct OptimizerName {

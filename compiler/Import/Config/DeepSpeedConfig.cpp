@@ -401,6 +401,28 @@ std::optional<Json> Importer::resolveValue(const KeySpec &spec, const Json &valu
     }
     break;
   }
+  case ValueKind::IntList: {
+    if (!value.is_array()) {
+      error(path, "expected a list of integers, got " + describe(value));
+      return std::nullopt;
+    }
+    resolved = Json::array();
+    for (size_t i = 0; i < value.size(); ++i) {
+      std::string item = path + "[" + std::to_string(i) + "]";
+      const Json &element = value[i];
+      if (!element.is_number() || element.is_number_float() ||
+          (element.is_number_unsigned() &&
+           element.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))) {
+        error(item, "expected an integer, got " + describe(element));
+        return std::nullopt;
+      }
+      int64_t integer = element.get<int64_t>();
+      if (!checkRange(spec, static_cast<double>(integer), item))
+        return std::nullopt;
+      resolved.push_back(integer);
+    }
+    break;
+  }
   case ValueKind::Section: {
     std::optional<Json> section =
         resolveSection(*spec.section, value.is_null() ? Json::object() : value, path);
@@ -547,13 +569,30 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
   std::string name = type->get<std::string>();
   const SectionSpec *schema = schedulerParamsSchema(name);
   if (!schema) {
+    // torch.optim.lr_scheduler's classes that DeepSpeed would build from the
+    // config (engine.py falls back to them) and zcc does not run.
+    static const std::vector<std::string> callableSchedulers = {"LambdaLR", "MultiplicativeLR"};
+    static const std::vector<std::string> nestedSchedulers = {"SequentialLR", "ChainedScheduler"};
     static const std::vector<std::string> torchSchedulers = {
-        "LambdaLR",  "MultiplicativeLR", "StepLR",           "MultiStepLR",
-        "ConstantLR", "LinearLR",        "ExponentialLR",    "SequentialLR",
-        "CyclicLR",  "OneCycleLR",       "CosineAnnealingLR", "ReduceLROnPlateau",
-        "CosineAnnealingWarmRestarts", "PolynomialLR", "ChainedScheduler"};
-    if (std::find(torchSchedulers.begin(), torchSchedulers.end(), name) !=
-        torchSchedulers.end()) {
+        "CyclicLR", "OneCycleLR", "ReduceLROnPlateau", "CosineAnnealingWarmRestarts"};
+    auto listed = [&](const std::vector<std::string> &names) {
+      return std::find(names.begin(), names.end(), name) != names.end();
+    };
+    if (listed(callableSchedulers)) {
+      error("scheduler.type", "torch scheduler '" + name +
+                                  "' takes a Python function (lr_lambda), which a JSON config "
+                                  "cannot give; use one of " +
+                                  quoteList(schedulerNames()));
+      return std::nullopt;
+    }
+    if (listed(nestedSchedulers)) {
+      error("scheduler.type", "torch scheduler '" + name +
+                                  "' chains scheduler objects, which a JSON config cannot give; "
+                                  "use one of " +
+                                  quoteList(schedulerNames()));
+      return std::nullopt;
+    }
+    if (listed(torchSchedulers)) {
       error("scheduler.type", "torch scheduler '" + name +
                                   "' is not supported yet; zcc supports " +
                                   quoteList(schedulerNames()));
@@ -617,6 +656,33 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
             "decay_lr_rate > 0 needs decay_step_size > 0 (it divides the decay)");
       return std::nullopt;
     }
+  }
+  if (isTorchScheduler(name)) {
+    // torch requires 'initial_lr' in the param groups of a scheduler built
+    // at last_epoch != -1 (KeyError), which DeepSpeed never sets.
+    if (params["last_epoch"].get<int64_t>() != -1) {
+      error("scheduler.params.last_epoch",
+            "torch's " + name +
+                " resumes from last_epoch only with 'initial_lr' in the optimizer's param "
+                "groups, which DeepSpeed does not set (torch raises KeyError); remove "
+                "last_epoch, and resume from a checkpoint instead");
+      return std::nullopt;
+    }
+    struct Required {
+      const char *type, *param, *meaning;
+    };
+    static const Required kRequired[] = {
+        {"StepLR", "step_size", ""},
+        {"MultiStepLR", "milestones",
+         ": the steps (counted from 1) after which the lr is multiplied by gamma"},
+        {"ExponentialLR", "gamma", ""},
+        {"CosineAnnealingLR", "T_max", ": the steps of half a cosine period"}};
+    for (const Required &required : kRequired)
+      if (name == required.type && params[required.param].is_null()) {
+        error("scheduler.params", std::string("'") + required.param + "' is required by " +
+                                      name + required.meaning);
+        return std::nullopt;
+      }
   }
   return Json{{"type", name}, {"params", std::move(params)}};
 }
