@@ -50,7 +50,8 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
   sets the lr to the schedule's value there: warmup_min_lr, or 0 for
   WarmupCosineLR) and stepped once after each optimizer step: step k
   (1-based) runs at t = k - 2. torch's StepLR, MultiStepLR, ExponentialLR,
-  ConstantLR, LinearLR, PolynomialLR and CosineAnnealingLR (DeepSpeed's
+  ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR and
+  CosineAnnealingWarmRestarts (DeepSpeed's
   fallback for other names) are torch.optim.lr_scheduler's own classes:
   step k runs at their last_epoch k - 1.
 - Gradient clipping: "gradient_clipping" (DeepSpeed's default 1.0 when absent;
@@ -320,7 +321,7 @@ def warmup_gamma(t, warmup_steps, warmup_type):
 # torch.optim.lr_scheduler's classes that zcc runs (DeepSpeed builds them for
 # a scheduler type it does not define).
 TORCH_SCHEDULERS = ("StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
-                    "PolynomialLR", "CosineAnnealingLR")
+                    "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts")
 
 
 def make_schedule(config, base_lr):

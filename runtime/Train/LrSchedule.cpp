@@ -179,6 +179,13 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
     schedule.kind_ = Kind::kPolynomialLR;
     ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
     ZCC_RETURN_IF_ERROR(params.number("power", 1.0, schedule.power_), "");
+  } else if (type == "CosineAnnealingWarmRestarts") {
+    schedule.kind_ = Kind::kCosineAnnealingWarmRestarts;
+    double t0;
+    ZCC_RETURN_IF_ERROR(params.required("T_0", t0), "");
+    ZCC_RETURN_IF_ERROR(params.toInteger("T_0", t0, 1, schedule.t0_), "");
+    ZCC_RETURN_IF_ERROR(params.integer("T_mult", 1, 1, schedule.tMult_), "");
+    ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
   } else {
     schedule.kind_ = Kind::kCosineAnnealingLR;
     double tMax;
@@ -331,7 +338,7 @@ StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
                         "while reading scheduler LRRangeTest");
   } else if (type == "StepLR" || type == "MultiStepLR" || type == "ExponentialLR" ||
              type == "ConstantLR" || type == "LinearLR" || type == "PolynomialLR" ||
-             type == "CosineAnnealingLR") {
+             type == "CosineAnnealingLR" || type == "CosineAnnealingWarmRestarts") {
     ZCC_RETURN_IF_ERROR(readTorchScheduler(scheduler, params, schedule),
                         "while reading scheduler %s", type.c_str());
   } else {
@@ -339,8 +346,8 @@ StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
                       "unknown scheduler type '%s'; zrun knows WarmupLR, "
                       "WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest, "
                       "torch's StepLR, MultiStepLR, ExponentialLR, ConstantLR, "
-                      "LinearLR, PolynomialLR, CosineAnnealingLR and \"\" "
-                      "(constant lr)",
+                      "LinearLR, PolynomialLR, CosineAnnealingLR, "
+                      "CosineAnnealingWarmRestarts and \"\" (constant lr)",
                       type.c_str());
   }
   if (schedule.kind_ != Kind::kMultiStepLR && scheduler.milestones_size() > 0)
@@ -459,6 +466,12 @@ double LrSchedule::torchStep(int64_t epoch, double lr) const {
                (lr - etaMin_) +
            etaMin_;
   }
+  case Kind::kCosineAnnealingWarmRestarts:
+    // A closed form of T_cur and T_i (torchLr keeps them).
+    return etaMin_ + (baseLr_ - etaMin_) *
+                         (1 + std::cos(kPi * static_cast<double>(cachedTCur_) /
+                                       static_cast<double>(cachedTI_))) /
+                         2;
   default:
     return lr;
   }
@@ -467,10 +480,21 @@ double LrSchedule::torchStep(int64_t epoch, double lr) const {
 double LrSchedule::torchLr(int64_t epoch) const {
   if (epoch < cachedEpoch_ || cachedEpoch_ < 0) {
     cachedEpoch_ = 0;
+    cachedTCur_ = 0;
+    cachedTI_ = t0_;
     cachedLr_ = torchStep(0, baseLr_);
   }
   while (cachedEpoch_ < epoch) {
     ++cachedEpoch_;
+    if (kind_ == Kind::kCosineAnnealingWarmRestarts) {
+      // step(): T_cur advances, and a restart begins a period T_mult times
+      // as long.
+      cachedTCur_ += 1;
+      if (cachedTCur_ >= cachedTI_) {
+        cachedTCur_ -= cachedTI_;
+        cachedTI_ *= tMult_;
+      }
+    }
     cachedLr_ = torchStep(cachedEpoch_, cachedLr_);
   }
   return cachedLr_;

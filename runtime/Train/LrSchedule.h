@@ -70,6 +70,7 @@ public:
     kLinearLR,
     kPolynomialLR,
     kCosineAnnealingLR,
+    kCosineAnnealingWarmRestarts,
   };
 
   /// The schedule `scheduler` describes for an optimizer whose configured lr
@@ -159,6 +160,10 @@ private:
   std::vector<int64_t> milestones_;
   double factor_ = 0, startFactor_ = 0, endFactor_ = 0, power_ = 1, etaMin_ = 0;
   int64_t totalIters_ = 0, tMax_ = 1;
+  /// CosineAnnealingWarmRestarts: T_0 and T_mult, and the cached epoch's
+  /// T_cur and T_i (its lr is a closed form of them).
+  int64_t t0_ = 1, tMult_ = 1;
+  mutable int64_t cachedTCur_ = 0, cachedTI_ = 1;
   /// The last epoch torchLr computed and its lr (-1: none yet). Each rank
   /// owns its schedule, so no lock.
   mutable int64_t cachedEpoch_ = -1;

@@ -506,17 +506,27 @@ TEST(LrScheduleTest, TorchStepLRStepKRunsWithLastEpochKMinusOne) {
 // The chainable form is computed step by step from the optimizer's lr;
 // asking out of order (a resumed run) gives what a run in order gives.
 TEST(LrScheduleTest, TorchScheduleOutOfOrderMatchesInOrder) {
-  plan::Scheduler config = scheduler("CosineAnnealingLR", {{"T_max", 7}, {"eta_min", 1e-4}});
-  LrSchedule inOrder = makeSchedule(config);
-  std::vector<double> lrs;
-  for (int k = 1; k <= 40; ++k)
-    lrs.push_back(inOrder.lrForStep(k));
-  LrSchedule outOfOrder = makeSchedule(config);
-  for (int k : {30, 5, 40, 1, 17, 16, 17, 9})
-    EXPECT_EQ(outOfOrder.lrForStep(k), lrs[k - 1]) << "step " << k;
-  // The troughs: last_epoch 7 and 21 are eta_min up to the chain's rounding.
-  EXPECT_NEAR(lrs[7], 1e-4, 1e-15);
-  EXPECT_NEAR(lrs[21], 1e-4, 1e-15);
+  for (const plan::Scheduler &config :
+       {scheduler("CosineAnnealingLR", {{"T_max", 7}, {"eta_min", 1e-4}}),
+        scheduler("CosineAnnealingWarmRestarts", {{"T_0", 3}, {"T_mult", 2}, {"eta_min", 1e-4}})}) {
+    LrSchedule inOrder = makeSchedule(config);
+    std::vector<double> lrs;
+    for (int k = 1; k <= 40; ++k)
+      lrs.push_back(inOrder.lrForStep(k));
+    LrSchedule outOfOrder = makeSchedule(config);
+    for (int k : {30, 5, 40, 1, 17, 16, 17, 9})
+      EXPECT_EQ(outOfOrder.lrForStep(k), lrs[k - 1]) << config.type() << ", step " << k;
+    if (config.type() == "CosineAnnealingLR") {
+      // The troughs: last_epoch 7 and 21, eta_min up to the chain's rounding.
+      EXPECT_NEAR(lrs[7], 1e-4, 1e-15);
+      EXPECT_NEAR(lrs[21], 1e-4, 1e-15);
+    } else {
+      // Restarts at last_epoch 3, 9 and 21 (periods of 3, 6, 12): the base lr.
+      for (int epoch : {0, 3, 9, 21})
+        EXPECT_EQ(lrs[epoch], kBaseLr) << "last_epoch " << epoch;
+      EXPECT_LT(lrs[20], lrs[8]);
+    }
+  }
 }
 
 TEST(LrScheduleTest, TorchMultiStepLRCountsARepeatedMilestoneTwice) {

@@ -496,13 +496,14 @@ const std::vector<std::string> &schedulerNames() {
   static const std::vector<std::string> names = {
       "WarmupLR",     "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
       "LRRangeTest",  "StepLR",        "MultiStepLR",    "ExponentialLR",
-      "ConstantLR",   "LinearLR",      "PolynomialLR",   "CosineAnnealingLR"};
+      "ConstantLR",   "LinearLR",      "PolynomialLR",   "CosineAnnealingLR",
+      "CosineAnnealingWarmRestarts"};
   return names;
 }
 
 bool isTorchScheduler(const std::string &type) {
   for (const char *name : {"StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
-                           "PolynomialLR", "CosineAnnealingLR"})
+                           "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts"})
     if (type == name)
       return true;
   return false;
@@ -607,6 +608,14 @@ const SectionSpec *schedulerParamsSchema(const std::string &type) {
       torchKeys({intKey("T_max", nullptr).atLeast(1).autoRejected(),
                  numberKey("eta_min", 0.0).atLeast(0.0).autoRejected()}),
       {}};
+  static const SectionSpec cosineAnnealingWarmRestarts{
+      "params",
+      torchKeys({intKey("T_0", nullptr).atLeast(1).autoRejected(),
+                 intKey("T_mult", 1).atLeast(1).autoRejected(),
+                 numberKey("eta_min", 0.0).atLeast(0.0).autoRejected()}),
+      {}};
+  if (type == "CosineAnnealingWarmRestarts")
+    return &cosineAnnealingWarmRestarts;
   if (type == "StepLR")
     return &stepLR;
   if (type == "MultiStepLR")

@@ -574,7 +574,7 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
     static const std::vector<std::string> callableSchedulers = {"LambdaLR", "MultiplicativeLR"};
     static const std::vector<std::string> nestedSchedulers = {"SequentialLR", "ChainedScheduler"};
     static const std::vector<std::string> torchSchedulers = {
-        "CyclicLR", "OneCycleLR", "ReduceLROnPlateau", "CosineAnnealingWarmRestarts"};
+        "CyclicLR", "OneCycleLR", "ReduceLROnPlateau"};
     auto listed = [&](const std::vector<std::string> &names) {
       return std::find(names.begin(), names.end(), name) != names.end();
     };
@@ -676,7 +676,8 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
         {"MultiStepLR", "milestones",
          ": the steps (counted from 1) after which the lr is multiplied by gamma"},
         {"ExponentialLR", "gamma", ""},
-        {"CosineAnnealingLR", "T_max", ": the steps of half a cosine period"}};
+        {"CosineAnnealingLR", "T_max", ": the steps of half a cosine period"},
+        {"CosineAnnealingWarmRestarts", "T_0", ": the steps before the first restart"}};
     for (const Required &required : kRequired)
       if (name == required.type && params[required.param].is_null()) {
         error("scheduler.params", std::string("'") + required.param + "' is required by " +
