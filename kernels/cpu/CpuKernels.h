@@ -62,18 +62,15 @@ KernelFn findKernel(const std::string &name);
 std::vector<std::string> kernelNames();
 bool isKernel(const std::string &name);
 
-/// OpenBLAS gives each product in flight a workspace of its own
-/// (kBlasWorkspaceBytes in Debian's build), maps one the first time that
-/// many products overlap, keeps it for the process's life, and retries
-/// forever when it cannot map one: a job whose arenas left it no room would
+/// OpenBLAS gives each product in flight a workspace of its own (128 MiB
+/// in Debian's build), maps one the first time that many products overlap,
+/// keeps it for the process's life, and retries forever when it cannot map
+/// one: a job whose arenas left it no room would
 /// hang in its first product. Maps `callers` workspaces now (one for each
 /// rank thread of the job), before any arena is allocated, so that a job
 /// that does not fit fails in its arena's allocation with a message; fails
 /// itself, saying how much it needed, when the process cannot map them.
 Status reserveBlasWorkspaces(int callers);
-
-/// The workspace OpenBLAS maps for a product (its BUFFER_SIZE plus a page).
-inline constexpr uint64_t kBlasWorkspaceBytes = (128ull << 20) + 4096;
 
 } // namespace zcc::cpu
 

@@ -694,6 +694,11 @@ void blas_memory_free(void *buffer);
 
 namespace zcc::cpu {
 
+namespace {
+/// The workspace OpenBLAS maps for a product (its BUFFER_SIZE plus a page).
+constexpr uint64_t kBlasWorkspaceBytes = (128ull << 20) + 4096;
+} // namespace
+
 Status reserveBlasWorkspaces(int callers) {
   if (callers <= 0)
     return Status::ok();

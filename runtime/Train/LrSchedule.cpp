@@ -128,9 +128,28 @@ private:
 
 using detail::ParamReader;
 
+namespace {
+/// torch.optim.lr_scheduler's classes by name.
+std::optional<LrSchedule::Kind> torchKind(const std::string &type) {
+  using Kind = LrSchedule::Kind;
+  static const std::pair<const char *, Kind> kKinds[] = {
+      {"StepLR", Kind::kStepLR},
+      {"MultiStepLR", Kind::kMultiStepLR},
+      {"ExponentialLR", Kind::kExponentialLR},
+      {"ConstantLR", Kind::kConstantLR},
+      {"LinearLR", Kind::kLinearLR},
+      {"PolynomialLR", Kind::kPolynomialLR},
+      {"CosineAnnealingLR", Kind::kCosineAnnealingLR},
+      {"CosineAnnealingWarmRestarts", Kind::kCosineAnnealingWarmRestarts}};
+  for (const auto &[name, kind] : kKinds)
+    if (type == name)
+      return kind;
+  return std::nullopt;
+}
+} // namespace
+
 Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamReader &params,
                                       LrSchedule &schedule) {
-  const std::string &type = scheduler.type();
   // torch needs 'initial_lr' in the param groups to start elsewhere, and
   // verbose only printed the lr.
   int64_t lastEpoch;
@@ -140,25 +159,28 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
                       static_cast<double>(lastEpoch));
   bool verbose;
   ZCC_RETURN_IF_ERROR(params.boolean("verbose", false, verbose), "");
-  if (type == "StepLR") {
-    schedule.kind_ = Kind::kStepLR;
+  switch (schedule.kind_) {
+  case Kind::kStepLR: {
     double stepSize;
     ZCC_RETURN_IF_ERROR(params.required("step_size", stepSize), "");
     ZCC_RETURN_IF_ERROR(params.toInteger("step_size", stepSize, 1, schedule.stepSize_), "");
     ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
-  } else if (type == "MultiStepLR") {
-    schedule.kind_ = Kind::kMultiStepLR;
+    break;
+  }
+  case Kind::kMultiStepLR:
     if (scheduler.milestones_size() == 0)
       return makeStatus(StatusCode::kInvalidArgument, "scheduler MultiStepLR needs param "
                                                       "'milestones'");
     schedule.milestones_.assign(scheduler.milestones().begin(), scheduler.milestones().end());
     ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
-  } else if (type == "ExponentialLR") {
-    schedule.kind_ = Kind::kExponentialLR;
+    break;
+  case Kind::kExponentialLR:
     ZCC_RETURN_IF_ERROR(params.required("gamma", schedule.gamma_), "");
     if (schedule.gamma_ < 0)
       return params.bad("gamma", "must not be negative", schedule.gamma_);
-  } else if (type == "ConstantLR" || type == "LinearLR") {
+    break;
+  case Kind::kConstantLR:
+  case Kind::kLinearLR: {
     // torch: "... factor expected to be between 0 and 1" (ValueError).
     auto factor = [&](const char *name, double fallback, bool zeroAllowed, double &out) {
       ZCC_RETURN_IF_ERROR(params.number(name, fallback, out), "");
@@ -166,33 +188,37 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
         return params.bad(name, zeroAllowed ? "must be in [0, 1]" : "must be in (0, 1]", out);
       return Status::ok();
     };
-    if (type == "ConstantLR") {
-      schedule.kind_ = Kind::kConstantLR;
+    if (schedule.kind_ == Kind::kConstantLR) {
       ZCC_RETURN_IF_ERROR(factor("factor", 1.0 / 3, false, schedule.factor_), "");
     } else {
-      schedule.kind_ = Kind::kLinearLR;
       ZCC_RETURN_IF_ERROR(factor("start_factor", 1.0 / 3, false, schedule.startFactor_), "");
       ZCC_RETURN_IF_ERROR(factor("end_factor", 1.0, true, schedule.endFactor_), "");
     }
     ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
-  } else if (type == "PolynomialLR") {
-    schedule.kind_ = Kind::kPolynomialLR;
+    break;
+  }
+  case Kind::kPolynomialLR:
     ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
     ZCC_RETURN_IF_ERROR(params.number("power", 1.0, schedule.power_), "");
-  } else if (type == "CosineAnnealingWarmRestarts") {
-    schedule.kind_ = Kind::kCosineAnnealingWarmRestarts;
+    break;
+  case Kind::kCosineAnnealingWarmRestarts: {
     double t0;
     ZCC_RETURN_IF_ERROR(params.required("T_0", t0), "");
     ZCC_RETURN_IF_ERROR(params.toInteger("T_0", t0, 1, schedule.t0_), "");
     ZCC_RETURN_IF_ERROR(params.integer("T_mult", 1, 1, schedule.tMult_), "");
     ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
-  } else {
-    schedule.kind_ = Kind::kCosineAnnealingLR;
+    break;
+  }
+  case Kind::kCosineAnnealingLR: {
     double tMax;
     ZCC_RETURN_IF_ERROR(params.required("T_max", tMax), "");
     // T_max = 0 divides by zero in get_lr.
     ZCC_RETURN_IF_ERROR(params.toInteger("T_max", tMax, 1, schedule.tMax_), "");
     ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
+    break;
+  }
+  default:
+    break;
   }
   return Status::ok();
 }
@@ -336,9 +362,8 @@ StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
     ZCC_RETURN_IF_ERROR(params.boolean("lr_range_test_staircase", false,
                                        schedule.rangeStaircase_),
                         "while reading scheduler LRRangeTest");
-  } else if (type == "StepLR" || type == "MultiStepLR" || type == "ExponentialLR" ||
-             type == "ConstantLR" || type == "LinearLR" || type == "PolynomialLR" ||
-             type == "CosineAnnealingLR" || type == "CosineAnnealingWarmRestarts") {
+  } else if (std::optional<Kind> kind = torchKind(type)) {
+    schedule.kind_ = *kind;
     ZCC_RETURN_IF_ERROR(readTorchScheduler(scheduler, params, schedule),
                         "while reading scheduler %s", type.c_str());
   } else {

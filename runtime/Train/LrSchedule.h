@@ -113,7 +113,7 @@ public:
 private:
   LrSchedule() = default;
 
-  /// Reads a torch scheduler's params into `schedule`.
+  /// Reads the params of a torch scheduler, whose kind `schedule` has.
   static Status readTorchScheduler(const plan::Scheduler &scheduler, detail::ParamReader &params,
                                    LrSchedule &schedule);
   bool isTorch() const { return kind_ >= Kind::kStepLR; }

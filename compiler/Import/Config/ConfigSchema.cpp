@@ -10,7 +10,9 @@
 
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 
 namespace zcc::config {
@@ -492,21 +494,27 @@ const SectionSpec &optimizerParamsSchema(const std::string &canonicalType) {
                                       : adam;
 }
 
+namespace {
+// torch.optim.lr_scheduler's classes zcc runs, DeepSpeed's fallback for a
+// name it does not define.
+const char *const kTorchSchedulers[] = {"StepLR",        "MultiStepLR",  "ExponentialLR",
+                                        "ConstantLR",    "LinearLR",     "PolynomialLR",
+                                        "CosineAnnealingLR", "CosineAnnealingWarmRestarts"};
+} // namespace
+
 const std::vector<std::string> &schedulerNames() {
-  static const std::vector<std::string> names = {
-      "WarmupLR",     "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
-      "LRRangeTest",  "StepLR",        "MultiStepLR",    "ExponentialLR",
-      "ConstantLR",   "LinearLR",      "PolynomialLR",   "CosineAnnealingLR",
-      "CosineAnnealingWarmRestarts"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> result = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                       "OneCycle", "LRRangeTest"};
+    result.insert(result.end(), std::begin(kTorchSchedulers), std::end(kTorchSchedulers));
+    return result;
+  }();
   return names;
 }
 
 bool isTorchScheduler(const std::string &type) {
-  for (const char *name : {"StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
-                           "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts"})
-    if (type == name)
-      return true;
-  return false;
+  return std::find(std::begin(kTorchSchedulers), std::end(kTorchSchedulers), type) !=
+         std::end(kTorchSchedulers);
 }
 
 const SectionSpec *schedulerParamsSchema(const std::string &type) {
@@ -614,32 +622,23 @@ const SectionSpec *schedulerParamsSchema(const std::string &type) {
                  intKey("T_mult", 1).atLeast(1).autoRejected(),
                  numberKey("eta_min", 0.0).atLeast(0.0).autoRejected()}),
       {}};
-  if (type == "CosineAnnealingWarmRestarts")
-    return &cosineAnnealingWarmRestarts;
-  if (type == "StepLR")
-    return &stepLR;
-  if (type == "MultiStepLR")
-    return &multiStepLR;
-  if (type == "ExponentialLR")
-    return &exponentialLR;
-  if (type == "ConstantLR")
-    return &constantLR;
-  if (type == "LinearLR")
-    return &linearLR;
-  if (type == "PolynomialLR")
-    return &polynomialLR;
-  if (type == "CosineAnnealingLR")
-    return &cosineAnnealingLR;
-  if (type == "WarmupLR")
-    return &warmupLR;
-  if (type == "WarmupDecayLR")
-    return &warmupDecayLR;
-  if (type == "WarmupCosineLR")
-    return &warmupCosineLR;
-  if (type == "OneCycle")
-    return &oneCycle;
-  if (type == "LRRangeTest")
-    return &lrRangeTest;
+  static const std::pair<const char *, const SectionSpec *> kSchemas[] = {
+      {"WarmupLR", &warmupLR},
+      {"WarmupDecayLR", &warmupDecayLR},
+      {"WarmupCosineLR", &warmupCosineLR},
+      {"OneCycle", &oneCycle},
+      {"LRRangeTest", &lrRangeTest},
+      {"StepLR", &stepLR},
+      {"MultiStepLR", &multiStepLR},
+      {"ExponentialLR", &exponentialLR},
+      {"ConstantLR", &constantLR},
+      {"LinearLR", &linearLR},
+      {"PolynomialLR", &polynomialLR},
+      {"CosineAnnealingLR", &cosineAnnealingLR},
+      {"CosineAnnealingWarmRestarts", &cosineAnnealingWarmRestarts}};
+  for (const auto &[name, schema] : kSchemas)
+    if (type == name)
+      return schema;
   return nullptr;
 }
 

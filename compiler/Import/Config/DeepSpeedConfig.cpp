@@ -570,34 +570,23 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
   const SectionSpec *schema = schedulerParamsSchema(name);
   if (!schema) {
     // torch.optim.lr_scheduler's classes that DeepSpeed would build from the
-    // config (engine.py falls back to them) and zcc does not run.
-    static const std::vector<std::string> callableSchedulers = {"LambdaLR", "MultiplicativeLR"};
-    static const std::vector<std::string> nestedSchedulers = {"SequentialLR", "ChainedScheduler"};
-    static const std::vector<std::string> torchSchedulers = {
-        "CyclicLR", "OneCycleLR", "ReduceLROnPlateau"};
-    auto listed = [&](const std::vector<std::string> &names) {
-      return std::find(names.begin(), names.end(), name) != names.end();
+    // config (engine.py falls back to them) and zcc does not run, and why.
+    struct Refused {
+      std::vector<std::string> names;
+      const char *why;
     };
-    if (listed(callableSchedulers)) {
-      error("scheduler.type", "torch scheduler '" + name +
-                                  "' takes a Python function (lr_lambda), which a JSON config "
-                                  "cannot give; use one of " +
-                                  quoteList(schedulerNames()));
-      return std::nullopt;
-    }
-    if (listed(nestedSchedulers)) {
-      error("scheduler.type", "torch scheduler '" + name +
-                                  "' chains scheduler objects, which a JSON config cannot give; "
-                                  "use one of " +
-                                  quoteList(schedulerNames()));
-      return std::nullopt;
-    }
-    if (listed(torchSchedulers)) {
-      error("scheduler.type", "torch scheduler '" + name +
-                                  "' is not supported yet; zcc supports " +
-                                  quoteList(schedulerNames()));
-      return std::nullopt;
-    }
+    static const Refused kRefused[] = {
+        {{"LambdaLR", "MultiplicativeLR"},
+         "takes a Python function (lr_lambda), which a JSON config cannot give; use one of "},
+        {{"SequentialLR", "ChainedScheduler"},
+         "chains scheduler objects, which a JSON config cannot give; use one of "},
+        {{"CyclicLR", "OneCycleLR", "ReduceLROnPlateau"}, "is not supported yet; zcc supports "}};
+    for (const Refused &refused : kRefused)
+      if (std::find(refused.names.begin(), refused.names.end(), name) != refused.names.end()) {
+        error("scheduler.type", "torch scheduler '" + name + "' " + refused.why +
+                                    quoteList(schedulerNames()));
+        return std::nullopt;
+      }
     std::string message = "unknown scheduler '" + name + "'";
     if (std::optional<std::string> suggestion = closestSpelling(name, schedulerNames()))
       message += "; did you mean '" + *suggestion + "'? (scheduler names are case-sensitive)";
