@@ -104,4 +104,13 @@ private:
     }                                                                          \
   } while (false)
 
+/// Returns early with `expr`'s Status as it is when it is not ok (the caller
+/// adds the context).
+#define ZCC_RETURN_IF_FAILED(expr)                                             \
+  do {                                                                         \
+    ::zcc::Status zccStatus_ = (expr);                                         \
+    if (!zccStatus_.isOk())                                                    \
+      return zccStatus_;                                                       \
+  } while (false)
+
 #endif // ZCC_RUNTIME_SUPPORT_STATUS_H

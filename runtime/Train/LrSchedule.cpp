@@ -153,18 +153,18 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
   // torch needs 'initial_lr' in the param groups to start elsewhere, and
   // verbose only printed the lr.
   int64_t lastEpoch;
-  ZCC_RETURN_IF_ERROR(params.integer("last_epoch", -1, -1, lastEpoch), "");
+  ZCC_RETURN_IF_FAILED(params.integer("last_epoch", -1, -1, lastEpoch));
   if (lastEpoch != -1)
     return params.bad("last_epoch", "must be -1 (torch builds the scheduler there)",
                       static_cast<double>(lastEpoch));
   bool verbose;
-  ZCC_RETURN_IF_ERROR(params.boolean("verbose", false, verbose), "");
+  ZCC_RETURN_IF_FAILED(params.boolean("verbose", false, verbose));
   switch (schedule.kind_) {
   case Kind::kStepLR: {
     double stepSize;
-    ZCC_RETURN_IF_ERROR(params.required("step_size", stepSize), "");
-    ZCC_RETURN_IF_ERROR(params.toInteger("step_size", stepSize, 1, schedule.stepSize_), "");
-    ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
+    ZCC_RETURN_IF_FAILED(params.required("step_size", stepSize));
+    ZCC_RETURN_IF_FAILED(params.toInteger("step_size", stepSize, 1, schedule.stepSize_));
+    ZCC_RETURN_IF_FAILED(params.nonNegative("gamma", 0.1, schedule.gamma_));
     break;
   }
   case Kind::kMultiStepLR:
@@ -172,10 +172,10 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
       return makeStatus(StatusCode::kInvalidArgument, "scheduler MultiStepLR needs param "
                                                       "'milestones'");
     schedule.milestones_.assign(scheduler.milestones().begin(), scheduler.milestones().end());
-    ZCC_RETURN_IF_ERROR(params.nonNegative("gamma", 0.1, schedule.gamma_), "");
+    ZCC_RETURN_IF_FAILED(params.nonNegative("gamma", 0.1, schedule.gamma_));
     break;
   case Kind::kExponentialLR:
-    ZCC_RETURN_IF_ERROR(params.required("gamma", schedule.gamma_), "");
+    ZCC_RETURN_IF_FAILED(params.required("gamma", schedule.gamma_));
     if (schedule.gamma_ < 0)
       return params.bad("gamma", "must not be negative", schedule.gamma_);
     break;
@@ -183,38 +183,38 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
   case Kind::kLinearLR: {
     // torch: "... factor expected to be between 0 and 1" (ValueError).
     auto factor = [&](const char *name, double fallback, bool zeroAllowed, double &out) {
-      ZCC_RETURN_IF_ERROR(params.number(name, fallback, out), "");
+      ZCC_RETURN_IF_FAILED(params.number(name, fallback, out));
       if (out > 1 || out < 0 || (out == 0 && !zeroAllowed))
         return params.bad(name, zeroAllowed ? "must be in [0, 1]" : "must be in (0, 1]", out);
       return Status::ok();
     };
     if (schedule.kind_ == Kind::kConstantLR) {
-      ZCC_RETURN_IF_ERROR(factor("factor", 1.0 / 3, false, schedule.factor_), "");
+      ZCC_RETURN_IF_FAILED(factor("factor", 1.0 / 3, false, schedule.factor_));
     } else {
-      ZCC_RETURN_IF_ERROR(factor("start_factor", 1.0 / 3, false, schedule.startFactor_), "");
-      ZCC_RETURN_IF_ERROR(factor("end_factor", 1.0, true, schedule.endFactor_), "");
+      ZCC_RETURN_IF_FAILED(factor("start_factor", 1.0 / 3, false, schedule.startFactor_));
+      ZCC_RETURN_IF_FAILED(factor("end_factor", 1.0, true, schedule.endFactor_));
     }
-    ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
+    ZCC_RETURN_IF_FAILED(params.integer("total_iters", 5, 0, schedule.totalIters_));
     break;
   }
   case Kind::kPolynomialLR:
-    ZCC_RETURN_IF_ERROR(params.integer("total_iters", 5, 0, schedule.totalIters_), "");
-    ZCC_RETURN_IF_ERROR(params.number("power", 1.0, schedule.power_), "");
+    ZCC_RETURN_IF_FAILED(params.integer("total_iters", 5, 0, schedule.totalIters_));
+    ZCC_RETURN_IF_FAILED(params.number("power", 1.0, schedule.power_));
     break;
   case Kind::kCosineAnnealingWarmRestarts: {
     double t0;
-    ZCC_RETURN_IF_ERROR(params.required("T_0", t0), "");
-    ZCC_RETURN_IF_ERROR(params.toInteger("T_0", t0, 1, schedule.t0_), "");
-    ZCC_RETURN_IF_ERROR(params.integer("T_mult", 1, 1, schedule.tMult_), "");
-    ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
+    ZCC_RETURN_IF_FAILED(params.required("T_0", t0));
+    ZCC_RETURN_IF_FAILED(params.toInteger("T_0", t0, 1, schedule.t0_));
+    ZCC_RETURN_IF_FAILED(params.integer("T_mult", 1, 1, schedule.tMult_));
+    ZCC_RETURN_IF_FAILED(params.number("eta_min", 0.0, schedule.etaMin_));
     break;
   }
   case Kind::kCosineAnnealingLR: {
     double tMax;
-    ZCC_RETURN_IF_ERROR(params.required("T_max", tMax), "");
+    ZCC_RETURN_IF_FAILED(params.required("T_max", tMax));
     // T_max = 0 divides by zero in get_lr.
-    ZCC_RETURN_IF_ERROR(params.toInteger("T_max", tMax, 1, schedule.tMax_), "");
-    ZCC_RETURN_IF_ERROR(params.number("eta_min", 0.0, schedule.etaMin_), "");
+    ZCC_RETURN_IF_FAILED(params.toInteger("T_max", tMax, 1, schedule.tMax_));
+    ZCC_RETURN_IF_FAILED(params.number("eta_min", 0.0, schedule.etaMin_));
     break;
   }
   default:
@@ -527,8 +527,6 @@ double LrSchedule::torchLr(int64_t epoch) const {
 
 double LrSchedule::lr(int64_t t) const {
   t = std::max<int64_t>(t, -1);
-  if (isTorch())
-    return torchLr(t + 1);
   switch (kind_) {
   case Kind::kConstant:
     return baseLr_;
@@ -571,8 +569,9 @@ double LrSchedule::lr(int64_t t) const {
       interval = std::floor(interval);
     return rangeMinLr_ * (1 + rangeStepRate_ * interval);
   }
+  default: // torch's schedulers: last_epoch is t + 1.
+    return torchLr(t + 1);
   }
-  return baseLr_;
 }
 
 double LrSchedule::beta1(int64_t t) const {
