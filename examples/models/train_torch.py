@@ -42,7 +42,9 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
   Adam with adam_w_mode false is torch.optim.Adam (L2 decay added to the
   gradient). "sgd" is torch.optim.SGD. "lion" is Lion as DeepSpeed's
   FusedLion computes it (Lion below; torch has none); "adagrad" is
-  torch.optim.Adagrad. Weight decay applies to every
+  torch.optim.Adagrad; "lamb" is DeepSpeed's FusedLamb (Lamb below).
+  Adam/AdamW with bias_correction false is UncorrectedAdam below (torch's
+  step with both bias corrections 1). Weight decay applies to every
   parameter, biases and norms included (DeepSpeed's default param group).
   foreach=False: one parameter at a time, the plainest arithmetic.
 - Scheduler: WarmupLR, WarmupDecayLR, WarmupCosineLR with the formulas of
@@ -253,6 +255,84 @@ class Lion(torch.optim.Optimizer):
                 m.mul_(beta2).add_(p.grad * (1 - beta2))
 
 
+class UncorrectedAdam(torch.optim.Optimizer):
+    """torch.optim.Adam(W)'s single-tensor step with bias_correction false
+    (DeepSpeed's FusedAdam option): step size lr, denominator sqrt(v) + eps."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=True):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      decoupled=decoupled))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, wd = group["lr"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "exp_avg" not in state:
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                g = p.grad
+                if wd != 0:
+                    if group["decoupled"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        g = g.add(p, alpha=wd)
+                m.lerp_(g, 1 - beta1)
+                v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+                p.addcdiv_(m, v.sqrt().add_(group["eps"]), value=-lr)
+
+
+class Lamb(torch.optim.Optimizer):
+    """LAMB as DeepSpeed's FusedLamb takes it (csrc/lamb): m = b1 m + (1 - b1) g;
+    v = b2 v + (1 - b2) g^2; u = m / (sqrt(v) + eps) + wd p (sqrt(v + eps) with
+    eps_inside_sqrt); ratio = ||p|| / ||u|| clamped to [min_coeff, max_coeff],
+    1 when either norm is 0; p -= (step_size * ratio) u with step_size =
+    lr sqrt(1 - b2^t) / (1 - b1^t), or lr without bias_correction. The norms
+    are summed in float64."""
+
+    def __init__(self, params, lr=1e-3, bias_correction=True, betas=(0.9, 0.999), eps=1e-8,
+                 eps_inside_sqrt=False, weight_decay=0.0, max_coeff=10.0, min_coeff=0.01):
+        super().__init__(params, dict(lr=lr, bias_correction=bias_correction, betas=betas, eps=eps,
+                                      eps_inside_sqrt=eps_inside_sqrt, weight_decay=weight_decay,
+                                      max_coeff=max_coeff, min_coeff=min_coeff))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            eps = group["eps"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "exp_avg" not in state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                t = state["step"]
+                m, v, g = state["exp_avg"], state["exp_avg_sq"], p.grad
+                m.copy_(m * beta1 + (1 - beta1) * g)
+                v.copy_(v * beta2 + (1 - beta2) * g * g)
+                denom = (v + eps).sqrt() if group["eps_inside_sqrt"] else v.sqrt() + eps
+                update = m / denom + group["weight_decay"] * p
+                w_norm = float(p.double().square().sum().sqrt())
+                u_norm = float(update.double().square().sum().sqrt())
+                ratio = 1.0
+                if w_norm != 0 and u_norm != 0:
+                    ratio = min(max(w_norm / u_norm, group["min_coeff"]), group["max_coeff"])
+                step_size = group["lr"]
+                if group["bias_correction"]:
+                    step_size = step_size * math.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+                factor = torch.tensor(step_size, dtype=p.dtype) * torch.tensor(ratio, dtype=p.dtype)
+                p.sub_(factor * update)
+
+
 def make_optimizer(config, parameters):
     section = config.get("optimizer")
     if not section:
@@ -265,8 +345,6 @@ def make_optimizer(config, parameters):
         unknown = sorted(set(params) - known)
         if unknown:
             raise UsageError(f"config: optimizer.params: unknown key(s) {', '.join(unknown)}")
-        if not params.get("bias_correction", True):
-            raise UsageError("config: optimizer.params.bias_correction false is not supported (torch always corrects)")
         if params.get("amsgrad", False):
             raise UsageError("config: optimizer.params.amsgrad is not supported (DeepSpeed's FusedAdam rejects it)")
         lr = float(params.get("lr", 1e-3))
@@ -275,6 +353,11 @@ def make_optimizer(config, parameters):
         weight_decay = float(params.get("weight_decay", 0.0))
         # DeepSpeed: AdamW always decouples; Adam does unless adam_w_mode is false.
         decoupled = kind == "adamw" or params.get("adam_w_mode", True)
+        if not params.get("bias_correction", True):
+            return (UncorrectedAdam(parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                    decoupled=decoupled),
+                    f"UncorrectedAdam(lr={lr:g}, betas={betas}, eps={eps:g}, weight_decay={weight_decay:g}, "
+                    f"decoupled={decoupled})")
         cls = torch.optim.AdamW if decoupled else torch.optim.Adam
         optimizer = cls(parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False)
         return optimizer, f"{cls.__name__}(lr={lr:g}, betas={betas}, eps={eps:g}, weight_decay={weight_decay:g})"
@@ -307,8 +390,24 @@ def make_optimizer(config, parameters):
         weight_decay = float(params.get("weight_decay", 0.0))
         return (Lion(parameters, lr=lr, betas=betas, weight_decay=weight_decay),
                 f"Lion(lr={lr:g}, betas={betas}, weight_decay={weight_decay:g})")
+    if kind == "lamb":
+        known = {"lr", "bias_correction", "betas", "eps", "eps_inside_sqrt", "weight_decay", "max_grad_norm",
+                 "max_coeff", "min_coeff"}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            raise UsageError(f"config: optimizer.params: unknown or unsupported key(s) {', '.join(unknown)}")
+        if float(params.get("max_grad_norm", 0.0)) != 0.0:
+            raise UsageError("config: optimizer.params.max_grad_norm is not supported; use gradient_clipping")
+        kwargs = dict(lr=float(params.get("lr", 1e-3)), bias_correction=bool(params.get("bias_correction", True)),
+                      betas=tuple(float(b) for b in params.get("betas", (0.9, 0.999))),
+                      eps=float(params.get("eps", 1e-8)),
+                      eps_inside_sqrt=bool(params.get("eps_inside_sqrt", False)),
+                      weight_decay=float(params.get("weight_decay", 0.0)),
+                      max_coeff=float(params.get("max_coeff", 10.0)),
+                      min_coeff=float(params.get("min_coeff", 0.01)))
+        return Lamb(parameters, **kwargs), f"Lamb({kwargs})"
     raise UsageError(f"config: optimizer type {section.get('type')!r} is not supported here "
-                     f"(Adam, AdamW, Adagrad, Lion, SGD)")
+                     f"(Adam, AdamW, Adagrad, Lamb, Lion, SGD)")
 
 
 def warmup_gamma(t, warmup_steps, warmup_type):

@@ -733,6 +733,22 @@ static Status checkLikeParam(const char *kernel, const TensorView *inputs,
   return Status::ok();
 }
 
+Status readLambOptions(const KernelArgs &args, const char *kernel, LambOptions &options) {
+  if (findAttr(args, "max_coeff"))
+    ZCC_RETURN_IF_FAILED(requiredFloat(args, kernel, "max_coeff", options.maxCoeff));
+  if (findAttr(args, "min_coeff"))
+    ZCC_RETURN_IF_FAILED(requiredFloat(args, kernel, "min_coeff", options.minCoeff));
+  ZCC_RETURN_IF_FAILED(
+      optionalBool(args, kernel, "bias_correction", true, options.biasCorrection));
+  ZCC_RETURN_IF_FAILED(
+      optionalBool(args, kernel, "eps_inside_sqrt", false, options.epsInsideSqrt));
+  if (!(options.minCoeff >= 0) || !(options.maxCoeff > 0) || options.minCoeff > options.maxCoeff)
+    return kernelError(StatusCode::kInvalidArgument, kernel,
+                       "needs 0 <= min_coeff <= max_coeff and max_coeff > 0, got [%g, %g]",
+                       options.minCoeff, options.maxCoeff);
+  return Status::ok();
+}
+
 Status checkOptimizerOperands(const KernelArgs &args, const char *kernel,
                               std::initializer_list<const char *> inputs,
                               std::initializer_list<const char *> outputs,

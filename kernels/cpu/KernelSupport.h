@@ -359,6 +359,17 @@ Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
 Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
                                size_t &members, bool &copies);
 
+/// A lamb instruction's attributes (the zgraph.lamb op's).
+struct LambOptions {
+  double maxCoeff = 10.0, minCoeff = 0.01;
+  bool biasCorrection = true, epsInsideSqrt = false;
+};
+
+/// Reads max_coeff, min_coeff, bias_correction and eps_inside_sqrt (each
+/// optional, defaults as LambOptions) and checks 0 <= min_coeff <=
+/// max_coeff, max_coeff > 0.
+Status readLambOptions(const KernelArgs &args, const char *kernel, LambOptions &options);
+
 /// Checks a class loss gradient's result: the input's shape, in its type or
 /// (for an f32 input) in f16 or bf16, then in a buffer of its own.
 Status checkClassLossGradResult(const char *kernel, const TensorView &result,

@@ -137,10 +137,11 @@ void adamwElements(const T *param, const T *grad, const T *expAvg, const T *expA
 template <typename T>
 void adamwLoop(const TensorView *in, const TensorView *out,
                const TensorView *copy, const OptimizerScalars &scalars,
-               bool decoupled) {
-  // Python-float arithmetic of the torch step, in double ...
-  double biasCorrection1 = 1 - std::pow(scalars.beta1, scalars.step);
-  double biasCorrection2 = 1 - std::pow(scalars.beta2, scalars.step);
+               bool decoupled, bool biasCorrection) {
+  // Python-float arithmetic of the torch step, in double (FusedAdam's
+  // bias_correction false: both corrections 1) ...
+  double biasCorrection1 = biasCorrection ? 1 - std::pow(scalars.beta1, scalars.step) : 1.0;
+  double biasCorrection2 = biasCorrection ? 1 - std::pow(scalars.beta2, scalars.step) : 1.0;
   double stepSize = scalars.lr / biasCorrection1;
   // ... and its scalar operands, rounded to T.
   AdamConstants<T> c;
@@ -294,6 +295,68 @@ void lionLoop(const KernelArgs &args, const OptimizerScalars &scalars) {
     T sign = c > T(0) ? T(1) : c < T(0) ? T(-1) : T(0);
     paramOut[i] = param[i] * decay + negativeLr * sign;
     avgOut[i] = m * beta2 + rest2 * g;
+  }
+}
+
+/// The trust ratio ||p|| / ||u|| clamped to [minCoeff, maxCoeff], or 1 when
+/// either norm is 0 (FusedLamb's lamb_coeff), from the squared norms.
+double lambRatio(double paramSquares, double updateSquares, const LambOptions &options) {
+  double paramNorm = std::sqrt(paramSquares), updateNorm = std::sqrt(updateSquares);
+  if (paramNorm == 0 || updateNorm == 0)
+    return 1.0;
+  return std::clamp(paramNorm / updateNorm, options.minCoeff, options.maxCoeff);
+}
+
+/// One Lamb step as DeepSpeed's FusedLamb takes it, operation by operation
+/// in T with the two norms summed in double: g = grad * grad_scale;
+/// m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g g;
+/// u = m / (sqrt(v) + eps) + weight_decay p (sqrt(v + eps) with
+/// eps_inside_sqrt); then p -= (step_size * ratio) u, the product of the
+/// two rounded to T, step_size = lr sqrt(1 - beta2^t) / (1 - beta1^t) (lr
+/// without bias correction). The first pass writes the moments and sums the
+/// squares, the second recomputes u from them and steps the parameter.
+template <typename T>
+void lambLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+              const LambOptions &options) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *grad = args.inputs[1].as<const T>();
+  const T *avg = args.inputs[2].as<const T>();
+  const T *avgSq = args.inputs[3].as<const T>();
+  T *paramOut = args.outputs[0].as<T>();
+  T *avgOut = args.outputs[1].as<T>();
+  T *avgSqOut = args.outputs[2].as<T>();
+  const T gradScale = static_cast<T>(scalars.gradScale);
+  const T beta1 = static_cast<T>(scalars.beta1), beta2 = static_cast<T>(scalars.beta2);
+  const T rest1 = static_cast<T>(1 - scalars.beta1), rest2 = static_cast<T>(1 - scalars.beta2);
+  const T eps = static_cast<T>(scalars.eps);
+  const T decay = static_cast<T>(scalars.weightDecay);
+  const bool inside = options.epsInsideSqrt;
+  auto update = [&](T p, T m, T v) {
+    T denom = inside ? std::sqrt(v + eps) : std::sqrt(v) + eps;
+    return m / denom + decay * p;
+  };
+  const int64_t n = args.inputs[0].numElements();
+  double paramSquares = 0, updateSquares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T g = grad[i] * gradScale;
+    T m = avg[i] * beta1 + rest1 * g;
+    T v = avgSq[i] * beta2 + rest2 * g * g;
+    avgOut[i] = m;
+    avgSqOut[i] = v;
+    T p = param[i];
+    double u = static_cast<double>(update(p, m, v));
+    paramSquares += static_cast<double>(p) * static_cast<double>(p);
+    updateSquares += u * u;
+  }
+  double stepSize = scalars.lr;
+  if (options.biasCorrection)
+    stepSize *= std::sqrt(1 - std::pow(scalars.beta2, scalars.step)) /
+                (1 - std::pow(scalars.beta1, scalars.step));
+  const T factor = static_cast<T>(stepSize) *
+                   static_cast<T>(lambRatio(paramSquares, updateSquares, options));
+  for (int64_t i = 0; i < n; ++i) {
+    T p = param[i];
+    paramOut[i] = p - factor * update(p, avgOut[i], avgSqOut[i]);
   }
 }
 
@@ -463,15 +526,18 @@ Status multiAdamw(const KernelArgs &args) {
   OptimizerScalars scalars;
   if (Status s = readScalars(kernel, args.inputs.back(), scalars); !s.isOk())
     return s;
-  bool decoupled = true;
+  bool decoupled = true, biasCorrection = true;
   if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "bias_correction", true, biasCorrection);
       !s.isOk())
     return s;
   for (size_t m = 0; m < members; ++m)
     (void)dispatchWideFloat(kernel, "param", args.inputs[4 * m], [&](auto tag) {
       adamwLoop<decltype(tag)>(&args.inputs[4 * m], &args.outputs[stride * m],
                                copies ? &args.outputs[stride * m + 3] : nullptr,
-                               scalars, decoupled);
+                               scalars, decoupled, biasCorrection);
     });
   return Status::ok();
 }
@@ -498,13 +564,16 @@ Status adamw(const KernelArgs &args) {
   OptimizerScalars scalars;
   if (Status s = readScalars(kernel, args.inputs[4], scalars); !s.isOk())
     return s;
-  bool decoupled = true;
+  bool decoupled = true, biasCorrection = true;
   if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "bias_correction", true, biasCorrection);
       !s.isOk())
     return s;
   return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
     adamwLoop<decltype(tag)>(args.inputs.data(), args.outputs.data(), copy,
-                             scalars, decoupled);
+                             scalars, decoupled, biasCorrection);
   });
 }
 
@@ -523,6 +592,20 @@ Status adagrad(const KernelArgs &args) {
       return s;
   return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
     adagradLoop<decltype(tag)>(args, scalars, lrDecay);
+  });
+}
+
+Status lamb(const KernelArgs &args) {
+  const char *kernel = "lamb";
+  ZCC_RETURN_IF_FAILED(checkOptimizerOperands(
+      args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
+      {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4));
+  OptimizerScalars scalars;
+  ZCC_RETURN_IF_FAILED(readScalars(kernel, args.inputs[4], scalars));
+  LambOptions options;
+  ZCC_RETURN_IF_FAILED(readLambOptions(args, kernel, options));
+  return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
+    lambLoop<decltype(tag)>(args, scalars, options);
   });
 }
 

@@ -225,8 +225,11 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
   const TensorView &scalars = args.inputs.back();
   if (Status s = checkScalars(kernel, scalars); !s.isOk())
     return s;
-  bool decoupled = true;
+  bool decoupled = true, biasCorrection = true;
   if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "bias_correction", true, biasCorrection);
       !s.isOk())
     return s;
   AdamwTensor chunk[kAdamwTensorsPerLaunch];
@@ -237,7 +240,7 @@ Status multiAdamw(const KernelArgs &args, const LaunchContext &context) {
               kernel, launchMultiAdamw(chunk, chunkSize,
                                        elementType(args.inputs[0].dtype),
                                        copyType, scalars.as<const double>(),
-                                       decoupled, context.stream));
+                                       decoupled, biasCorrection, context.stream));
           !s.isOk())
         return s;
       chunkSize = 0;
@@ -276,8 +279,11 @@ Status adamw(const KernelArgs &args, const LaunchContext &context) {
     return s;
   if (Status s = checkScalars(kernel, args.inputs[4]); !s.isOk())
     return s;
-  bool decoupled = true;
+  bool decoupled = true, biasCorrection = true;
   if (Status s = optionalBool(args, kernel, "adam_w_mode", true, decoupled);
+      !s.isOk())
+    return s;
+  if (Status s = optionalBool(args, kernel, "bias_correction", true, biasCorrection);
       !s.isOk())
     return s;
   AdamwParams params;
@@ -292,6 +298,7 @@ Status adamw(const KernelArgs &args, const LaunchContext &context) {
   params.expAvgSqOut = args.outputs[2].data;
   params.count = args.inputs[0].numElements();
   params.decoupled = decoupled;
+  params.biasCorrection = biasCorrection;
   return launchStatus(kernel, launchAdamw(params, context.stream));
 }
 
@@ -316,6 +323,37 @@ Status adagrad(const KernelArgs &args, const LaunchContext &context) {
   params.sumOut = args.outputs[1].data;
   params.count = args.inputs[0].numElements();
   return launchStatus(kernel, launchAdagrad(params, context.stream));
+}
+
+Status lamb(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "lamb";
+  ZCC_RETURN_IF_FAILED(checkOptimizerOperands(
+      args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
+      {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4));
+  ZCC_RETURN_IF_FAILED(checkScalars(kernel, args.inputs[4]));
+  LambOptions options;
+  ZCC_RETURN_IF_FAILED(readLambOptions(args, kernel, options));
+  if (context.workspaceBytes < kLambWorkspaceBytes)
+    return kernelError(StatusCode::kResourceExhausted, kernel,
+                       "its partial sums need %zu bytes of workspace, more than the %zu "
+                       "available",
+                       kLambWorkspaceBytes, context.workspaceBytes);
+  LambParams params;
+  params.type = elementType(args.inputs[0].dtype);
+  params.param = args.inputs[0].data;
+  params.grad = args.inputs[1].data;
+  params.expAvg = args.inputs[2].data;
+  params.expAvgSq = args.inputs[3].data;
+  params.scalars = args.inputs[4].as<const double>();
+  params.paramOut = args.outputs[0].data;
+  params.expAvgOut = args.outputs[1].data;
+  params.expAvgSqOut = args.outputs[2].data;
+  params.count = args.inputs[0].numElements();
+  params.maxCoeff = options.maxCoeff;
+  params.minCoeff = options.minCoeff;
+  params.biasCorrection = options.biasCorrection;
+  params.epsInsideSqrt = options.epsInsideSqrt;
+  return launchStatus(kernel, launchLamb(params, context.workspace, context.stream));
 }
 
 Status lion(const KernelArgs &args, const LaunchContext &context) {

@@ -252,12 +252,13 @@ template <typename T> struct AdamConstants {
 };
 
 template <typename T>
-__device__ void readAdamConstants(const double *scalars, AdamConstants<T> &c) {
+__device__ void readAdamConstants(const double *scalars, bool biasCorrection,
+                                  AdamConstants<T> &c) {
   double lr = scalars[0], beta1 = scalars[1], beta2 = scalars[2],
          eps = scalars[3], weightDecay = scalars[4], step = scalars[5],
          gradScale = scalars[6];
-  double biasCorrection1 = __dsub_rn(1.0, pow(beta1, step));
-  double biasCorrection2 = __dsub_rn(1.0, pow(beta2, step));
+  double biasCorrection1 = biasCorrection ? __dsub_rn(1.0, pow(beta1, step)) : 1.0;
+  double biasCorrection2 = biasCorrection ? __dsub_rn(1.0, pow(beta2, step)) : 1.0;
   double stepSize = __ddiv_rn(lr, biasCorrection1);
   c.weightDecay = weightDecay != 0;
   c.gradScale = static_cast<T>(gradScale);
@@ -371,16 +372,16 @@ __device__ __forceinline__ void adamwTensor(const AdamConstants<T> &c,
 
 template <typename T>
 __device__ __forceinline__ AdamConstants<T>
-sharedAdamConstants(const double *scalars) {
+sharedAdamConstants(const double *scalars, bool biasCorrection) {
   __shared__ AdamConstants<T> shared;
   if (threadIdx.x == 0)
-    readAdamConstants(scalars, shared);
+    readAdamConstants(scalars, biasCorrection, shared);
   __syncthreads();
   return shared;
 }
 
 template <typename T, bool kWide> __global__ void adamwKernel(AdamwParams p) {
-  const AdamConstants<T> c = sharedAdamConstants<T>(p.scalars);
+  const AdamConstants<T> c = sharedAdamConstants<T>(p.scalars, p.biasCorrection);
   AdamwTensor t{p.param,    p.grad,      p.expAvg,      p.expAvgSq,
                 p.paramOut, p.expAvgOut, p.expAvgSqOut, p.count, nullptr};
   adamwTensor<T, kWide>(c, p.decoupled, t, blockIdx.x, gridDim.x);
@@ -395,6 +396,7 @@ struct MultiAdamwBatch {
   const double *scalars;
   int count;
   bool decoupled;
+  bool biasCorrection;
 };
 static_assert(sizeof(MultiAdamwBatch) <= 4096,
               "a kernel's parameters must fit in 4 KiB");
@@ -404,7 +406,7 @@ static_assert(sizeof(MultiAdamwBatch) <= 4096,
 /// also writes its copy.
 template <typename T, typename C = void>
 __global__ void multiAdamwKernel(MultiAdamwBatch batch) {
-  const AdamConstants<T> c = sharedAdamConstants<T>(batch.scalars);
+  const AdamConstants<T> c = sharedAdamConstants<T>(batch.scalars, batch.biasCorrection);
   int which = 0;
   while (which + 1 < batch.count && blockIdx.x >= batch.firstBlock[which + 1])
     ++which;
@@ -625,7 +627,136 @@ template <typename T> __global__ void lionKernel(LionParams p) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// lamb
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct LambConstants {
+  T gradScale, beta1, beta2, rest1, rest2, eps, decay;
+  bool valid;
+};
+
+template <typename T>
+__device__ __forceinline__ LambConstants<T> sharedLambConstants(const double *s) {
+  __shared__ LambConstants<T> shared;
+  if (threadIdx.x == 0) {
+    shared.gradScale = static_cast<T>(s[6]);
+    shared.beta1 = static_cast<T>(s[1]);
+    shared.beta2 = static_cast<T>(s[2]);
+    shared.rest1 = static_cast<T>(__dsub_rn(1.0, s[1]));
+    shared.rest2 = static_cast<T>(__dsub_rn(1.0, s[2]));
+    shared.eps = static_cast<T>(s[3]);
+    shared.decay = static_cast<T>(s[4]);
+    shared.valid = s[5] >= 1;
+  }
+  __syncthreads();
+  return shared;
+}
+
+/// u = m / (sqrt(v) + eps) + weight_decay p, or sqrt(v + eps).
+template <typename T>
+__device__ __forceinline__ T lambUpdate(const LambConstants<T> &c, bool inside, T p, T m, T v) {
+  T denom = inside ? sqrtRn(addRn(v, c.eps)) : addRn(sqrtRn(v), c.eps);
+  return addRn(divRn(m, denom), mulRn(c.decay, p));
+}
+
+/// The moments, and this block's sums of p^2 and u^2 into partials[block]
+/// and partials[kLambBlocks + block]. A step below 1 keeps the moments.
+template <typename T> __global__ void lambMomentsKernel(LambParams p, double *partials) {
+  const LambConstants<T> c = sharedLambConstants<T>(p.scalars);
+  const T *param = static_cast<const T *>(p.param);
+  const T *grad = static_cast<const T *>(p.grad);
+  const T *avg = static_cast<const T *>(p.expAvg);
+  const T *avgSq = static_cast<const T *>(p.expAvgSq);
+  T *avgOut = static_cast<T *>(p.expAvgOut);
+  T *avgSqOut = static_cast<T *>(p.expAvgSqOut);
+  double paramSquares = 0, updateSquares = 0;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.count;
+       i += stride) {
+    T m = avg[i], v = avgSq[i], value = param[i];
+    if (c.valid) {
+      T g = mulRn(grad[i], c.gradScale);
+      m = addRn(mulRn(m, c.beta1), mulRn(c.rest1, g));
+      v = addRn(mulRn(v, c.beta2), mulRn(mulRn(c.rest2, g), g));
+    }
+    avgOut[i] = m;
+    avgSqOut[i] = v;
+    double u = static_cast<double>(lambUpdate(c, p.epsInsideSqrt, value, m, v));
+    paramSquares = __dadd_rn(paramSquares, __dmul_rn(double(value), double(value)));
+    updateSquares = __dadd_rn(updateSquares, __dmul_rn(u, u));
+  }
+  __shared__ double scratch[32];
+  paramSquares = blockSum(paramSquares, scratch);
+  updateSquares = blockSum(updateSquares, scratch);
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = paramSquares;
+    partials[kLambBlocks + blockIdx.x] = updateSquares;
+  }
+}
+
+/// The trust ratio (every block adds the partial sums in the same order)
+/// and the step p -= (step_size * ratio) u, as the cpu's lambLoop.
+template <typename T> __global__ void lambApplyKernel(LambParams p, const double *partials) {
+  const LambConstants<T> c = sharedLambConstants<T>(p.scalars);
+  double paramSquares = 0, updateSquares = 0;
+  for (int i = threadIdx.x; i < kLambBlocks; i += blockDim.x) {
+    paramSquares += partials[i];
+    updateSquares += partials[kLambBlocks + i];
+  }
+  __shared__ double scratch[32];
+  paramSquares = blockSum(paramSquares, scratch);
+  updateSquares = blockSum(updateSquares, scratch);
+  __shared__ T factor;
+  if (threadIdx.x == 0) {
+    double paramNorm = __dsqrt_rn(paramSquares), updateNorm = __dsqrt_rn(updateSquares);
+    double ratio = 1.0;
+    if (paramNorm != 0 && updateNorm != 0)
+      ratio = fmin(fmax(__ddiv_rn(paramNorm, updateNorm), p.minCoeff), p.maxCoeff);
+    const double *s = p.scalars;
+    double stepSize = s[0];
+    if (p.biasCorrection)
+      stepSize = __dmul_rn(stepSize, __ddiv_rn(__dsqrt_rn(__dsub_rn(1.0, pow(s[2], s[5]))),
+                                               __dsub_rn(1.0, pow(s[1], s[5]))));
+    factor = mulRn(static_cast<T>(stepSize), static_cast<T>(ratio));
+  }
+  __syncthreads();
+  const T *param = static_cast<const T *>(p.param);
+  const T *avg = static_cast<const T *>(p.expAvgOut);
+  const T *avgSq = static_cast<const T *>(p.expAvgSqOut);
+  T *paramOut = static_cast<T *>(p.paramOut);
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.count;
+       i += stride) {
+    T value = param[i];
+    if (c.valid)
+      value = subRn(value, mulRn(factor, lambUpdate(c, p.epsInsideSqrt, value, avg[i], avgSq[i])));
+    paramOut[i] = value;
+  }
+}
+
 } // namespace
+
+cudaError_t launchLamb(const LambParams &params, void *workspace, cudaStream_t stream) {
+  if (params.count == 0)
+    return cudaSuccess;
+  auto *partials = static_cast<double *>(workspace);
+  unsigned blocks = stepBlocks(params.count);
+  auto launch = [&](auto tag) {
+    using T = decltype(tag);
+    lambMomentsKernel<T><<<kLambBlocks, kThreads, 0, stream>>>(params, partials);
+    lambApplyKernel<T><<<blocks, kThreads, 0, stream>>>(params, partials);
+    return cudaGetLastError();
+  };
+  switch (params.type) {
+  case ElementType::kF32:
+    return launch(float{});
+  case ElementType::kF64:
+    return launch(double{});
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
 
 cudaError_t launchAccumulate(const AccumulateParams &params,
                              cudaStream_t stream) {
@@ -725,7 +856,7 @@ cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream) {
 cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
                              ElementType type, ElementType copyType,
                              const double *scalars, bool decoupled,
-                             cudaStream_t stream) {
+                             bool biasCorrection, cudaStream_t stream) {
   if (tensorCount <= 0 || tensorCount > kAdamwTensorsPerLaunch)
     return cudaErrorInvalidValue;
   int size = elementBytes(type);
@@ -738,6 +869,7 @@ cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
   MultiAdamwBatch batch{};
   batch.scalars = scalars;
   batch.decoupled = decoupled;
+  batch.biasCorrection = biasCorrection;
   int64_t blocks = 0;
   for (int i = 0; i < tensorCount; ++i) {
     const AdamwTensor &t = tensors[i];

@@ -73,6 +73,9 @@ struct AdamwParams {
   const double *scalars = nullptr;
   int64_t count = 0;
   bool decoupled = true;
+  /// FusedAdam's bias_correction: false steps without the 1 - beta^step
+  /// factors.
+  bool biasCorrection = true;
 };
 cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream);
 
@@ -100,7 +103,7 @@ constexpr int kAdamwTensorsPerLaunch = 40;
 cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
                              ElementType type, ElementType copyType,
                              const double *scalars, bool decoupled,
-                             cudaStream_t stream);
+                             bool biasCorrection, cudaStream_t stream);
 
 /// One target of a multi-tensor fill: as launchFillPattern's arguments.
 struct FillTensor {
@@ -149,6 +152,29 @@ struct LionParams {
   int64_t count = 0;
 };
 cudaError_t launchLion(const LionParams &params, cudaStream_t stream);
+
+/// The cpu's lamb step (kernels/cpu/Optimizer.cpp), operation by operation,
+/// as AdamwParams with the lamb instruction's attributes.
+struct LambParams {
+  ElementType type = ElementType::kUnspecified; // f32 or f64
+  const void *param = nullptr, *grad = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
+  void *paramOut = nullptr, *expAvgOut = nullptr, *expAvgSqOut = nullptr;
+  const double *scalars = nullptr;
+  int64_t count = 0;
+  double maxCoeff = 10.0, minCoeff = 0.01;
+  bool biasCorrection = true, epsInsideSqrt = false;
+};
+
+/// Blocks of a lamb step's first pass: a fixed number, so that its partial
+/// sums add up in one order whatever the tensor's size.
+constexpr int kLambBlocks = 256;
+/// Workspace bytes a lamb step needs (its partial sums of squares).
+constexpr size_t kLambWorkspaceBytes = 2 * kLambBlocks * sizeof(double);
+
+/// Two launches: the moments and per-block sums of ||param||^2 and
+/// ||update||^2 into `workspace` (kLambWorkspaceBytes), then the trust
+/// ratio from their sums (in a fixed order) and the parameter's step.
+cudaError_t launchLamb(const LambParams &params, void *workspace, cudaStream_t stream);
 
 } // namespace zcc::cuda
 

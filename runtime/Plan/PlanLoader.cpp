@@ -729,11 +729,11 @@ private:
     const plan::Training &settings = plan_.training();
     const std::string &optimizer = settings.optimizer();
     if (optimizer != "adamw" && optimizer != "adam" && optimizer != "adagrad" &&
-        optimizer != "lion" && optimizer != "sgd")
+        optimizer != "lamb" && optimizer != "lion" && optimizer != "sgd")
       return invalid(path_, "training",
                      "optimizer " + quoted(optimizer) +
-                         " is not one this runtime has ('adamw', 'adam', 'adagrad', 'lion' "
-                         "or 'sgd')");
+                         " is not one this runtime has ('adamw', 'adam', 'adagrad', 'lamb', "
+                         "'lion' or 'sgd')");
     struct Count {
       const char *name;
       int64_t value;

@@ -1493,6 +1493,61 @@ TEST(CudaKernelsLinalg, Lion) {
         }
 }
 
+// FusedAdam's bias_correction false: both backends step by lr alone.
+TEST(CudaKernelsLinalg, AdamwWithoutBiasCorrection) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 1900;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (int64_t n : {int64_t{7}, int64_t{100003}}) {
+        SCOPED_TRACE(describe(dtype, {n}, {}));
+        seed += 4;
+        Call call("adamw");
+        call.in(randomTensor(dtype, {n}, seed))
+            .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+            .in(randomTensor(dtype, {n}, seed + 2, -0.5, 0.5))
+            .in(randomTensor(dtype, {n}, seed + 3, 0, 0.3))
+            .in(scalarsTensor(h, 3))
+            .inPlace(0)
+            .inPlace(2)
+            .inPlace(3)
+            .boolAttr("bias_correction", false);
+        expectCudaMatchesCpu(call, optimizerToleranceFor(dtype));
+      }
+}
+
+// Lamb: the moments and the update as the cpu rounds them; the two norms
+// are double sums in another order, which can move the f32 trust ratio by
+// an ulp, hence a tolerance of a few ulps.
+TEST(CudaKernelsLinalg, Lamb) {
+  ZCC_REQUIRE_GPU();
+  uint32_t seed = 2100;
+  for (DType dtype : {plan::F32, plan::F64})
+    for (const Hyper &h : hypers())
+      for (bool options : {false, true})
+        for (double step : {1.0, 5.0})
+          for (int64_t n : {int64_t{6}, int64_t{100003}, int64_t{3000017}}) {
+            SCOPED_TRACE(describe(dtype, {n}, {}) + " step " + std::to_string(step) +
+                         (options ? " eps_inside_sqrt, no bias correction, clamped" : ""));
+            seed += 4;
+            Call call("lamb");
+            call.in(randomTensor(dtype, {n}, seed))
+                .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
+                .in(randomTensor(dtype, {n}, seed + 2, -0.5, 0.5))
+                .in(randomTensor(dtype, {n}, seed + 3, 0, 0.3))
+                .in(scalarsTensor(h, step))
+                .inPlace(0)
+                .inPlace(2)
+                .inPlace(3);
+            if (options)
+              call.boolAttr("eps_inside_sqrt", true)
+                  .boolAttr("bias_correction", false)
+                  .floatAttr("max_coeff", 0.05)
+                  .floatAttr("min_coeff", 0.01);
+            expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : 4e-6);
+          }
+}
+
 TEST(CudaKernelsLinalg, OptimizersRefuseLikeCpu) {
   ZCC_REQUIRE_GPU();
   Hyper h;

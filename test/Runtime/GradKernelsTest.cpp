@@ -1542,7 +1542,7 @@ Tensor scalarsTensor(const Hyper &h, double step) {
 void referenceAdamStep(const Hyper &h, double step, bool decoupled,
                        const std::vector<double> &grad,
                        std::vector<double> &param, std::vector<double> &expAvg,
-                       std::vector<double> &expAvgSq) {
+                       std::vector<double> &expAvgSq, bool biasCorrection = true) {
   for (size_t i = 0; i < param.size(); ++i) {
     double g = grad[i] * h.gradScale;
     if (decoupled)
@@ -1551,15 +1551,15 @@ void referenceAdamStep(const Hyper &h, double step, bool decoupled,
       g += h.weightDecay * param[i];
     expAvg[i] += (g - expAvg[i]) * (1 - h.beta1);
     expAvgSq[i] = expAvgSq[i] * h.beta2 + (1 - h.beta2) * g * g;
-    double correction1 = 1 - std::pow(h.beta1, step);
-    double correction2 = 1 - std::pow(h.beta2, step);
+    double correction1 = biasCorrection ? 1 - std::pow(h.beta1, step) : 1.0;
+    double correction2 = biasCorrection ? 1 - std::pow(h.beta2, step) : 1.0;
     double denom = std::sqrt(expAvgSq[i]) / std::sqrt(correction2) + h.eps;
     param[i] -= h.lr / correction1 * expAvg[i] / denom;
   }
 }
 
 void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
-                uint32_t seed) {
+                uint32_t seed, bool biasCorrection = true) {
   constexpr int64_t kCount = 7;
   std::vector<double> param = quantize(dtype, randomValues(kCount, seed));
   std::vector<double> expAvg(kCount, 0.0), expAvgSq(kCount, 0.0);
@@ -1574,6 +1574,8 @@ void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
       .inPlace(3);
   if (!decoupled)
     call.boolAttr("adam_w_mode", false);
+  if (!biasCorrection)
+    call.boolAttr("bias_correction", false);
   for (int step = 1; step <= 6; ++step) {
     // Gradients of varying sign and size, with a zero among them.
     std::vector<double> grad =
@@ -1582,10 +1584,11 @@ void checkAdamw(DType dtype, const Hyper &h, bool decoupled, double tolerance,
     call.input(1) = encode(dtype, {kCount}, grad);
     call.input(4) = scalarsTensor(h, step);
     ASSERT_OK(call.run());
-    referenceAdamStep(h, step, decoupled, grad, param, expAvg, expAvgSq);
+    referenceAdamStep(h, step, decoupled, grad, param, expAvg, expAvgSq, biasCorrection);
     std::string what = std::string(dtypeName(dtype)) + " step " +
                        std::to_string(step) +
-                       (decoupled ? " adamw" : " adam (L2)");
+                       (decoupled ? " adamw" : " adam (L2)") +
+                       (biasCorrection ? "" : " without bias correction");
     expectNear(call.values(0), param, tolerance, "param, " + what);
     expectNear(call.values(1), expAvg, tolerance, "exp_avg, " + what);
     expectNear(call.values(2), expAvgSq, tolerance, "exp_avg_sq, " + what);
@@ -1607,7 +1610,164 @@ TEST(GradKernels, AdamwMatchesTorchFormulas) {
     for (bool decoupled : {true, false}) {
       checkAdamw(plan::F64, h, decoupled, 1e-12, 900);
       checkAdamw(plan::F32, h, decoupled, 2e-5, 910);
+      checkAdamw(plan::F64, h, decoupled, 1e-12, 930, /*biasCorrection=*/false);
+      checkAdamw(plan::F32, h, decoupled, 2e-5, 940, /*biasCorrection=*/false);
     }
+}
+
+/// DeepSpeed's FusedLamb step (csrc/lamb/fused_lamb_cuda_kernel.cu) in
+/// double; returns the trust ratio it applied.
+struct LambHyper {
+  double maxCoeff = 10.0, minCoeff = 0.01;
+  bool biasCorrection = true, epsInsideSqrt = false;
+};
+double referenceLambStep(const Hyper &h, const LambHyper &l, double step,
+                         const std::vector<double> &grad, std::vector<double> &param,
+                         std::vector<double> &expAvg, std::vector<double> &expAvgSq) {
+  std::vector<double> update(param.size());
+  double paramSquares = 0, updateSquares = 0;
+  for (size_t i = 0; i < param.size(); ++i) {
+    double g = grad[i] * h.gradScale;
+    expAvg[i] = h.beta1 * expAvg[i] + (1 - h.beta1) * g;
+    expAvgSq[i] = h.beta2 * expAvgSq[i] + (1 - h.beta2) * g * g;
+    double denom = l.epsInsideSqrt ? std::sqrt(expAvgSq[i] + h.eps)
+                                   : std::sqrt(expAvgSq[i]) + h.eps;
+    update[i] = expAvg[i] / denom + h.weightDecay * param[i];
+    paramSquares += param[i] * param[i];
+    updateSquares += update[i] * update[i];
+  }
+  double ratio = 1;
+  if (paramSquares != 0 && updateSquares != 0)
+    ratio = std::clamp(std::sqrt(paramSquares) / std::sqrt(updateSquares), l.minCoeff,
+                       l.maxCoeff);
+  double stepSize = h.lr;
+  if (l.biasCorrection)
+    stepSize *= std::sqrt(1 - std::pow(h.beta2, step)) / (1 - std::pow(h.beta1, step));
+  for (size_t i = 0; i < param.size(); ++i)
+    param[i] -= stepSize * ratio * update[i];
+  return ratio;
+}
+
+void checkLamb(DType dtype, const Hyper &h, const LambHyper &l, double paramScale,
+               double tolerance, uint32_t seed) {
+  constexpr int64_t kCount = 301;
+  std::vector<double> param =
+      quantize(dtype, randomValues(kCount, seed, -paramScale, paramScale));
+  std::vector<double> expAvg(kCount, 0.0), expAvgSq(kCount, 0.0);
+  Call call("lamb");
+  call.in(encode(dtype, {kCount}, param))
+      .in(encode(dtype, {kCount}, param))
+      .in(encode(dtype, {kCount}, expAvg))
+      .in(encode(dtype, {kCount}, expAvgSq))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3)
+      .floatAttr("max_coeff", l.maxCoeff)
+      .floatAttr("min_coeff", l.minCoeff)
+      .boolAttr("bias_correction", l.biasCorrection)
+      .boolAttr("eps_inside_sqrt", l.epsInsideSqrt);
+  for (int step = 1; step <= 5; ++step) {
+    std::vector<double> grad = quantize(dtype, randomValues(kCount, seed + step, -3, 3));
+    call.input(1) = encode(dtype, {kCount}, grad);
+    call.input(4) = scalarsTensor(h, step);
+    ASSERT_OK(call.run());
+    referenceLambStep(h, l, step, grad, param, expAvg, expAvgSq);
+    std::string what = std::string(dtypeName(dtype)) + " step " + std::to_string(step);
+    expectNear(call.values(0), param, tolerance, "param, " + what);
+    expectNear(call.values(1), expAvg, tolerance, "exp_avg, " + what);
+    expectNear(call.values(2), expAvgSq, tolerance, "exp_avg_sq, " + what);
+    param = call.values(0);
+    expAvg = call.values(1);
+    expAvgSq = call.values(2);
+  }
+}
+
+TEST(GradKernels, LambMatchesFusedLamb) {
+  Hyper h;
+  h.lr = 0.02;
+  h.weightDecay = 0.01;
+  h.gradScale = 0.5;
+  LambHyper plain;
+  LambHyper options; // eps under the root, no bias correction
+  options.biasCorrection = false;
+  options.epsInsideSqrt = true;
+  h.eps = 1e-8;
+  for (DType dtype : {plan::F64, plan::F32}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    double tolerance = dtype == plan::F64 ? 1e-12 : 2e-5;
+    checkLamb(dtype, h, plain, 1.0, tolerance, 1100);
+    checkLamb(dtype, h, options, 1.0, tolerance, 1110);
+    // Large parameters: ||p|| / ||u|| above max_coeff, clamped.
+    LambHyper capped = plain;
+    capped.maxCoeff = 2.0;
+    checkLamb(dtype, h, capped, 50.0, tolerance, 1120);
+    // Small ones: below min_coeff, raised.
+    LambHyper floored = plain;
+    floored.minCoeff = 0.5;
+    checkLamb(dtype, h, floored, 1e-3, tolerance, 1130);
+  }
+}
+
+// The ratio is what sets Lamb apart: a parameter ten times larger takes a
+// step ten times larger (within the clamp), and a zero parameter (a bias
+// at its initial value) steps with ratio 1.
+TEST(GradKernels, LambTrustRatio) {
+  Hyper h;
+  h.lr = 0.01;
+  const std::vector<double> grad = {0.5, -1.0, 2.0, -0.25};
+  auto stepOf = [&](std::vector<double> param) {
+    Call call("lamb");
+    call.in(f64({4}, param))
+        .in(f64({4}, grad))
+        .in(f64({4}, {0, 0, 0, 0}))
+        .in(f64({4}, {0, 0, 0, 0}))
+        .in(scalarsTensor(h, 1))
+        .inPlace(0)
+        .inPlace(2)
+        .inPlace(3);
+    EXPECT_TRUE(call.run().isOk());
+    std::vector<double> after = call.values(0), moved(4);
+    for (size_t i = 0; i < 4; ++i)
+      moved[i] = param[i] - after[i];
+    return moved;
+  };
+  std::vector<double> small = stepOf({0.1, 0.2, -0.3, 0.4});
+  std::vector<double> large = stepOf({1.0, 2.0, -3.0, 4.0});
+  std::vector<double> zero = stepOf({0, 0, 0, 0});
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(large[i], 10 * small[i], 1e-12) << i;
+    // Step 1 with bias correction: u = sign(g) (up to eps), ratio 1.
+    EXPECT_NEAR(zero[i], h.lr * (grad[i] > 0 ? 1 : -1), 1e-7) << i;
+  }
+}
+
+TEST(GradKernels, LambErrors) {
+  Hyper h;
+  Call coeffs("lamb");
+  coeffs.in(f64({2}, {1, 2}))
+      .in(f64({2}, {1, 2}))
+      .in(f64({2}, {0, 0}))
+      .in(f64({2}, {0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3)
+      .floatAttr("min_coeff", 2.0)
+      .floatAttr("max_coeff", 1.0);
+  expectError(coeffs.run(), StatusCode::kInvalidArgument,
+              {"lamb", "min_coeff <= max_coeff", "[2, 1]"});
+  Call state("lamb");
+  state.in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {1, 2, 3}))
+      .in(f64({3}, {0, 0, 0}))
+      .in(f64({2}, {0, 0}))
+      .in(scalarsTensor(h, 1))
+      .inPlace(0)
+      .inPlace(2)
+      .inPlace(3);
+  expectError(state.run(), StatusCode::kInvalidArgument,
+              {"lamb", "'exp_avg_sq' has shape [2], but 'param' has [3]"});
 }
 
 // Distinct output buffers get what the in-place update writes.

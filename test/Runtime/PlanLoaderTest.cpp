@@ -829,12 +829,12 @@ TEST(TrainingValidation, SettingsMatchTheMode) {
 
 TEST(TrainingValidation, Optimizer) {
   EXPECT_EQ(trainingError([](plan::Plan &p) {
-              p.mutable_training()->set_optimizer("lamb");
+              p.mutable_training()->set_optimizer("onebitlamb");
             }),
-            std::string("p.bin: training: optimizer 'lamb' is not one this "
-                        "runtime has ('adamw', 'adam', 'adagrad', 'lion' or 'sgd')") +
+            std::string("p.bin: training: optimizer 'onebitlamb' is not one this "
+                        "runtime has ('adamw', 'adam', 'adagrad', 'lamb', 'lion' or 'sgd')") +
                 kFix);
-  for (const char *optimizer : {"adam", "adagrad", "lion", "sgd"}) {
+  for (const char *optimizer : {"adam", "adagrad", "lamb", "lion", "sgd"}) {
     plan::Plan plan = test::trainingPlan();
     plan.mutable_training()->set_optimizer(optimizer);
     EXPECT_TRUE(validatePlan(plan, "p.bin").isOk()) << optimizer;

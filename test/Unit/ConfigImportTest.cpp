@@ -162,6 +162,29 @@ TEST(ConfigImport, LionTakesFusedLionsDefaults) {
   EXPECT_FALSE(optimizer["params"].contains("eps"));
 }
 
+TEST(ConfigImport, LambTakesFusedLambsDefaults) {
+  ConfigImportResult result = import(R"({"train_batch_size": 1,
+      "optimizer": {"type": "Lamb", "params": {"lr": 0.002}}})");
+  ASSERT_TRUE(result.succeeded()) << firstError(result);
+  const Json &params = (*result.config)["optimizer"]["params"];
+  EXPECT_EQ((*result.config)["optimizer"]["type"], "lamb");
+  EXPECT_DOUBLE_EQ(params["lr"].get<double>(), 0.002);
+  EXPECT_DOUBLE_EQ(params["eps"].get<double>(), 1e-8);
+  EXPECT_DOUBLE_EQ(params["max_coeff"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(params["min_coeff"].get<double>(), 0.01);
+  EXPECT_EQ(params["bias_correction"], true);
+  EXPECT_EQ(params["eps_inside_sqrt"], false);
+  EXPECT_DOUBLE_EQ(params["weight_decay"].get<double>(), 0.0);
+
+  // Partitioned optimizer state cannot give the trust ratio's norms.
+  ConfigImportResult zero = import(R"({"train_batch_size": 2, "zero_optimization": {"stage": 2},
+      "optimizer": {"type": "Lamb"}})",
+                                   /*worldSize=*/2);
+  ASSERT_FALSE(zero.succeeded());
+  EXPECT_NE(firstError(zero).find("Lamb needs ZeRO stage 0"), std::string::npos)
+      << firstError(zero);
+}
+
 TEST(ConfigImport, SchedulerDefaultsFollowDeepSpeed) {
   ConfigImportResult warmup = import(R"({"train_batch_size": 1,
       "optimizer": {"type": "Adam", "params": {"lr": 0.02}},

@@ -88,6 +88,18 @@ $python "$inputs/use_optimizer.py" "$out/z0r1-fp32.json" "$out/z0r1-adagrad.json
 $python "$inputs/use_optimizer.py" "$out/z2r1-off-fp32-lion.json" "$out/z2r1-off-adagrad.json" \
   --type adagrad --lr 1e-2
 "$zcc" "$out/gpt2.onnx" -c "$out/z2r1-off-adagrad.json" -o "$out/z2r1-off-adagrad-fp32.plan"
+# Lamb (ZeRO 0: its trust ratio needs whole parameters), in fp32 and bf16 on
+# one rank and data-parallel on two; Adam without bias correction.
+for name in z0r1-fp32 z0r1-bf16 z0r2-fp32; do
+  world=${name:3:1}
+  $python "$inputs/use_optimizer.py" "$out/$name.json" "$out/$name-lamb.json" --type lamb --lr 2e-3 \
+    --weight-decay 0.01
+  "$zcc" "$out/gpt2.onnx" -c "$out/$name-lamb.json" --world-size $world \
+    -o "$out/${name%-*}-lamb-${name##*-}.plan"
+done
+$python "$inputs/set_config.py" "$out/z0r1-fp32.json" "$out/z0r1-uncorrected.json" \
+  optimizer.params.bias_correction=false
+"$zcc" "$out/gpt2.onnx" -c "$out/z0r1-uncorrected.json" -o "$out/z0r1-uncorrected-fp32.plan"
 # CPU offload (pinned host arena, host optimizer, offload/fetch copies on
 # the communication stream): stage 2 with offload_optimizer on 1 and 2
 # GPUs, stage 3 with offload_param too on 1 and 2 GPUs, in fp32 and bf16,

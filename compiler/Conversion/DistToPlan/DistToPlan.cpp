@@ -194,6 +194,11 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
     writes.append({sgd.getParam(), sgd.getMomentumBuffer()});
     return true;
   }
+  if (auto lamb = dyn_cast<zgraph::LambOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.append({lamb.getParam(), lamb.getExpAvg(), lamb.getExpAvgSq()});
+    return true;
+  }
   if (auto lion = dyn_cast<zgraph::LionOp>(op)) {
     reads.append(op->operand_begin(), op->operand_end());
     writes.append({lion.getParam(), lion.getExpAvg()});

@@ -488,9 +488,28 @@ const SectionSpec &optimizerParamsSchema(const std::string &canonicalType) {
           boolKey("fused", false).noEffect("zcc's update is one fused kernel"),
       },
       {}};
+  // DeepSpeed's FusedLamb (ops/lamb/fused_lamb.py): Adam's moments, the
+  // update scaled per parameter by the trust ratio ||p|| / ||update||.
+  static const SectionSpec lamb{
+      "params",
+      {
+          numberKey("lr", 1e-3).atLeast(0.0).autoRejected(),
+          boolKey("bias_correction", true),
+          key("betas", ValueKind::NumberList, Json::array({0.9, 0.999})).autoRejected(),
+          numberKey("eps", 1e-8).above(0.0).autoRejected(),
+          boolKey("eps_inside_sqrt", false),
+          numberKey("weight_decay", 0.0).atLeast(0.0).autoRejected(),
+          numberKey("max_grad_norm", 0.0).atLeast(0.0).autoRejected(),
+          numberKey("max_coeff", 10.0).above(0.0).autoRejected(),
+          numberKey("min_coeff", 0.01).atLeast(0.0).autoRejected(),
+          boolKey("amsgrad", false).unsupported(
+              "AMSGrad is not supported (DeepSpeed's FusedLamb rejects it too)"),
+      },
+      {}};
   return canonicalType == "sgd"       ? sgd
          : canonicalType == "lion"    ? lion
          : canonicalType == "adagrad" ? adagrad
+         : canonicalType == "lamb"    ? lamb
                                       : adam;
 }
 
@@ -651,7 +670,7 @@ struct KnownOptimizer {
 // torch.optim classes it falls back to, all lower-cased as DeepSpeed compares.
 const KnownOptimizer kOptimizers[] = {
     {"adam", true},       {"adamw", true},      {"sgd", true},
-    {"lamb", false},      {"onebitadam", false}, {"zerooneadam", false},
+    {"lamb", true},      {"onebitadam", false}, {"zerooneadam", false},
     {"onebitlamb", false}, {"adagrad", true},  {"lion", true},
     {"muon", false},      {"muadam", false},    {"muadamw", false},
     {"musgd", false},     {"adadelta", false},  {"adamax", false},

@@ -467,7 +467,8 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     }
   auto type = input.find("type");
   if (type == input.end()) {
-    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\", \"Adagrad\", \"Lion\" or \"SGD\"");
+    error(path, "'type' is missing; set it to \"AdamW\", \"Adam\", \"Adagrad\", \"Lamb\", "
+                "\"Lion\" or \"SGD\"");
     return std::nullopt;
   }
   if (!type->is_string()) {
@@ -480,13 +481,13 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
     std::string message = "unknown optimizer '" + name + "'";
     if (std::optional<std::string> suggestion = closestSpelling(name, optimizerSpellings()))
       message += "; did you mean '" + *suggestion + "'?";
-    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW', 'Adagrad', 'Lion' and 'SGD')");
+    error("optimizer.type", message + " (zcc supports 'Adam', 'AdamW', 'Adagrad', 'Lamb', 'Lion' and 'SGD')");
     return std::nullopt;
   }
   if (!known->supported) {
     error("optimizer.type", "optimizer '" + name +
                                 "' is not supported yet; zcc supports 'Adam', "
-                                "'AdamW', 'Adagrad', 'Lion' and 'SGD'");
+                                "'AdamW', 'Adagrad', 'Lamb', 'Lion' and 'SGD'");
     return std::nullopt;
   }
   auto legacyFusion = input.find("legacy_fusion");
@@ -514,7 +515,28 @@ std::optional<Json> Importer::resolveOptimizer(const Json &input) {
       if (beta < 0.0 || beta >= 1.0) {
         error("optimizer.params.betas[" + std::to_string(i) + "]",
               formatNumber(beta) + " is out of range: " +
-                  (known->canonical == "lion" ? "Lion" : "Adam") + "'s betas must be in [0, 1)");
+                  (known->canonical == "lion"   ? "Lion"
+                   : known->canonical == "lamb" ? "Lamb"
+                                                : "Adam") +
+                  "'s betas must be in [0, 1)");
+        return std::nullopt;
+      }
+    }
+    if (known->canonical == "lamb") {
+      // DeepSpeed's engine clips before FusedLamb's step and passes it no
+      // gradient norms: a max_grad_norm there fails in DeepSpeed.
+      if ((*params)["max_grad_norm"].get<double>() != 0.0) {
+        error("optimizer.params.max_grad_norm",
+              "Lamb's own clipping is not supported (DeepSpeed's engine gives FusedLamb no "
+              "gradient norm either); remove it and set the top-level gradient_clipping");
+        return std::nullopt;
+      }
+      double minCoeff = (*params)["min_coeff"].get<double>();
+      double maxCoeff = (*params)["max_coeff"].get<double>();
+      if (minCoeff > maxCoeff) {
+        error("optimizer.params.min_coeff",
+              formatNumber(minCoeff) + " is above max_coeff " + formatNumber(maxCoeff) +
+                  ": the trust ratio is clamped to [min_coeff, max_coeff]");
         return std::nullopt;
       }
     }
@@ -1014,6 +1036,20 @@ std::optional<Json> Importer::run() {
   if (!checkZero((*config)["zero_optimization"]) || !checkPrecision(*config) ||
       !checkPipeline((*config)["pipeline"]))
     return std::nullopt;
+  // Lamb scales each parameter's update by ||p|| / ||update||, norms over
+  // the whole parameter; ZeRO partitions the optimizer state.
+  if (const Json &optimizerSection = (*config)["optimizer"];
+      optimizerSection.is_object() && optimizerSection["type"] == "lamb") {
+    int64_t stage = (*config)["zero_optimization"]["stage"].get<int64_t>();
+    if (stage > 0) {
+      error("optimizer.type",
+            "Lamb needs ZeRO stage 0: its trust ratio is a norm over each whole parameter, "
+            "and stage " + std::to_string(stage) +
+                " partitions the optimizer state (DeepSpeed's ZeRO does not support FusedLamb "
+                "either); set zero_optimization.stage to 0, or use Adam, AdamW or Lion");
+      return std::nullopt;
+    }
+  }
   checkCheckpointing((*config)["activation_checkpointing"]);
   int64_t stages = (*config)["pipeline"]["num_stages"].get<int64_t>();
   int64_t dp = options_.worldSize / stages;

@@ -22,6 +22,8 @@ inline llvm::SmallVector<mlir::Value> optimizerTargets(mlir::Operation *op) {
     return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
   if (auto sgd = mlir::dyn_cast<zgraph::SgdOp>(op))
     return {sgd.getParam(), sgd.getMomentumBuffer()};
+  if (auto lamb = mlir::dyn_cast<zgraph::LambOp>(op))
+    return {lamb.getParam(), lamb.getExpAvg(), lamb.getExpAvgSq()};
   if (auto lion = mlir::dyn_cast<zgraph::LionOp>(op))
     return {lion.getParam(), lion.getExpAvg()};
   if (auto adagrad = mlir::dyn_cast<zgraph::AdagradOp>(op))

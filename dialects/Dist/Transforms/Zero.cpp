@@ -159,6 +159,15 @@ LogicalResult ZeroPartitioner::run() {
   if (stage >= 1 && (!step || !update))
     return module.emitError() << "ZeRO stage " << stage
                               << " needs @micro_step, @grad_norm and @optimizer_step";
+  // Lamb's trust ratio is a norm over the whole parameter.
+  if (stage >= 1) {
+    zgraph::LambOp lamb;
+    update.walk([&](zgraph::LambOp op) { lamb = op; });
+    if (lamb)
+      return lamb.emitError() << "Lamb needs ZeRO stage 0 (stage " << stage
+                              << " partitions the optimizer state, and the trust ratio is a "
+                                 "norm over each whole parameter)";
+  }
   if (step)
     step.walk([&](zgraph::ParamOp param) {
       if (auto owner = param->getAttrOfType<IntegerAttr>("zdist.stage"))

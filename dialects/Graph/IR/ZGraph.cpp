@@ -827,6 +827,15 @@ LogicalResult AdagradOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getSum()}, getScalars());
 }
 
+LogicalResult LambOp::verify() {
+  double minCoeff = getMinCoeff().convertToDouble(), maxCoeff = getMaxCoeff().convertToDouble();
+  if (!(minCoeff >= 0) || !(maxCoeff > 0) || minCoeff > maxCoeff)
+    return emitOpError() << "needs 0 <= min_coeff <= max_coeff and max_coeff > 0, got ["
+                         << minCoeff << ", " << maxCoeff << "]";
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
+                                 getScalars());
+}
+
 LogicalResult LionOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg()}, getScalars());
 }

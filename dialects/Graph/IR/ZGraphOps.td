@@ -836,10 +836,13 @@ def ZGraph_AdamWOp : ZGraph_Op<"adamw", [MemoryEffects<[MemWrite]>,
     `scalars` is f64[8]: lr, beta1, beta2, eps, weight_decay, step (1-based),
     grad_scale (multiplies the gradient first: unscaling, averaging over
     micro-steps and clipping in one factor), momentum (unused).
+    `bias_correction` false (DeepSpeed's FusedAdam option) steps by lr and
+    divides by sqrt(exp_avg_sq) + eps, without the 1 - beta^step factors.
   }];
   let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
                        ZGraph_FloatTensor:$exp_avg, ZGraph_FloatTensor:$exp_avg_sq,
-                       1DTensorOf<[F64]>:$scalars, DefaultValuedAttr<BoolAttr, "true">:$adam_w_mode);
+                       1DTensorOf<[F64]>:$scalars, DefaultValuedAttr<BoolAttr, "true">:$adam_w_mode,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) ``
     custom<GradientType>(type($grad), ref(type($param))) `,` type($scalars)
@@ -881,6 +884,34 @@ def ZGraph_LionOp : ZGraph_Op<"lion", [MemoryEffects<[MemWrite]>,
                        ZGraph_FloatTensor:$exp_avg, 1DTensorOf<[F64]>:$scalars);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_LambOp : ZGraph_Op<"lamb", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
+  let summary = "One LAMB step of a parameter, in place";
+  let description = [{
+    DeepSpeed's FusedLamb (You et al., "Large Batch Optimization for Deep
+    Learning"): with g the gradient times grad_scale, exp_avg = beta1 *
+    exp_avg + (1 - beta1) * g, exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2)
+    * g * g, update = exp_avg / (sqrt(exp_avg_sq) + eps) + weight_decay *
+    param (`eps_inside_sqrt`: sqrt(exp_avg_sq + eps)), then param -=
+    step_size * ratio * update, where ratio = ||param|| / ||update|| over
+    the whole parameter clamped to [min_coeff, max_coeff] (1 when either
+    norm is 0) and step_size = lr * sqrt(1 - beta2^step) / (1 - beta1^step),
+    or lr without `bias_correction`. `scalars` as for `adamw`. The norms
+    make it a whole-tensor step: ZeRO does not partition it.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
+                       ZGraph_FloatTensor:$exp_avg, ZGraph_FloatTensor:$exp_avg_sq,
+                       1DTensorOf<[F64]>:$scalars,
+                       DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
+                       DefaultValuedAttr<F64Attr, "0.01">:$min_coeff,
+                       DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
+                       DefaultValuedAttr<BoolAttr, "false">:$eps_inside_sqrt);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) `,` type($scalars)
   }];
   let hasVerifier = 1;
 }

@@ -69,10 +69,10 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
         return double(i.getInt());
       return defaultValue;
     };
-    if (type != "adam" && type != "adamw" && type != "adagrad" && type != "lion" &&
-        type != "sgd") {
+    if (type != "adam" && type != "adamw" && type != "adagrad" && type != "lamb" &&
+        type != "lion" && type != "sgd") {
       module.emitError() << "optimizer '" << typeAttr.getValue()
-                         << "' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lion "
+                         << "' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lamb, Lion "
                             "and SGD";
       return signalPassFailure();
     }
@@ -131,6 +131,14 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
       } else if (type == "adagrad") {
         builder.create<AdagradOp>(loc, param, grad, gradState(p, "sum"), updateBody.getArgument(0),
                                   builder.getF64FloatAttr(floatParam("lr_decay", 0.0)));
+      } else if (type == "lamb") {
+        Value expAvg = gradState(p, "exp_avg");
+        Value expAvgSq = gradState(p, "exp_avg_sq");
+        builder.create<LambOp>(loc, param, grad, expAvg, expAvgSq, updateBody.getArgument(0),
+                               builder.getF64FloatAttr(floatParam("max_coeff", 10.0)),
+                               builder.getF64FloatAttr(floatParam("min_coeff", 0.01)),
+                               builder.getBoolAttr(boolParam("bias_correction", true)),
+                               builder.getBoolAttr(boolParam("eps_inside_sqrt", false)));
       } else if (type == "lion") {
         builder.create<LionOp>(loc, param, grad, gradState(p, "exp_avg"),
                                updateBody.getArgument(0));
@@ -141,7 +149,8 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
         // "AdamW" always decouples the weight decay.
         bool decoupled = type == "adamw" || boolParam("adam_w_mode", true);
         builder.create<AdamWOp>(loc, param, grad, expAvg, expAvgSq, updateBody.getArgument(0),
-                                builder.getBoolAttr(decoupled));
+                                builder.getBoolAttr(decoupled),
+                                builder.getBoolAttr(boolParam("bias_correction", true)));
       }
       builder.create<FillOp>(loc, grad, builder.getF64FloatAttr(0.0));
     }

@@ -138,9 +138,29 @@ module attributes {zcc.config = {optimizer = {type = "lion", params = {lr = 1.0e
 
 // -----
 
+// Lamb: Adam's two moments; the update carries FusedLamb's options, here
+// the config's (defaults elided: bias_correction true, min_coeff 0.01).
+// CHECK-LABEL: module attributes
+// CHECK: func.func @optimizer_step(%[[S:.*]]: tensor<8xf64>
+// CHECK: %[[W:.*]] = zgraph.param "w" trainable
+// CHECK: %[[G:.*]] = zgraph.state "w" kind = "grad"
+// CHECK: %[[M:.*]] = zgraph.state "w" kind = "exp_avg"
+// CHECK: %[[V:.*]] = zgraph.state "w" kind = "exp_avg_sq"
+// CHECK: zgraph.lamb %[[W]], %[[G]], %[[M]], %[[V]], %[[S]] {eps_inside_sqrt = true, max_coeff = 3.000000e-01 : f64} : tensor<4xf32>, tensor<8xf64>
+module attributes {zcc.config = {optimizer = {type = "lamb", params = {lr = 1.0e-3 : f64, max_coeff = 0.3 : f64, eps_inside_sqrt = true}}}} {
+  func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
+    %w = zgraph.param "w" trainable : tensor<4xf32>
+    %g = zgraph.state "w" kind = "grad" : tensor<4xf32>
+    zgraph.accumulate %w into %g : tensor<4xf32> into tensor<4xf32>
+    return %seed : tensor<f32>
+  }
+}
+
+// -----
+
 // An optimizer zcc does not implement is named, with the supported ones.
-// expected-error @+1 {{optimizer 'Lamb' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lion and SGD}}
-module attributes {zcc.config = {optimizer = {type = "Lamb", params = {lr = 1.0e-3 : f64}}}} {
+// expected-error @+1 {{optimizer 'OneBitLamb' is not supported yet; zcc implements Adam, AdamW, Adagrad, Lamb, Lion and SGD}}
+module attributes {zcc.config = {optimizer = {type = "OneBitLamb", params = {lr = 1.0e-3 : f64}}}} {
   func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
     %w = zgraph.param "w" trainable : tensor<4xf32>
     %g = zgraph.state "w" kind = "grad" : tensor<4xf32>

@@ -1,12 +1,13 @@
 """Writes a copy of a DeepSpeed config with its optimizer replaced:
 
-    use_optimizer.py IN.json OUT.json [--type lion|adagrad] [--lr LR] [--weight-decay WD]
-                     [--lr-decay D] [--offload] [--offload-param]
+    use_optimizer.py IN.json OUT.json [--type lion|adagrad|lamb|adamw] [--lr LR]
+                     [--weight-decay WD] [--lr-decay D] [--offload] [--offload-param]
 
 Lion (the default) gets betas 0.9/0.99, Adagrad its defaults (eps 1e-10)
-and --lr-decay. A WarmupLR's warmup_max_lr follows --lr. --offload also puts
-the optimizer in host memory (offload_optimizer cpu), --offload-param the
-parameters too (offload_param cpu, ZeRO-3).
+and --lr-decay, Lamb and AdamW their defaults (set_config.py sets more). A
+WarmupLR's warmup_max_lr follows --lr. --offload also puts the optimizer in
+host memory (offload_optimizer cpu), --offload-param the parameters too
+(offload_param cpu, ZeRO-3).
 """
 
 import argparse
@@ -15,7 +16,7 @@ import json
 parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 parser.add_argument("input")
 parser.add_argument("output")
-parser.add_argument("--type", choices=["lion", "adagrad"], default="lion")
+parser.add_argument("--type", choices=["lion", "adagrad", "lamb", "adamw"], default="lion")
 parser.add_argument("--lr", type=float, default=1e-4)
 parser.add_argument("--weight-decay", type=float, default=0.1)
 parser.add_argument("--lr-decay", type=float, default=0.0)
@@ -26,8 +27,10 @@ config = json.load(open(args.input))
 params = {"lr": args.lr, "weight_decay": args.weight_decay}
 if args.type == "lion":
     config["optimizer"] = {"type": "Lion", "params": {**params, "betas": [0.9, 0.99]}}
-else:
+elif args.type == "adagrad":
     config["optimizer"] = {"type": "Adagrad", "params": {**params, "lr_decay": args.lr_decay}}
+else:
+    config["optimizer"] = {"type": {"lamb": "Lamb", "adamw": "AdamW"}[args.type], "params": params}
 if "scheduler" in config and "warmup_max_lr" in config["scheduler"].get("params", {}):
     config["scheduler"]["params"]["warmup_max_lr"] = args.lr
 if args.offload:
