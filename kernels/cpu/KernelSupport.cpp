@@ -733,6 +733,37 @@ static Status checkLikeParam(const char *kernel, const TensorView *inputs,
   return Status::ok();
 }
 
+namespace {
+/// The f64[2] sums of squares of a lamb_moments or lamb_step.
+Status checkLambSquares(const char *kernel, const TensorView &squares) {
+  ZCC_RETURN_IF_FAILED(expectDType(kernel, "squares", squares, plan::F64));
+  SmallShape shape;
+  shape.push_back(2);
+  return expectShape(kernel, "squares", squares, shape);
+}
+} // namespace
+
+Status checkLambMomentsOperands(const KernelArgs &args, const char *kernel) {
+  ZCC_RETURN_IF_FAILED(checkOperands(args, kernel,
+                                     {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
+                                     {"new_exp_avg", "new_exp_avg_sq", "squares"}));
+  ZCC_RETURN_IF_FAILED(checkOptimizerMember(kernel, args.inputs.data(),
+                                            {"param", "grad", "exp_avg", "exp_avg_sq"},
+                                            args.outputs.data(),
+                                            {"new_exp_avg", "new_exp_avg_sq"}));
+  return checkLambSquares(kernel, args.outputs[2]);
+}
+
+Status checkLambStepOperands(const KernelArgs &args, const char *kernel) {
+  ZCC_RETURN_IF_FAILED(checkOperands(args, kernel,
+                                     {"param", "exp_avg", "exp_avg_sq", "scalars", "squares"},
+                                     {"new_param"}));
+  ZCC_RETURN_IF_FAILED(checkOptimizerMember(kernel, args.inputs.data(),
+                                            {"param", "exp_avg", "exp_avg_sq"},
+                                            args.outputs.data(), {"new_param"}));
+  return checkLambSquares(kernel, args.inputs[4]);
+}
+
 Status readLambOptions(const KernelArgs &args, const char *kernel, LambOptions &options) {
   if (findAttr(args, "max_coeff"))
     ZCC_RETURN_IF_FAILED(requiredFloat(args, kernel, "max_coeff", options.maxCoeff));

@@ -359,11 +359,21 @@ Status checkOptimizerMember(const char *kernel, const TensorView *inputs,
 Status checkMultiAdamwOperands(const KernelArgs &args, const char *kernel,
                                size_t &members, bool &copies);
 
-/// A lamb instruction's attributes (the zgraph.lamb op's).
+/// A lamb_moments' or lamb_step's attributes (the zgraph ops').
 struct LambOptions {
   double maxCoeff = 10.0, minCoeff = 0.01;
   bool biasCorrection = true, epsInsideSqrt = false;
 };
+
+/// Checks a lamb_moments' operands: (param, grad, exp_avg, exp_avg_sq,
+/// scalars) in, (new_exp_avg, new_exp_avg_sq, squares) out, the tensors as
+/// checkOptimizerOperands checks them, squares f64[2]. The scalars are the
+/// caller's to check.
+Status checkLambMomentsOperands(const KernelArgs &args, const char *kernel);
+
+/// Checks a lamb_step's operands: (param, exp_avg, exp_avg_sq, scalars,
+/// squares) in, new_param out, likewise.
+Status checkLambStepOperands(const KernelArgs &args, const char *kernel);
 
 /// Reads max_coeff, min_coeff, bias_correction and eps_inside_sqrt (each
 /// optional, defaults as LambOptions) and checks 0 <= min_coeff <=

@@ -104,7 +104,8 @@ constexpr int64_t kSumSquaresBlock = 1 << 14;
 int64_t sumSquaresBlocks(int64_t elements);
 Status adamw(const KernelArgs &args);
 Status adagrad(const KernelArgs &args);
-Status lamb(const KernelArgs &args);
+Status lambMoments(const KernelArgs &args);
+Status lambStep(const KernelArgs &args);
 Status lion(const KernelArgs &args);
 Status sgd(const KernelArgs &args);
 

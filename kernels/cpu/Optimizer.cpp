@@ -307,57 +307,72 @@ double lambRatio(double paramSquares, double updateSquares, const LambOptions &o
   return std::clamp(paramNorm / updateNorm, options.minCoeff, options.maxCoeff);
 }
 
-/// One Lamb step as DeepSpeed's FusedLamb takes it, operation by operation
-/// in T with the two norms summed in double: g = grad * grad_scale;
-/// m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g g;
-/// u = m / (sqrt(v) + eps) + weight_decay p (sqrt(v + eps) with
-/// eps_inside_sqrt); then p -= (step_size * ratio) u, the product of the
-/// two rounded to T, step_size = lr sqrt(1 - beta2^t) / (1 - beta1^t) (lr
-/// without bias correction). The first pass writes the moments and sums the
-/// squares, the second recomputes u from them and steps the parameter.
+/// Lamb's scalars rounded to T, and its update u = m / (sqrt(v) + eps) +
+/// weight_decay p (sqrt(v + eps) with eps_inside_sqrt), operation by
+/// operation in T as DeepSpeed's FusedLamb computes it.
+template <typename T> struct LambConstants {
+  LambConstants(const OptimizerScalars &scalars, bool epsInsideSqrt)
+      : gradScale(static_cast<T>(scalars.gradScale)), beta1(static_cast<T>(scalars.beta1)),
+        beta2(static_cast<T>(scalars.beta2)), rest1(static_cast<T>(1 - scalars.beta1)),
+        rest2(static_cast<T>(1 - scalars.beta2)), eps(static_cast<T>(scalars.eps)),
+        decay(static_cast<T>(scalars.weightDecay)), epsInsideSqrt(epsInsideSqrt) {}
+  T update(T p, T m, T v) const {
+    T denom = epsInsideSqrt ? std::sqrt(v + eps) : std::sqrt(v) + eps;
+    return m / denom + decay * p;
+  }
+  T gradScale, beta1, beta2, rest1, rest2, eps, decay;
+  bool epsInsideSqrt;
+};
+
+/// Lamb's first half: g = grad * grad_scale; m = beta1 m + (1 - beta1) g;
+/// v = beta2 v + (1 - beta2) g g; squares = [sum p^2, sum u^2] in double.
 template <typename T>
-void lambLoop(const KernelArgs &args, const OptimizerScalars &scalars,
-              const LambOptions &options) {
+void lambMomentsLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+                     bool epsInsideSqrt) {
   const T *param = args.inputs[0].as<const T>();
   const T *grad = args.inputs[1].as<const T>();
   const T *avg = args.inputs[2].as<const T>();
   const T *avgSq = args.inputs[3].as<const T>();
-  T *paramOut = args.outputs[0].as<T>();
-  T *avgOut = args.outputs[1].as<T>();
-  T *avgSqOut = args.outputs[2].as<T>();
-  const T gradScale = static_cast<T>(scalars.gradScale);
-  const T beta1 = static_cast<T>(scalars.beta1), beta2 = static_cast<T>(scalars.beta2);
-  const T rest1 = static_cast<T>(1 - scalars.beta1), rest2 = static_cast<T>(1 - scalars.beta2);
-  const T eps = static_cast<T>(scalars.eps);
-  const T decay = static_cast<T>(scalars.weightDecay);
-  const bool inside = options.epsInsideSqrt;
-  auto update = [&](T p, T m, T v) {
-    T denom = inside ? std::sqrt(v + eps) : std::sqrt(v) + eps;
-    return m / denom + decay * p;
-  };
-  const int64_t n = args.inputs[0].numElements();
+  T *avgOut = args.outputs[0].as<T>();
+  T *avgSqOut = args.outputs[1].as<T>();
+  const LambConstants<T> c(scalars, epsInsideSqrt);
   double paramSquares = 0, updateSquares = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    T g = grad[i] * gradScale;
-    T m = avg[i] * beta1 + rest1 * g;
-    T v = avgSq[i] * beta2 + rest2 * g * g;
+  for (int64_t i = 0, n = args.inputs[0].numElements(); i < n; ++i) {
+    T g = grad[i] * c.gradScale;
+    T m = avg[i] * c.beta1 + c.rest1 * g;
+    T v = avgSq[i] * c.beta2 + c.rest2 * g * g;
     avgOut[i] = m;
     avgSqOut[i] = v;
-    T p = param[i];
-    double u = static_cast<double>(update(p, m, v));
-    paramSquares += static_cast<double>(p) * static_cast<double>(p);
+    double p = static_cast<double>(param[i]);
+    double u = static_cast<double>(c.update(param[i], m, v));
+    paramSquares += p * p;
     updateSquares += u * u;
   }
+  double *squares = args.outputs[2].as<double>();
+  squares[0] = paramSquares;
+  squares[1] = updateSquares;
+}
+
+/// Lamb's second half: p -= (step_size * ratio) u, the product of the two
+/// rounded to T, with step_size = lr sqrt(1 - beta2^t) / (1 - beta1^t)
+/// (lr without bias correction) and u recomputed from the new moments.
+template <typename T>
+void lambStepLoop(const KernelArgs &args, const OptimizerScalars &scalars,
+                  const LambOptions &options) {
+  const T *param = args.inputs[0].as<const T>();
+  const T *avg = args.inputs[1].as<const T>();
+  const T *avgSq = args.inputs[2].as<const T>();
+  const double *squares = args.inputs[4].as<const double>();
+  T *paramOut = args.outputs[0].as<T>();
+  const LambConstants<T> c(scalars, options.epsInsideSqrt);
   double stepSize = scalars.lr;
   if (options.biasCorrection)
     stepSize *= std::sqrt(1 - std::pow(scalars.beta2, scalars.step)) /
                 (1 - std::pow(scalars.beta1, scalars.step));
   const T factor = static_cast<T>(stepSize) *
-                   static_cast<T>(lambRatio(paramSquares, updateSquares, options));
-  for (int64_t i = 0; i < n; ++i) {
-    T p = param[i];
-    paramOut[i] = p - factor * update(p, avgOut[i], avgSqOut[i]);
-  }
+                   static_cast<T>(lambRatio(squares[0], squares[1], options));
+  for (int64_t i = 0, n = args.inputs[0].numElements(); i < n; ++i)
+    paramOut[i] = param[i] - factor * c.update(param[i], avg[i], avgSq[i]);
 }
 
 /// target += value, each sum rounded once to the target's type.
@@ -595,17 +610,27 @@ Status adagrad(const KernelArgs &args) {
   });
 }
 
-Status lamb(const KernelArgs &args) {
-  const char *kernel = "lamb";
-  ZCC_RETURN_IF_FAILED(checkOptimizerOperands(
-      args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
-      {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4));
+Status lambMoments(const KernelArgs &args) {
+  const char *kernel = "lamb_moments";
+  ZCC_RETURN_IF_FAILED(checkLambMomentsOperands(args, kernel));
   OptimizerScalars scalars;
   ZCC_RETURN_IF_FAILED(readScalars(kernel, args.inputs[4], scalars));
   LambOptions options;
   ZCC_RETURN_IF_FAILED(readLambOptions(args, kernel, options));
   return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
-    lambLoop<decltype(tag)>(args, scalars, options);
+    lambMomentsLoop<decltype(tag)>(args, scalars, options.epsInsideSqrt);
+  });
+}
+
+Status lambStep(const KernelArgs &args) {
+  const char *kernel = "lamb_step";
+  ZCC_RETURN_IF_FAILED(checkLambStepOperands(args, kernel));
+  OptimizerScalars scalars;
+  ZCC_RETURN_IF_FAILED(readScalars(kernel, args.inputs[3], scalars));
+  LambOptions options;
+  ZCC_RETURN_IF_FAILED(readLambOptions(args, kernel, options));
+  return dispatchWideFloat(kernel, "param", args.inputs[0], [&](auto tag) {
+    lambStepLoop<decltype(tag)>(args, scalars, options);
   });
 }
 

@@ -109,7 +109,8 @@ ZCC_CUDA_KERNEL(fill);
 ZCC_CUDA_KERNEL(sumSquares);
 ZCC_CUDA_KERNEL(adamw);
 ZCC_CUDA_KERNEL(adagrad);
-ZCC_CUDA_KERNEL(lamb);
+ZCC_CUDA_KERNEL(lambMoments);
+ZCC_CUDA_KERNEL(lambStep);
 ZCC_CUDA_KERNEL(lion);
 ZCC_CUDA_KERNEL(sgd);
 

@@ -325,35 +325,56 @@ Status adagrad(const KernelArgs &args, const LaunchContext &context) {
   return launchStatus(kernel, launchAdagrad(params, context.stream));
 }
 
-Status lamb(const KernelArgs &args, const LaunchContext &context) {
-  const char *kernel = "lamb";
-  ZCC_RETURN_IF_FAILED(checkOptimizerOperands(
-      args, kernel, {"param", "grad", "exp_avg", "exp_avg_sq", "scalars"},
-      {"new_param", "new_exp_avg", "new_exp_avg_sq"}, /*scalarsIndex=*/4));
-  ZCC_RETURN_IF_FAILED(checkScalars(kernel, args.inputs[4]));
+namespace {
+/// A lamb_moments' or lamb_step's attributes into `params`.
+Status readLambParams(const KernelArgs &args, const char *kernel, LambParams &params) {
   LambOptions options;
   ZCC_RETURN_IF_FAILED(readLambOptions(args, kernel, options));
+  params.type = elementType(args.inputs[0].dtype);
+  params.count = args.inputs[0].numElements();
+  params.maxCoeff = options.maxCoeff;
+  params.minCoeff = options.minCoeff;
+  params.biasCorrection = options.biasCorrection;
+  params.epsInsideSqrt = options.epsInsideSqrt;
+  return Status::ok();
+}
+} // namespace
+
+Status lambMoments(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "lamb_moments";
+  ZCC_RETURN_IF_FAILED(checkLambMomentsOperands(args, kernel));
+  ZCC_RETURN_IF_FAILED(checkScalars(kernel, args.inputs[4]));
   if (context.workspaceBytes < kLambWorkspaceBytes)
     return kernelError(StatusCode::kResourceExhausted, kernel,
                        "its partial sums need %zu bytes of workspace, more than the %zu "
                        "available",
                        kLambWorkspaceBytes, context.workspaceBytes);
   LambParams params;
-  params.type = elementType(args.inputs[0].dtype);
+  ZCC_RETURN_IF_FAILED(readLambParams(args, kernel, params));
   params.param = args.inputs[0].data;
   params.grad = args.inputs[1].data;
   params.expAvg = args.inputs[2].data;
   params.expAvgSq = args.inputs[3].data;
   params.scalars = args.inputs[4].as<const double>();
+  params.expAvgOut = args.outputs[0].data;
+  params.expAvgSqOut = args.outputs[1].data;
+  params.squares = args.outputs[2].as<double>();
+  return launchStatus(kernel, launchLambMoments(params, context.workspace, context.stream));
+}
+
+Status lambStep(const KernelArgs &args, const LaunchContext &context) {
+  const char *kernel = "lamb_step";
+  ZCC_RETURN_IF_FAILED(checkLambStepOperands(args, kernel));
+  ZCC_RETURN_IF_FAILED(checkScalars(kernel, args.inputs[3]));
+  LambParams params;
+  ZCC_RETURN_IF_FAILED(readLambParams(args, kernel, params));
+  params.param = args.inputs[0].data;
+  params.expAvg = args.inputs[1].data;
+  params.expAvgSq = args.inputs[2].data;
+  params.scalars = args.inputs[3].as<const double>();
+  params.squares = const_cast<double *>(args.inputs[4].as<const double>());
   params.paramOut = args.outputs[0].data;
-  params.expAvgOut = args.outputs[1].data;
-  params.expAvgSqOut = args.outputs[2].data;
-  params.count = args.inputs[0].numElements();
-  params.maxCoeff = options.maxCoeff;
-  params.minCoeff = options.minCoeff;
-  params.biasCorrection = options.biasCorrection;
-  params.epsInsideSqrt = options.epsInsideSqrt;
-  return launchStatus(kernel, launchLamb(params, context.workspace, context.stream));
+  return launchStatus(kernel, launchLambStep(params, context.stream));
 }
 
 Status lion(const KernelArgs &args, const LaunchContext &context) {

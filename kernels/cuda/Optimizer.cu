@@ -695,21 +695,13 @@ template <typename T> __global__ void lambMomentsKernel(LambParams p, double *pa
   }
 }
 
-/// The trust ratio (every block adds the partial sums in the same order)
-/// and the step p -= (step_size * ratio) u, as the cpu's lambLoop.
-template <typename T> __global__ void lambApplyKernel(LambParams p, const double *partials) {
+/// The trust ratio and the step p -= (step_size * ratio) u, as the cpu's
+/// lambStepLoop. A step below 1 leaves the parameter as it is.
+template <typename T> __global__ void lambStepKernel(LambParams p) {
   const LambConstants<T> c = sharedLambConstants<T>(p.scalars);
-  double paramSquares = 0, updateSquares = 0;
-  for (int i = threadIdx.x; i < kLambBlocks; i += blockDim.x) {
-    paramSquares += partials[i];
-    updateSquares += partials[kLambBlocks + i];
-  }
-  __shared__ double scratch[32];
-  paramSquares = blockSum(paramSquares, scratch);
-  updateSquares = blockSum(updateSquares, scratch);
   __shared__ T factor;
   if (threadIdx.x == 0) {
-    double paramNorm = __dsqrt_rn(paramSquares), updateNorm = __dsqrt_rn(updateSquares);
+    double paramNorm = __dsqrt_rn(p.squares[0]), updateNorm = __dsqrt_rn(p.squares[1]);
     double ratio = 1.0;
     if (paramNorm != 0 && updateNorm != 0)
       ratio = fmin(fmax(__ddiv_rn(paramNorm, updateNorm), p.minCoeff), p.maxCoeff);
@@ -722,8 +714,8 @@ template <typename T> __global__ void lambApplyKernel(LambParams p, const double
   }
   __syncthreads();
   const T *param = static_cast<const T *>(p.param);
-  const T *avg = static_cast<const T *>(p.expAvgOut);
-  const T *avgSq = static_cast<const T *>(p.expAvgSqOut);
+  const T *avg = static_cast<const T *>(p.expAvg);
+  const T *avgSq = static_cast<const T *>(p.expAvgSq);
   T *paramOut = static_cast<T *>(p.paramOut);
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < p.count;
@@ -737,15 +729,16 @@ template <typename T> __global__ void lambApplyKernel(LambParams p, const double
 
 } // namespace
 
-cudaError_t launchLamb(const LambParams &params, void *workspace, cudaStream_t stream) {
-  if (params.count == 0)
-    return cudaSuccess;
+cudaError_t launchLambMoments(const LambParams &params, void *workspace, cudaStream_t stream) {
   auto *partials = static_cast<double *>(workspace);
-  unsigned blocks = stepBlocks(params.count);
   auto launch = [&](auto tag) {
     using T = decltype(tag);
+    // An empty tensor still writes its (zero) sums.
     lambMomentsKernel<T><<<kLambBlocks, kThreads, 0, stream>>>(params, partials);
-    lambApplyKernel<T><<<blocks, kThreads, 0, stream>>>(params, partials);
+    sumSquaresFinalKernel<<<1, kFinalThreads, 0, stream>>>(partials, kLambBlocks,
+                                                           params.squares);
+    sumSquaresFinalKernel<<<1, kFinalThreads, 0, stream>>>(partials + kLambBlocks, kLambBlocks,
+                                                           params.squares + 1);
     return cudaGetLastError();
   };
   switch (params.type) {
@@ -956,6 +949,10 @@ cudaError_t launchAdagrad(const AdagradParams &params, cudaStream_t stream) {
 
 cudaError_t launchLion(const LionParams &params, cudaStream_t stream) {
   return launchStep(lionKernel<float>, lionKernel<double>, params, stream);
+}
+
+cudaError_t launchLambStep(const LambParams &params, cudaStream_t stream) {
+  return launchStep(lambStepKernel<float>, lambStepKernel<double>, params, stream);
 }
 
 cudaError_t launchSgd(const SgdParams &params, cudaStream_t stream) {

@@ -153,28 +153,35 @@ struct LionParams {
 };
 cudaError_t launchLion(const LionParams &params, cudaStream_t stream);
 
-/// The cpu's lamb step (kernels/cpu/Optimizer.cpp), operation by operation,
-/// as AdamwParams with the lamb instruction's attributes.
+/// The cpu's lamb_moments and lamb_step (kernels/cpu/Optimizer.cpp),
+/// operation by operation, as AdamwParams with the instructions'
+/// attributes; `squares` is the f64[2] of sums of squares lamb_moments
+/// writes and lamb_step reads (param and grad unused by lamb_step, and
+/// paramOut by lamb_moments).
 struct LambParams {
   ElementType type = ElementType::kUnspecified; // f32 or f64
   const void *param = nullptr, *grad = nullptr, *expAvg = nullptr, *expAvgSq = nullptr;
   void *paramOut = nullptr, *expAvgOut = nullptr, *expAvgSqOut = nullptr;
   const double *scalars = nullptr;
+  double *squares = nullptr;
   int64_t count = 0;
   double maxCoeff = 10.0, minCoeff = 0.01;
   bool biasCorrection = true, epsInsideSqrt = false;
 };
 
-/// Blocks of a lamb step's first pass: a fixed number, so that its partial
-/// sums add up in one order whatever the tensor's size.
+/// Blocks of lamb_moments' pass: a fixed number, so that its partial sums
+/// add up in one order whatever the tensor's size.
 constexpr int kLambBlocks = 256;
-/// Workspace bytes a lamb step needs (its partial sums of squares).
+/// Workspace bytes lamb_moments needs (its partial sums of squares).
 constexpr size_t kLambWorkspaceBytes = 2 * kLambBlocks * sizeof(double);
 
-/// Two launches: the moments and per-block sums of ||param||^2 and
-/// ||update||^2 into `workspace` (kLambWorkspaceBytes), then the trust
-/// ratio from their sums (in a fixed order) and the parameter's step.
-cudaError_t launchLamb(const LambParams &params, void *workspace, cudaStream_t stream);
+/// The moments and per-block sums of param^2 and update^2 into `workspace`
+/// (kLambWorkspaceBytes), then their totals, in a fixed order, into
+/// `params.squares`.
+cudaError_t launchLambMoments(const LambParams &params, void *workspace, cudaStream_t stream);
+
+/// The trust ratio from `params.squares` and the parameter's step.
+cudaError_t launchLambStep(const LambParams &params, cudaStream_t stream);
 
 } // namespace zcc::cuda
 

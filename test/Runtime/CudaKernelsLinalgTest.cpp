@@ -1516,9 +1516,9 @@ TEST(CudaKernelsLinalg, AdamwWithoutBiasCorrection) {
       }
 }
 
-// Lamb: the moments and the update as the cpu rounds them; the two norms
-// are double sums in another order, which can move the f32 trust ratio by
-// an ulp, hence a tolerance of a few ulps.
+// Lamb's halves: the moments as the cpu rounds them, their sums of squares
+// in double in another order (a relative 1e-12 apart), and the step from
+// the same sums as the cpu's, bit for bit.
 TEST(CudaKernelsLinalg, Lamb) {
   ZCC_REQUIRE_GPU();
   uint32_t seed = 2100;
@@ -1530,21 +1530,36 @@ TEST(CudaKernelsLinalg, Lamb) {
             SCOPED_TRACE(describe(dtype, {n}, {}) + " step " + std::to_string(step) +
                          (options ? " eps_inside_sqrt, no bias correction, clamped" : ""));
             seed += 4;
-            Call call("lamb");
-            call.in(randomTensor(dtype, {n}, seed))
+            Call moments("lamb_moments"), apply("lamb_step");
+            for (Call *call : {&moments, &apply})
+              if (options)
+                call->boolAttr("eps_inside_sqrt", true)
+                    .boolAttr("bias_correction", false)
+                    .floatAttr("max_coeff", 0.05)
+                    .floatAttr("min_coeff", 0.01);
+            moments.in(randomTensor(dtype, {n}, seed))
                 .in(randomTensor(dtype, {n}, seed + 1, -3, 3))
                 .in(randomTensor(dtype, {n}, seed + 2, -0.5, 0.5))
                 .in(randomTensor(dtype, {n}, seed + 3, 0, 0.3))
                 .in(scalarsTensor(h, step))
-                .inPlace(0)
                 .inPlace(2)
-                .inPlace(3);
-            if (options)
-              call.boolAttr("eps_inside_sqrt", true)
-                  .boolAttr("bias_correction", false)
-                  .floatAttr("max_coeff", 0.05)
-                  .floatAttr("min_coeff", 0.01);
-            expectCudaMatchesCpu(call, dtype == plan::F64 ? 1e-12 : 4e-6);
+                .inPlace(3)
+                .out(plan::F64, {2});
+            Call reference = moments;
+            ASSERT_TRUE(reference.run().isOk());
+            // The moments exactly, the sums within 1e-12.
+            Call actual = moments;
+            ASSERT_TRUE(runOnCuda(actual).isOk());
+            expectNear(actual.values(0), reference.values(0), 0.0, "exp_avg");
+            expectNear(actual.values(1), reference.values(1), 0.0, "exp_avg_sq");
+            expectNear(actual.values(2), reference.values(2), 1e-12, "squares");
+            apply.in(randomTensor(dtype, {n}, seed))
+                .in(encode(dtype, {n}, reference.values(0)))
+                .in(encode(dtype, {n}, reference.values(1)))
+                .in(scalarsTensor(h, step))
+                .in(f64({2}, reference.values(2)))
+                .inPlace(0);
+            expectCudaMatchesCpu(apply, 0.0);
           }
 }
 

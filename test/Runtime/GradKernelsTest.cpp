@@ -1648,38 +1648,69 @@ double referenceLambStep(const Hyper &h, const LambHyper &l, double step,
   return ratio;
 }
 
+/// A lamb_moments then a lamb_step call on `param`, `expAvg` and
+/// `expAvgSq` (updated), with `l`'s attributes on both.
+struct LambCalls {
+  Call moments{"lamb_moments"}, step{"lamb_step"};
+};
+LambCalls lambCalls(DType dtype, const Hyper &h, const LambHyper &l, double stepNumber,
+                    const std::vector<double> &param, const std::vector<double> &grad,
+                    const std::vector<double> &expAvg, const std::vector<double> &expAvgSq) {
+  const int64_t n = static_cast<int64_t>(param.size());
+  LambCalls calls;
+  for (Call *call : {&calls.moments, &calls.step})
+    call->floatAttr("max_coeff", l.maxCoeff)
+        .floatAttr("min_coeff", l.minCoeff)
+        .boolAttr("bias_correction", l.biasCorrection)
+        .boolAttr("eps_inside_sqrt", l.epsInsideSqrt);
+  calls.moments.in(encode(dtype, {n}, param))
+      .in(encode(dtype, {n}, grad))
+      .in(encode(dtype, {n}, expAvg))
+      .in(encode(dtype, {n}, expAvgSq))
+      .in(scalarsTensor(h, stepNumber))
+      .inPlace(2)
+      .inPlace(3)
+      .out(plan::F64, {2});
+  return calls;
+}
+
+/// Runs `calls`: the moments, then the step from their results.
+Status runLamb(DType dtype, const Hyper &h, double stepNumber, LambCalls &calls) {
+  if (Status s = calls.moments.run(); !s.isOk())
+    return s;
+  const int64_t n = calls.moments.input(0).shape[0];
+  calls.step.in(calls.moments.input(0))
+      .in(encode(dtype, {n}, calls.moments.values(0)))
+      .in(encode(dtype, {n}, calls.moments.values(1)))
+      .in(scalarsTensor(h, stepNumber))
+      .in(f64({2}, calls.moments.values(2)))
+      .inPlace(0);
+  return calls.step.run();
+}
+
 void checkLamb(DType dtype, const Hyper &h, const LambHyper &l, double paramScale,
                double tolerance, uint32_t seed) {
   constexpr int64_t kCount = 301;
   std::vector<double> param =
       quantize(dtype, randomValues(kCount, seed, -paramScale, paramScale));
   std::vector<double> expAvg(kCount, 0.0), expAvgSq(kCount, 0.0);
-  Call call("lamb");
-  call.in(encode(dtype, {kCount}, param))
-      .in(encode(dtype, {kCount}, param))
-      .in(encode(dtype, {kCount}, expAvg))
-      .in(encode(dtype, {kCount}, expAvgSq))
-      .in(scalarsTensor(h, 1))
-      .inPlace(0)
-      .inPlace(2)
-      .inPlace(3)
-      .floatAttr("max_coeff", l.maxCoeff)
-      .floatAttr("min_coeff", l.minCoeff)
-      .boolAttr("bias_correction", l.biasCorrection)
-      .boolAttr("eps_inside_sqrt", l.epsInsideSqrt);
   for (int step = 1; step <= 5; ++step) {
     std::vector<double> grad = quantize(dtype, randomValues(kCount, seed + step, -3, 3));
-    call.input(1) = encode(dtype, {kCount}, grad);
-    call.input(4) = scalarsTensor(h, step);
-    ASSERT_OK(call.run());
+    LambCalls calls = lambCalls(dtype, h, l, step, param, grad, expAvg, expAvgSq);
+    ASSERT_OK(runLamb(dtype, h, step, calls));
+    std::vector<double> before = param;
     referenceLambStep(h, l, step, grad, param, expAvg, expAvgSq);
     std::string what = std::string(dtypeName(dtype)) + " step " + std::to_string(step);
-    expectNear(call.values(0), param, tolerance, "param, " + what);
-    expectNear(call.values(1), expAvg, tolerance, "exp_avg, " + what);
-    expectNear(call.values(2), expAvgSq, tolerance, "exp_avg_sq, " + what);
-    param = call.values(0);
-    expAvg = call.values(1);
-    expAvgSq = call.values(2);
+    expectNear(calls.step.values(0), param, tolerance, "param, " + what);
+    expectNear(calls.moments.values(0), expAvg, tolerance, "exp_avg, " + what);
+    expectNear(calls.moments.values(1), expAvgSq, tolerance, "exp_avg_sq, " + what);
+    double squares = 0;
+    for (double x : before)
+      squares += x * x;
+    EXPECT_NEAR(calls.moments.values(2)[0], squares, 1e-9 * squares) << what;
+    param = calls.step.values(0);
+    expAvg = calls.moments.values(0);
+    expAvgSq = calls.moments.values(1);
   }
 }
 
@@ -1711,32 +1742,37 @@ TEST(GradKernels, LambMatchesFusedLamb) {
 
 // The ratio is what sets Lamb apart: a parameter ten times larger takes a
 // step ten times larger (within the clamp), and a zero parameter (a bias
-// at its initial value) steps with ratio 1.
+// at its initial value) steps with ratio 1. lamb_step takes the ratio from
+// the sums it is given (a partition's, all-reduced, under ZeRO): four times
+// the parameter's squares, a step twice as large.
 TEST(GradKernels, LambTrustRatio) {
   Hyper h;
   h.lr = 0.01;
-  const std::vector<double> grad = {0.5, -1.0, 2.0, -0.25};
-  auto stepOf = [&](std::vector<double> param) {
-    Call call("lamb");
-    call.in(f64({4}, param))
-        .in(f64({4}, grad))
-        .in(f64({4}, {0, 0, 0, 0}))
-        .in(f64({4}, {0, 0, 0, 0}))
+  const std::vector<double> grad = {0.5, -1.0, 2.0, -0.25}, zeros(4, 0.0);
+  auto stepOf = [&](std::vector<double> param, double scaleSquares) {
+    LambCalls calls = lambCalls(plan::F64, h, LambHyper(), 1, param, grad, zeros, zeros);
+    EXPECT_TRUE(calls.moments.run().isOk());
+    std::vector<double> squares = calls.moments.values(2);
+    squares[0] *= scaleSquares;
+    calls.step.in(calls.moments.input(0))
+        .in(f64({4}, calls.moments.values(0)))
+        .in(f64({4}, calls.moments.values(1)))
         .in(scalarsTensor(h, 1))
-        .inPlace(0)
-        .inPlace(2)
-        .inPlace(3);
-    EXPECT_TRUE(call.run().isOk());
-    std::vector<double> after = call.values(0), moved(4);
+        .in(f64({2}, squares))
+        .inPlace(0);
+    EXPECT_TRUE(calls.step.run().isOk());
+    std::vector<double> after = calls.step.values(0), moved(4);
     for (size_t i = 0; i < 4; ++i)
       moved[i] = param[i] - after[i];
     return moved;
   };
-  std::vector<double> small = stepOf({0.1, 0.2, -0.3, 0.4});
-  std::vector<double> large = stepOf({1.0, 2.0, -3.0, 4.0});
-  std::vector<double> zero = stepOf({0, 0, 0, 0});
+  std::vector<double> small = stepOf({0.1, 0.2, -0.3, 0.4}, 1);
+  std::vector<double> large = stepOf({1.0, 2.0, -3.0, 4.0}, 1);
+  std::vector<double> wider = stepOf({0.1, 0.2, -0.3, 0.4}, 4);
+  std::vector<double> zero = stepOf({0, 0, 0, 0}, 1);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(large[i], 10 * small[i], 1e-12) << i;
+    EXPECT_NEAR(wider[i], 2 * small[i], 1e-12) << i;
     // Step 1 with bias correction: u = sign(g) (up to eps), ratio 1.
     EXPECT_NEAR(zero[i], h.lr * (grad[i] > 0 ? 1 : -1), 1e-7) << i;
   }
@@ -1744,30 +1780,26 @@ TEST(GradKernels, LambTrustRatio) {
 
 TEST(GradKernels, LambErrors) {
   Hyper h;
-  Call coeffs("lamb");
-  coeffs.in(f64({2}, {1, 2}))
-      .in(f64({2}, {1, 2}))
+  LambHyper inverted;
+  inverted.minCoeff = 2.0;
+  inverted.maxCoeff = 1.0;
+  LambCalls coeffs = lambCalls(plan::F64, h, inverted, 1, {1, 2}, {1, 2}, {0, 0}, {0, 0});
+  expectError(runLamb(plan::F64, h, 1, coeffs), StatusCode::kInvalidArgument,
+              {"lamb_moments", "min_coeff <= max_coeff", "[2, 1]"});
+  LambCalls state = lambCalls(plan::F64, h, LambHyper(), 1, {1, 2, 3}, {1, 2, 3}, {0, 0, 0},
+                              {0, 0, 0});
+  state.moments.input(3) = f64({2}, {0, 0});
+  expectError(state.moments.run(), StatusCode::kInvalidArgument,
+              {"lamb_moments", "'exp_avg_sq' has shape [2], but 'param' has [3]"});
+  Call squares("lamb_step");
+  squares.in(f64({2}, {1, 2}))
       .in(f64({2}, {0, 0}))
-      .in(f64({2}, {0, 0}))
+      .in(f64({2}, {1, 1}))
       .in(scalarsTensor(h, 1))
-      .inPlace(0)
-      .inPlace(2)
-      .inPlace(3)
-      .floatAttr("min_coeff", 2.0)
-      .floatAttr("max_coeff", 1.0);
-  expectError(coeffs.run(), StatusCode::kInvalidArgument,
-              {"lamb", "min_coeff <= max_coeff", "[2, 1]"});
-  Call state("lamb");
-  state.in(f64({3}, {1, 2, 3}))
-      .in(f64({3}, {1, 2, 3}))
-      .in(f64({3}, {0, 0, 0}))
-      .in(f64({2}, {0, 0}))
-      .in(scalarsTensor(h, 1))
-      .inPlace(0)
-      .inPlace(2)
-      .inPlace(3);
-  expectError(state.run(), StatusCode::kInvalidArgument,
-              {"lamb", "'exp_avg_sq' has shape [2], but 'param' has [3]"});
+      .in(encode(plan::F32, {2}, {1, 1}))
+      .inPlace(0);
+  expectError(squares.run(), StatusCode::kInvalidArgument,
+              {"lamb_step", "'squares' has element type f32, expected f64"});
 }
 
 // Distinct output buffers get what the in-place update writes.

@@ -88,9 +88,10 @@ $python "$inputs/use_optimizer.py" "$out/z0r1-fp32.json" "$out/z0r1-adagrad.json
 $python "$inputs/use_optimizer.py" "$out/z2r1-off-fp32-lion.json" "$out/z2r1-off-adagrad.json" \
   --type adagrad --lr 1e-2
 "$zcc" "$out/gpt2.onnx" -c "$out/z2r1-off-adagrad.json" -o "$out/z2r1-off-adagrad-fp32.plan"
-# Lamb (ZeRO 0: its trust ratio needs whole parameters), in fp32 and bf16 on
-# one rank and data-parallel on two; Adam without bias correction.
-for name in z0r1-fp32 z0r1-bf16 z0r2-fp32; do
+# Lamb in fp32 and bf16 on one rank, data-parallel on two, and ZeRO-3 on two
+# (each rank's sums of squares all-reduced through NCCL); Adam without bias
+# correction.
+for name in z0r1-fp32 z0r1-bf16 z0r2-fp32 z3r2-fp32 z3r2-bf16; do
   world=${name:3:1}
   $python "$inputs/use_optimizer.py" "$out/$name.json" "$out/$name-lamb.json" --type lamb --lr 2e-3 \
     --weight-decay 0.01

@@ -194,9 +194,15 @@ bool inPlaceOperands(Operation *op, SmallVectorImpl<Value> &reads, SmallVectorIm
     writes.append({sgd.getParam(), sgd.getMomentumBuffer()});
     return true;
   }
-  if (auto lamb = dyn_cast<zgraph::LambOp>(op)) {
+  // lamb_moments' result (the sums of squares) follows its moments.
+  if (auto moments = dyn_cast<zgraph::LambMomentsOp>(op)) {
     reads.append(op->operand_begin(), op->operand_end());
-    writes.append({lamb.getParam(), lamb.getExpAvg(), lamb.getExpAvgSq()});
+    writes.append({moments.getExpAvg(), moments.getExpAvgSq()});
+    return true;
+  }
+  if (auto lamb = dyn_cast<zgraph::LambStepOp>(op)) {
+    reads.append(op->operand_begin(), op->operand_end());
+    writes.push_back(lamb.getParam());
     return true;
   }
   if (auto lion = dyn_cast<zgraph::LionOp>(op)) {

@@ -16,14 +16,18 @@
 namespace zcc::zdist {
 
 /// The values an optimizer op updates in place: its parameter (or master
-/// state) and its moments; empty for another op.
+/// state) and its moments (Lamb's halves: each what it writes); empty for
+/// another op.
 inline llvm::SmallVector<mlir::Value> optimizerTargets(mlir::Operation *op) {
   if (auto adamw = mlir::dyn_cast<zgraph::AdamWOp>(op))
     return {adamw.getParam(), adamw.getExpAvg(), adamw.getExpAvgSq()};
   if (auto sgd = mlir::dyn_cast<zgraph::SgdOp>(op))
     return {sgd.getParam(), sgd.getMomentumBuffer()};
-  if (auto lamb = mlir::dyn_cast<zgraph::LambOp>(op))
-    return {lamb.getParam(), lamb.getExpAvg(), lamb.getExpAvgSq()};
+  // Lamb's halves: the moments, then the parameter (which reads them).
+  if (auto moments = mlir::dyn_cast<zgraph::LambMomentsOp>(op))
+    return {moments.getExpAvg(), moments.getExpAvgSq()};
+  if (auto lamb = mlir::dyn_cast<zgraph::LambStepOp>(op))
+    return {lamb.getParam()};
   if (auto lion = mlir::dyn_cast<zgraph::LionOp>(op))
     return {lion.getParam(), lion.getExpAvg()};
   if (auto adagrad = mlir::dyn_cast<zgraph::AdagradOp>(op))

@@ -285,8 +285,8 @@ LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
   // zcc's host kernels step element by element; Lamb's norms span the
   // whole parameter, and it needs ZeRO stage 0, which offloads nothing.
   for (Operation &op : update.getBody().front())
-    if (auto lamb = dyn_cast<zgraph::LambOp>(op))
-      return lamb.emitError("Lamb does not run on the host: remove offload_optimizer");
+    if (isa<zgraph::LambMomentsOp, zgraph::LambStepOp>(op))
+      return op.emitError("Lamb does not run on the host yet: remove offload_optimizer");
   auto isUpdate = [](Operation &op) {
     return isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LionOp, zgraph::SgdOp>(op);
   };
@@ -520,8 +520,8 @@ llvm::SetVector<StringRef> GradientStreamer::chooseGradients(func::FuncOp microS
         if (func == microStep) {
           SmallVector<Value> targets = inPlaceTargets(user);
           ok &= llvm::is_contained(targets, state.getResult()) &&
-                !isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LambOp, zgraph::LionOp,
-                     zgraph::SgdOp>(user);
+                !isa<zgraph::AdamWOp, zgraph::AdagradOp, zgraph::LambMomentsOp,
+                     zgraph::LambStepOp, zgraph::LionOp, zgraph::SgdOp>(user);
         } else if (func == update) {
           auto offload = dyn_cast<OffloadOp>(user);
           ok &= offload && llvm::all_of(offload->getUsers(), [](Operation *reader) {

@@ -159,15 +159,6 @@ LogicalResult ZeroPartitioner::run() {
   if (stage >= 1 && (!step || !update))
     return module.emitError() << "ZeRO stage " << stage
                               << " needs @micro_step, @grad_norm and @optimizer_step";
-  // Lamb's trust ratio is a norm over the whole parameter.
-  if (stage >= 1) {
-    zgraph::LambOp lamb;
-    update.walk([&](zgraph::LambOp op) { lamb = op; });
-    if (lamb)
-      return lamb.emitError() << "Lamb needs ZeRO stage 0 (stage " << stage
-                              << " partitions the optimizer state, and the trust ratio is a "
-                                 "norm over each whole parameter)";
-  }
   if (step)
     step.walk([&](zgraph::ParamOp param) {
       if (auto owner = param->getAttrOfType<IntegerAttr>("zdist.stage"))
@@ -772,7 +763,32 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
   SmallVector<Updated> updated;
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
     Value param, grad;
-    if (auto adamw = dyn_cast<zgraph::AdamWOp>(op)) {
+    // Lamb's step: the partition's sums of squares, all-reduced into the
+    // whole parameter's before the trust ratio is taken from them.
+    if (auto lamb = dyn_cast<zgraph::LambStepOp>(op)) {
+      auto paramOp = lamb.getParam().getDefiningOp<zgraph::ParamOp>();
+      if (!paramOp || !sharded.count(paramOp.getName()))
+        continue;
+      RankedTensorType full = sharded[paramOp.getName()];
+      builder.setInsertionPoint(&op);
+      op.setOperand(lamb.getSquaresMutable().getOperandNumber(),
+                    allReduce(op.getLoc(), lamb.getSquares(), ReductionKind::Sum));
+      if (stage == 3)
+        continue;
+      auto master = builder.create<zgraph::StateOp>(op.getLoc(), shardType(full),
+                                                    paramOp.getNameAttr(),
+                                                    builder.getStringAttr("master"));
+      op.setOperand(0, master);
+      updated.push_back({&op, master, paramOp, full});
+      continue;
+    }
+    // Its moments: as another update's, without the parameter's gather,
+    // which follows the step.
+    bool moments = isa<zgraph::LambMomentsOp>(op);
+    if (auto lamb = dyn_cast<zgraph::LambMomentsOp>(op)) {
+      param = lamb.getParam();
+      grad = lamb.getGrad();
+    } else if (auto adamw = dyn_cast<zgraph::AdamWOp>(op)) {
       param = adamw.getParam();
       grad = adamw.getGrad();
     } else if (auto sgd = dyn_cast<zgraph::SgdOp>(op)) {
@@ -803,7 +819,8 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     auto master = builder.create<zgraph::StateOp>(loc, shardType(full), paramOp.getNameAttr(),
                                                   builder.getStringAttr("master"));
     op.setOperand(0, master);
-    updated.push_back({&op, master, paramOp, full});
+    if (!moments)
+      updated.push_back({&op, master, paramOp, full});
   }
   // The updated rows go back into the whole parameters in all-gathers of at
   // most allgather_bucket_size elements (one element type each), each after

@@ -827,13 +827,29 @@ LogicalResult AdagradOp::verify() {
   return verifyOptimizerOperands(*this, {getParam(), getGrad(), getSum()}, getScalars());
 }
 
-LogicalResult LambOp::verify() {
+namespace {
+LogicalResult verifyLambSquares(Operation *op, TypedValue<RankedTensorType> squares) {
+  if (squares.getType().getNumElements() != 2)
+    return op->emitOpError("squares must be tensor<2xf64>");
+  return success();
+}
+} // namespace
+
+LogicalResult LambMomentsOp::verify() {
+  if (failed(verifyLambSquares(*this, getSquares())))
+    return failure();
+  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
+                                 getScalars());
+}
+
+LogicalResult LambStepOp::verify() {
   double minCoeff = getMinCoeff().convertToDouble(), maxCoeff = getMaxCoeff().convertToDouble();
   if (!(minCoeff >= 0) || !(maxCoeff > 0) || minCoeff > maxCoeff)
     return emitOpError() << "needs 0 <= min_coeff <= max_coeff and max_coeff > 0, got ["
                          << minCoeff << ", " << maxCoeff << "]";
-  return verifyOptimizerOperands(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()},
-                                 getScalars());
+  if (failed(verifyLambSquares(*this, getSquares())))
+    return failure();
+  return verifyOptimizerOperands(*this, {getParam(), getExpAvg(), getExpAvgSq()}, getScalars());
 }
 
 LogicalResult LionOp::verify() {

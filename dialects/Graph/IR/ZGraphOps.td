@@ -888,30 +888,53 @@ def ZGraph_LionOp : ZGraph_Op<"lion", [MemoryEffects<[MemWrite]>,
   let hasVerifier = 1;
 }
 
-def ZGraph_LambOp : ZGraph_Op<"lamb", [MemoryEffects<[MemWrite]>,
+def ZGraph_LambMomentsOp : ZGraph_Op<"lamb_moments", [MemoryEffects<[MemWrite]>,
     AllTypesMatch<["param", "grad", "exp_avg", "exp_avg_sq"]>]> {
-  let summary = "One LAMB step of a parameter, in place";
+  let summary = "The first half of a LAMB step: moments in place, and two norms' squares";
   let description = [{
     DeepSpeed's FusedLamb (You et al., "Large Batch Optimization for Deep
-    Learning"): with g the gradient times grad_scale, exp_avg = beta1 *
-    exp_avg + (1 - beta1) * g, exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2)
-    * g * g, update = exp_avg / (sqrt(exp_avg_sq) + eps) + weight_decay *
-    param (`eps_inside_sqrt`: sqrt(exp_avg_sq + eps)), then param -=
-    step_size * ratio * update, where ratio = ||param|| / ||update|| over
-    the whole parameter clamped to [min_coeff, max_coeff] (1 when either
-    norm is 0) and step_size = lr * sqrt(1 - beta2^step) / (1 - beta1^step),
-    or lr without `bias_correction`. `scalars` as for `adamw`. The norms
-    make it a whole-tensor step: ZeRO does not partition it.
+    Learning"), whose step scales each parameter's update by a trust ratio
+    ||param|| / ||update||. With g the gradient times grad_scale, updates
+    exp_avg = beta1 * exp_avg + (1 - beta1) * g and exp_avg_sq = beta2 *
+    exp_avg_sq + (1 - beta2) * g * g in place, and returns [sum of param^2,
+    sum of update^2] (f64) over its elements, update = exp_avg /
+    (sqrt(exp_avg_sq) + eps) + weight_decay * param (`eps_inside_sqrt`:
+    sqrt(exp_avg_sq + eps)). Over a ZeRO partition the sums are a shard's,
+    all-reduced before `lamb_step` reads them. `scalars` as for `adamw`.
   }];
   let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$grad,
                        ZGraph_FloatTensor:$exp_avg, ZGraph_FloatTensor:$exp_avg_sq,
                        1DTensorOf<[F64]>:$scalars,
+                       DefaultValuedAttr<BoolAttr, "false">:$eps_inside_sqrt);
+  let results = (outs 1DTensorOf<[F64]>:$squares);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) `,`
+    type($scalars) `->` type($squares)
+  }];
+  let hasVerifier = 1;
+}
+
+def ZGraph_LambStepOp : ZGraph_Op<"lamb_step", [MemoryEffects<[MemWrite]>,
+    AllTypesMatch<["param", "exp_avg", "exp_avg_sq"]>]> {
+  let summary = "The second half of a LAMB step: the parameter, in place";
+  let description = [{
+    From the moments `lamb_moments` wrote and `squares`, the whole
+    parameter's [||param||^2, ||update||^2]: param -= step_size * ratio *
+    update, with update recomputed as there, ratio = ||param|| / ||update||
+    clamped to [min_coeff, max_coeff] (1 when either norm is 0), step_size =
+    lr * sqrt(1 - beta2^step) / (1 - beta1^step), or lr without
+    `bias_correction`.
+  }];
+  let arguments = (ins ZGraph_FloatTensor:$param, ZGraph_FloatTensor:$exp_avg,
+                       ZGraph_FloatTensor:$exp_avg_sq, 1DTensorOf<[F64]>:$scalars,
+                       1DTensorOf<[F64]>:$squares,
                        DefaultValuedAttr<F64Attr, "10.0">:$max_coeff,
                        DefaultValuedAttr<F64Attr, "0.01">:$min_coeff,
                        DefaultValuedAttr<BoolAttr, "true">:$bias_correction,
                        DefaultValuedAttr<BoolAttr, "false">:$eps_inside_sqrt);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $scalars attr-dict `:` type($param) `,` type($scalars)
+    $param `,` $exp_avg `,` $exp_avg_sq `,` $scalars `,` $squares attr-dict `:` type($param) `,`
+    type($scalars) `,` type($squares)
   }];
   let hasVerifier = 1;
 }

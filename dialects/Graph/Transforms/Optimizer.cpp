@@ -132,13 +132,20 @@ struct OptimizerPass : impl::OptimizerPassBase<OptimizerPass> {
         builder.create<AdagradOp>(loc, param, grad, gradState(p, "sum"), updateBody.getArgument(0),
                                   builder.getF64FloatAttr(floatParam("lr_decay", 0.0)));
       } else if (type == "lamb") {
+        // Two halves, so that a partitioned parameter's sums of squares can
+        // be all-reduced between them (zcc-dist-zero).
         Value expAvg = gradState(p, "exp_avg");
         Value expAvgSq = gradState(p, "exp_avg_sq");
-        builder.create<LambOp>(loc, param, grad, expAvg, expAvgSq, updateBody.getArgument(0),
-                               builder.getF64FloatAttr(floatParam("max_coeff", 10.0)),
-                               builder.getF64FloatAttr(floatParam("min_coeff", 0.01)),
-                               builder.getBoolAttr(boolParam("bias_correction", true)),
-                               builder.getBoolAttr(boolParam("eps_inside_sqrt", false)));
+        BoolAttr epsInsideSqrt = builder.getBoolAttr(boolParam("eps_inside_sqrt", false));
+        auto squaresType = RankedTensorType::get({2}, builder.getF64Type());
+        Value squares =
+            builder.create<LambMomentsOp>(loc, squaresType, param, grad, expAvg, expAvgSq,
+                                          updateBody.getArgument(0), epsInsideSqrt);
+        builder.create<LambStepOp>(loc, param, expAvg, expAvgSq, updateBody.getArgument(0), squares,
+                                   builder.getF64FloatAttr(floatParam("max_coeff", 10.0)),
+                                   builder.getF64FloatAttr(floatParam("min_coeff", 0.01)),
+                                   builder.getBoolAttr(boolParam("bias_correction", true)),
+                                   epsInsideSqrt);
       } else if (type == "lion") {
         builder.create<LionOp>(loc, param, grad, gradState(p, "exp_avg"),
                                updateBody.getArgument(0));

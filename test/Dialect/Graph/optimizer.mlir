@@ -138,7 +138,8 @@ module attributes {zcc.config = {optimizer = {type = "lion", params = {lr = 1.0e
 
 // -----
 
-// Lamb: Adam's two moments; the update carries FusedLamb's options, here
+// Lamb: Adam's two moments, in two halves (the moments and the sums of
+// squares, then the step from them) that carry FusedLamb's options, here
 // the config's (defaults elided: bias_correction true, min_coeff 0.01).
 // CHECK-LABEL: module attributes
 // CHECK: func.func @optimizer_step(%[[S:.*]]: tensor<8xf64>
@@ -146,7 +147,8 @@ module attributes {zcc.config = {optimizer = {type = "lion", params = {lr = 1.0e
 // CHECK: %[[G:.*]] = zgraph.state "w" kind = "grad"
 // CHECK: %[[M:.*]] = zgraph.state "w" kind = "exp_avg"
 // CHECK: %[[V:.*]] = zgraph.state "w" kind = "exp_avg_sq"
-// CHECK: zgraph.lamb %[[W]], %[[G]], %[[M]], %[[V]], %[[S]] {eps_inside_sqrt = true, max_coeff = 3.000000e-01 : f64} : tensor<4xf32>, tensor<8xf64>
+// CHECK: %[[SQ:.*]] = zgraph.lamb_moments %[[W]], %[[G]], %[[M]], %[[V]], %[[S]] {eps_inside_sqrt = true} : tensor<4xf32>, tensor<8xf64> -> tensor<2xf64>
+// CHECK: zgraph.lamb_step %[[W]], %[[M]], %[[V]], %[[S]], %[[SQ]] {eps_inside_sqrt = true, max_coeff = 3.000000e-01 : f64} : tensor<4xf32>, tensor<8xf64>, tensor<2xf64>
 module attributes {zcc.config = {optimizer = {type = "lamb", params = {lr = 1.0e-3 : f64, max_coeff = 0.3 : f64, eps_inside_sqrt = true}}}} {
   func.func @micro_step(%seed: tensor<f32> {zgraph.name = "zcc.loss_scale"}) -> (tensor<f32> {zgraph.name = "loss"}) {
     %w = zgraph.param "w" trainable : tensor<4xf32>
