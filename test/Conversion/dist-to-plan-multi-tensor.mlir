@@ -8,13 +8,13 @@
 // other attributes (adam, not adamw) or over another scalars buffer does
 // not join, and an instruction that is neither (a cast) ends the groups.
 // CHECK-LABEL: zplan.program @optimizer_step {
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[GA:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], @device::@[[GC:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[S:b[0-9]+]]) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[GA:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], @device::@[[GC:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[S:b[0-9]+]]) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@[[GA]], @device::@[[GB:b[0-9]+]], @device::@[[GC]]) stream 0
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@[[GB]], {{.*}}, @device::@[[S]]) outs(@device::@[[B]], {{.*}}) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[D]], {{.*}}) stream 0 params {adam_w_mode = false}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[E:b[0-9]+]], {{.*}}, @device::@[[S2:b[0-9]+]]) outs(@device::@[[E]], {{.*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@[[GB]], {{.*}}, @device::@[[S]]) outs(@device::@[[B]], {{.*}}) stream 0 params {adam_w_mode = true, bias_correction = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[D]], {{.*}}) stream 0 params {adam_w_mode = false, bias_correction = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[E:b[0-9]+]], {{.*}}, @device::@[[S2:b[0-9]+]]) outs(@device::@[[E]], {{.*}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: zplan.kernel "cast"
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[F:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[F]], {{.*}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[F:b[0-9]+]], {{.*}}, @device::@[[S]]) outs(@device::@[[F]], {{.*}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: }
 module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
   func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"},
@@ -63,8 +63,8 @@ module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
 // members at once): "b"'s update writes the moment "a"'s reads as its
 // gradient, so "b" stays out of "a"'s group, and "c" joins it over "b".
 // CHECK-LABEL: zplan.program @optimizer_step {
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[MB:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], {{[^)]*}}) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@[[MB]], {{[^)]*}}) outs(@device::@[[B]], @device::@[[MB]], @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], @device::@[[MB:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[C]], {{[^)]*}}) stream 0 params {adam_w_mode = true, bias_correction = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[B:b[0-9]+]], @device::@{{b[0-9]+}}, @device::@[[MB]], {{[^)]*}}) outs(@device::@[[B]], @device::@[[MB]], @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: }
 module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
   func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {
@@ -97,9 +97,9 @@ module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
 // CHECK-DAG: zplan.buffer @[[CB:b[0-9]+]] {{.*}}kind = "parameter_copy", name = "b.copy", type = tensor<6xbf16>
 // CHECK-DAG: zplan.buffer @[[CC:b[0-9]+]] {{.*}}kind = "parameter_copy", name = "c.copy", type = tensor<4xf16>
 // CHECK-LABEL: zplan.program @optimizer_step {
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], {{[^)]*}}, @device::@[[B:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CA]], @device::@[[B]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CB]]) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CC]]) stream 0 params {adam_w_mode = true}
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{[^)]*}}) outs(@device::@[[D]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[A:b[0-9]+]], {{[^)]*}}, @device::@[[B:b[0-9]+]], {{[^)]*}}) outs(@device::@[[A]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CA]], @device::@[[B]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CB]]) stream 0 params {adam_w_mode = true, bias_correction = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[C:b[0-9]+]], {{[^)]*}}) outs(@device::@[[C]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}, @device::@[[CC]]) stream 0 params {adam_w_mode = true, bias_correction = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@[[D:b[0-9]+]], {{[^)]*}}) outs(@device::@[[D]], @device::@{{b[0-9]+}}, @device::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: }
 module attributes {zcc.config = {optimizer = {type = "AdamW"}}} {
   func.func @optimizer_step(%scalars: tensor<8xf64> {zgraph.name = "zcc.optimizer_scalars"}) {

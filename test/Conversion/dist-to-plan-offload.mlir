@@ -20,7 +20,7 @@
 // CHECK-LABEL: zplan.program @optimizer_step {
 // CHECK-NEXT: zplan.kernel "offload" ins(@device::@[[GW:b[0-9]+]]) outs(@host::@[[GWH:b[0-9]+]]) stream 0
 // CHECK-NEXT: zplan.kernel "offload" ins(@device::@[[S:b[0-9]+]]) outs(@host::@[[SH:b[0-9]+]]) stream 0
-// CHECK-NEXT: zplan.kernel "adamw" ins(@host::@[[W]], @host::@[[GWH]], @host::@{{b[0-9]+}}, @host::@{{b[0-9]+}}, @host::@[[SH]]) outs(@host::@[[W]], @host::@{{b[0-9]+}}, @host::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@host::@[[W]], @host::@[[GWH]], @host::@{{b[0-9]+}}, @host::@{{b[0-9]+}}, @host::@[[SH]]) outs(@host::@[[W]], @host::@{{b[0-9]+}}, @host::@{{b[0-9]+}}) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@[[GW]])
 // CHECK: zplan.kernel "adamw" ins(@host::@[[MASTER]],
 // CHECK-NEXT: zplan.kernel "fetch" ins(@host::@[[MASTER]]) outs(@device::@[[BD:b[0-9]+]]) stream 0

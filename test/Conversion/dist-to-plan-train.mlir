@@ -58,7 +58,7 @@
 // CHECK-NEXT: zplan.kernel "sum_squares" ins(@device::@b13, @device::@b15) outs(@device::@b16) stream 0
 // CHECK-NEXT: }
 // CHECK-NEXT: zplan.program @optimizer_step {
-// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@b4, @device::@b13, @device::@b18, @device::@b19, @device::@b3, @device::@b15, @device::@b20, @device::@b21, @device::@b17) outs(@device::@b4, @device::@b18, @device::@b19, @device::@b3, @device::@b20, @device::@b21) stream 0 params {adam_w_mode = true}
+// CHECK-NEXT: zplan.kernel "adamw" ins(@device::@b4, @device::@b13, @device::@b18, @device::@b19, @device::@b3, @device::@b15, @device::@b20, @device::@b21, @device::@b17) outs(@device::@b4, @device::@b18, @device::@b19, @device::@b3, @device::@b20, @device::@b21) stream 0 params {adam_w_mode = true, bias_correction = true}
 // CHECK-NEXT: zplan.kernel "fill" ins() outs(@device::@b13, @device::@b15) stream 0 params {value = 0.000000e+00 : f64}
 // CHECK-NEXT: }
 // CHECK-NEXT: zplan.program @zero_grads {
