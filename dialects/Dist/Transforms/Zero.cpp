@@ -34,6 +34,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -132,6 +133,7 @@ private:
   void allReduceBucket(ArrayRef<zgraph::AccumulateOp> bucket);
   void partitionGradNorm(func::FuncOp gradNorm);
   void partitionOptimizerStep(func::FuncOp update);
+  void allReduceLambSquares(ArrayRef<zgraph::LambStepOp> steps);
   void addInit(func::FuncOp update);
 
   ModuleOp module;
@@ -761,20 +763,20 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     RankedTensorType full;
   };
   SmallVector<Updated> updated;
+  SmallVector<zgraph::LambStepOp> lambSteps;
   for (Operation &op : llvm::make_early_inc_range(update.getBody().front())) {
     Value param, grad;
     // Lamb's step: the partition's sums of squares, all-reduced into the
-    // whole parameter's before the trust ratio is taken from them.
+    // whole parameter's before the trust ratio is taken from them (below).
     if (auto lamb = dyn_cast<zgraph::LambStepOp>(op)) {
       auto paramOp = lamb.getParam().getDefiningOp<zgraph::ParamOp>();
       if (!paramOp || !sharded.count(paramOp.getName()))
         continue;
       RankedTensorType full = sharded[paramOp.getName()];
-      builder.setInsertionPoint(&op);
-      op.setOperand(lamb.getSquaresMutable().getOperandNumber(),
-                    allReduce(op.getLoc(), lamb.getSquares(), ReductionKind::Sum));
+      lambSteps.push_back(lamb);
       if (stage == 3)
         continue;
+      builder.setInsertionPoint(&op);
       auto master = builder.create<zgraph::StateOp>(op.getLoc(), shardType(full),
                                                     paramOp.getNameAttr(),
                                                     builder.getStringAttr("master"));
@@ -822,6 +824,7 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     if (!moments)
       updated.push_back({&op, master, paramOp, full});
   }
+  allReduceLambSquares(lambSteps);
   // The updated rows go back into the whole parameters in all-gathers of at
   // most allgather_bucket_size elements (one element type each), each after
   // the last update of its bucket.
@@ -856,6 +859,63 @@ void ZeroPartitioner::partitionOptimizerStep(func::FuncOp update) {
     gatherCoalesced(loc, shards, fulls, /*flattenVectors=*/false, [&](size_t i, Value whole) {
       builder.create<zgraph::AssignOp>(loc, bucket[i].param, whole);
     });
+  }
+}
+
+/// Lamb's partitioned steps of one pipeline stage take their sums of
+/// squares from one all-reduce: the steps move after the stage's last
+/// moments (a step reads its own moments and writes only its parameter or
+/// master shard),
+/// and the sums, two per parameter, are concatenated, all-reduced and
+/// sliced back, one collective per step rather than one per parameter.
+void ZeroPartitioner::allReduceLambSquares(ArrayRef<zgraph::LambStepOp> steps) {
+  llvm::MapVector<int64_t, SmallVector<zgraph::LambStepOp>> byStage;
+  for (zgraph::LambStepOp step : steps) {
+    // The parameter, or (stages 1 and 2) its master shard.
+    Operation *target = step.getParam().getDefiningOp();
+    StringRef name = isa<zgraph::ParamOp>(target) ? cast<zgraph::ParamOp>(target).getName()
+                                                  : cast<zgraph::StateOp>(target).getName();
+    byStage[pipelineStage(name)].push_back(step);
+  }
+  for (auto &[stageIndex, group] : byStage) {
+    Operation *last = group.front().getSquares().getDefiningOp();
+    for (zgraph::LambStepOp step : group) {
+      Operation *moments = step.getSquares().getDefiningOp();
+      if (last->isBeforeInBlock(moments))
+        last = moments;
+    }
+    Location loc = group.front().getLoc();
+    builder.setInsertionPointAfter(last);
+    Type f64 = builder.getF64Type();
+    int64_t total = 2 * static_cast<int64_t>(group.size());
+    SmallVector<Value> parts;
+    for (zgraph::LambStepOp step : group)
+      parts.push_back(step.getSquares());
+    Value flat = parts.size() == 1 ? parts.front()
+                                   : builder.create<zgraph::ConcatOp>(
+                                         loc, RankedTensorType::get({total}, f64), parts,
+                                         builder.getI64IntegerAttr(0));
+    Value reduced = allReduce(loc, flat, ReductionKind::Sum);
+    Operation *anchor = reduced.getDefiningOp();
+    for (auto [index, step] : llvm::enumerate(group)) {
+      Value squares = reduced;
+      if (group.size() > 1) {
+        int64_t offset = 2 * static_cast<int64_t>(index);
+        squares = builder.create<zgraph::SliceOp>(
+            loc, RankedTensorType::get({2}, f64), reduced, builder.getDenseI64ArrayAttr({offset}),
+            builder.getDenseI64ArrayAttr({offset + 2}), builder.getDenseI64ArrayAttr({1}));
+        anchor = squares.getDefiningOp();
+      }
+      step.getOperation()->moveAfter(anchor);
+      // Its master shard's state op (stages 1 and 2) was made where the
+      // step was; it takes no operands and moves with it.
+      if (Operation *master = step.getParam().getDefiningOp();
+          master->getBlock() == step->getBlock() && step->isBeforeInBlock(master))
+        master->moveBefore(step);
+      anchor = step.getOperation();
+      builder.setInsertionPointAfter(anchor);
+      step->setOperand(step.getSquaresMutable().getOperandNumber(), squares);
+    }
   }
 }
 
