@@ -106,10 +106,12 @@ double number(DictionaryAttr dict, StringRef name, double defaultValue) {
   Attribute attr = dict ? dict.get(name) : Attribute();
   if (auto f = dyn_cast_or_null<FloatAttr>(attr))
     return f.getValueAsDouble();
-  if (auto i = dyn_cast_or_null<IntegerAttr>(attr))
-    return double(i.getInt());
+  // Before IntegerAttr: a BoolAttr is an i1 IntegerAttr, whose true reads
+  // as -1.
   if (auto b = dyn_cast_or_null<BoolAttr>(attr))
     return b.getValue() ? 1.0 : 0.0;
+  if (auto i = dyn_cast_or_null<IntegerAttr>(attr))
+    return double(i.getInt());
   return defaultValue;
 }
 
@@ -160,6 +162,12 @@ LogicalResult buildTraining(ModuleOp module, DictionaryAttr config, plan::Plan &
         if (auto s = dyn_cast<StringAttr>(param.getValue())) {
           if (param.getName() == "warmup_type")
             out->set_warmup_type(s.str());
+          else if (param.getName() == "anneal_strategy")
+            out->set_anneal_strategy(s.str());
+          else
+            return module.emitError("scheduler.params.")
+                       << param.getName().str() << " is a string, which the plan cannot carry",
+                   failure();
           continue;
         }
         // MultiStepLR's milestones.

@@ -52,10 +52,11 @@ What it follows (DESIGN.md, DEEPSPEED.md, DeepSpeed's source), world size 1:
   sets the lr to the schedule's value there: warmup_min_lr, or 0 for
   WarmupCosineLR) and stepped once after each optimizer step: step k
   (1-based) runs at t = k - 2. torch's StepLR, MultiStepLR, ExponentialLR,
-  ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR and
-  CosineAnnealingWarmRestarts (DeepSpeed's
+  ConstantLR, LinearLR, PolynomialLR, CosineAnnealingLR,
+  CosineAnnealingWarmRestarts and OneCycleLR (DeepSpeed's
   fallback for other names) are torch.optim.lr_scheduler's own classes:
-  step k runs at their last_epoch k - 1.
+  step k runs at their last_epoch k - 1; OneCycleLR's cycle_momentum sets
+  the optimizer's beta1 as torch does.
 - Gradient clipping: "gradient_clipping" (DeepSpeed's default 1.0 when absent;
   0 turns it off) as deepspeed.runtime.utils.clip_grad_norm_: total norm =
   sqrt(sum of each gradient's fp32 2-norm squared), every gradient times
@@ -420,7 +421,7 @@ def warmup_gamma(t, warmup_steps, warmup_type):
 # torch.optim.lr_scheduler's classes that zcc runs (DeepSpeed builds them for
 # a scheduler type it does not define).
 TORCH_SCHEDULERS = ("StepLR", "MultiStepLR", "ExponentialLR", "ConstantLR", "LinearLR",
-                    "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts")
+                    "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "OneCycleLR")
 
 
 def make_schedule(config, base_lr):
@@ -513,16 +514,31 @@ def make_schedule(config, base_lr):
         # DeepSpeed's fallback: torch's own class, built on the optimizer
         # (which steps it to last_epoch 0) and stepped after each optimizer
         # step; here on a stand-in optimizer, read at last_epoch t + 1.
-        stand_in = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=base_lr)
+        # OneCycleLR also cycles Adam's beta1 (cycle_momentum): its stand-in
+        # has betas, and lr.beta1 gives them.
+        cycles = kind == "OneCycleLR" and params.get("cycle_momentum", True)
+        stand_in = (torch.optim.AdamW if cycles else torch.optim.SGD)(
+            [torch.nn.Parameter(torch.zeros(1))], lr=base_lr)
         scheduler = getattr(torch.optim.lr_scheduler, kind)(stand_in, **params)
-        values = [stand_in.param_groups[0]["lr"]]
 
-        def lr(t):
+        def current():
+            group = stand_in.param_groups[0]
+            return group["lr"], group.get("betas", (None,))[0]
+
+        values = [current()]
+
+        def at(t):
             while len(values) <= t + 1:
                 stand_in.step()
                 scheduler.step()
-                values.append(stand_in.param_groups[0]["lr"])
+                values.append(current())
             return values[max(t, -1) + 1]
+
+        def lr(t):
+            return at(t)[0]
+
+        if cycles:
+            lr.beta1 = lambda t: at(t)[1]
 
         return lr, -1, f"torch {kind}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
     raise UsageError(f"config: scheduler type {kind!r} is not supported here "
@@ -670,9 +686,16 @@ def train(args):
     optimizer, optimizer_text = make_optimizer(config, parameters)
     base_lr = optimizer.param_groups[0]["lr"]
     schedule, t, schedule_text = make_schedule(config, base_lr)
-    if t == -1:  # DeepSpeed sets the lr only when built at -1
+    def apply_schedule(t):
         for group in optimizer.param_groups:
             group["lr"] = schedule(t)
+            if hasattr(schedule, "beta1"):
+                if "betas" not in group:
+                    raise UsageError("config: the scheduler cycles beta1, which this optimizer does not have")
+                group["betas"] = (schedule.beta1(t), group["betas"][1])
+
+    if t == -1:  # DeepSpeed sets the lr only when built at -1
+        apply_schedule(t)
     max_norm = gradient_clipping(config)
     print(f"{name}: {sum(p.numel() for p in parameters)} parameters from {args.onnx}; {args.dtype}")
     print(f"batch {tb} = micro {mb} x accumulation {gas}; data {data_text}")
@@ -695,8 +718,7 @@ def train(args):
         grad_norm = clip_grad_norm(parameters, max_norm)
         optimizer.step()
         t += 1
-        for group in optimizer.param_groups:
-            group["lr"] = schedule(t)
+        apply_schedule(t)
         record = {"step": step + 1, "loss": sum(losses) / len(losses), "lr": lr, "grad_norm": grad_norm}
         records.append(record)
         if log:

@@ -703,8 +703,11 @@ template <typename T> __global__ void lambStepKernel(LambParams p) {
   if (threadIdx.x == 0) {
     double paramNorm = __dsqrt_rn(p.squares[0]), updateNorm = __dsqrt_rn(p.squares[1]);
     double ratio = 1.0;
-    if (paramNorm != 0 && updateNorm != 0)
-      ratio = fmin(fmax(__ddiv_rn(paramNorm, updateNorm), p.minCoeff), p.maxCoeff);
+    // std::clamp's comparisons, as the cpu's: a NaN ratio stays NaN.
+    if (paramNorm != 0 && updateNorm != 0) {
+      ratio = __ddiv_rn(paramNorm, updateNorm);
+      ratio = ratio < p.minCoeff ? p.minCoeff : p.maxCoeff < ratio ? p.maxCoeff : ratio;
+    }
     const double *s = p.scalars;
     double stepSize = s[0];
     if (p.biasCorrection)

@@ -157,6 +157,8 @@ static std::string trainingText(const plan::Training &training) {
     out += quote(scheduler.type());
   if (!scheduler.warmup_type().empty())
     out += ", warmup_type " + quote(scheduler.warmup_type());
+  if (!scheduler.anneal_strategy().empty())
+    out += ", anneal_strategy " + quote(scheduler.anneal_strategy());
   // The params map iterates in hash order; sorting keeps dumps stable.
   std::vector<const std::string *> names;
   for (const auto &entry : scheduler.params())

@@ -140,7 +140,8 @@ std::optional<LrSchedule::Kind> torchKind(const std::string &type) {
       {"LinearLR", Kind::kLinearLR},
       {"PolynomialLR", Kind::kPolynomialLR},
       {"CosineAnnealingLR", Kind::kCosineAnnealingLR},
-      {"CosineAnnealingWarmRestarts", Kind::kCosineAnnealingWarmRestarts}};
+      {"CosineAnnealingWarmRestarts", Kind::kCosineAnnealingWarmRestarts},
+      {"OneCycleLR", Kind::kOneCycleLR}};
   for (const auto &[name, kind] : kKinds)
     if (type == name)
       return kind;
@@ -207,6 +208,58 @@ Status LrSchedule::readTorchScheduler(const plan::Scheduler &scheduler, ParamRea
     ZCC_RETURN_IF_FAILED(params.toInteger("T_0", t0, 1, schedule.t0_));
     ZCC_RETURN_IF_FAILED(params.integer("T_mult", 1, 1, schedule.tMult_));
     ZCC_RETURN_IF_FAILED(params.number("eta_min", 0.0, schedule.etaMin_));
+    break;
+  }
+  case Kind::kOneCycleLR: {
+    // torch's __init__: the group's initial_lr, max_lr and min_lr, and the
+    // phases' end steps (floats) and bounds.
+    double maxLr, total, pctStart, divFactor, finalDivFactor, baseMomentum, maxMomentum,
+        unused;
+    bool threePhase;
+    ZCC_RETURN_IF_FAILED(params.required("max_lr", maxLr));
+    ZCC_RETURN_IF_FAILED(params.required("total_steps", total));
+    ZCC_RETURN_IF_FAILED(params.toInteger("total_steps", total, 1, schedule.oneCycleTotal_));
+    // The compiler derived total_steps from them.
+    ZCC_RETURN_IF_FAILED(params.number("epochs", 0, unused));
+    ZCC_RETURN_IF_FAILED(params.number("steps_per_epoch", 0, unused));
+    ZCC_RETURN_IF_FAILED(params.number("pct_start", 0.3, pctStart));
+    if (pctStart < 0 || pctStart > 1)
+      return params.bad("pct_start", "must be in [0, 1]", pctStart);
+    ZCC_RETURN_IF_FAILED(params.boolean("cycle_momentum", true, schedule.cycleMomentum_));
+    ZCC_RETURN_IF_FAILED(params.number("base_momentum", 0.85, baseMomentum));
+    ZCC_RETURN_IF_FAILED(params.number("max_momentum", 0.95, maxMomentum));
+    ZCC_RETURN_IF_FAILED(params.number("div_factor", 25.0, divFactor));
+    ZCC_RETURN_IF_FAILED(params.number("final_div_factor", 1e4, finalDivFactor));
+    ZCC_RETURN_IF_FAILED(params.boolean("three_phase", false, threePhase));
+    const std::string &strategy = scheduler.anneal_strategy();
+    if (!strategy.empty() && strategy != "cos" && strategy != "linear")
+      return makeStatus(StatusCode::kInvalidArgument,
+                        "scheduler OneCycleLR param 'anneal_strategy' must be 'cos' or "
+                        "'linear', got '%s'",
+                        strategy.c_str());
+    schedule.cosineAnneal_ = strategy != "linear";
+    double initialLr = maxLr / divFactor;
+    double minLr = initialLr / finalDivFactor;
+    double steps = static_cast<double>(schedule.oneCycleTotal_);
+    if (threePhase)
+      schedule.phases_ = {
+          {pctStart * steps - 1, initialLr, maxLr, maxMomentum, baseMomentum},
+          {2 * pctStart * steps - 2, maxLr, initialLr, baseMomentum, maxMomentum},
+          {steps - 1, initialLr, minLr, maxMomentum, maxMomentum}};
+    else
+      schedule.phases_ = {{pctStart * steps - 1, initialLr, maxLr, maxMomentum, baseMomentum},
+                          {steps - 1, maxLr, minLr, baseMomentum, maxMomentum}};
+    // A phase that ends where it starts divides by zero in get_lr.
+    double start = 0;
+    for (const Phase &phase : schedule.phases_) {
+      if (phase.endStep == start)
+        return makeStatus(StatusCode::kInvalidArgument,
+                          "scheduler OneCycleLR: a phase of total_steps %lld and pct_start "
+                          "%g ends at step %g, where it starts (torch divides by zero); "
+                          "change pct_start or total_steps",
+                          static_cast<long long>(schedule.oneCycleTotal_), pctStart, start);
+      start = phase.endStep;
+    }
     break;
   }
   case Kind::kCosineAnnealingLR: {
@@ -372,9 +425,13 @@ StatusOr<LrSchedule> LrSchedule::create(const plan::Scheduler &scheduler,
                       "WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest, "
                       "torch's StepLR, MultiStepLR, ExponentialLR, ConstantLR, "
                       "LinearLR, PolynomialLR, CosineAnnealingLR, "
-                      "CosineAnnealingWarmRestarts and \"\" (constant lr)",
+                      "CosineAnnealingWarmRestarts, OneCycleLR and \"\" (constant lr)",
                       type.c_str());
   }
+  if (schedule.kind_ != Kind::kOneCycleLR && !scheduler.anneal_strategy().empty())
+    return makeStatus(StatusCode::kInvalidArgument,
+                      "scheduler %s does not take param 'anneal_strategy'",
+                      type.empty() ? "\"\" (constant lr)" : type.c_str());
   if (schedule.kind_ != Kind::kMultiStepLR && scheduler.milestones_size() > 0)
     return makeStatus(StatusCode::kInvalidArgument,
                       "scheduler %s does not take param 'milestones'",
@@ -441,9 +498,31 @@ double LrSchedule::oneCycleScale(int64_t t) const {
   return scale;
 }
 
+// OneCycleLR.get_lr (and the momentum it writes) at last_epoch `epoch`.
+double LrSchedule::oneCycleLr(int64_t epoch, bool momentum) const {
+  const double step = static_cast<double>(epoch);
+  double start = 0;
+  for (size_t i = 0; i < phases_.size(); ++i) {
+    const Phase &phase = phases_[i];
+    if (step <= phase.endStep || i + 1 == phases_.size()) {
+      double pct = (step - start) / (phase.endStep - start);
+      double from = momentum ? phase.startMomentum : phase.startLr;
+      double to = momentum ? phase.endMomentum : phase.endLr;
+      if (!cosineAnneal_)
+        return (to - from) * pct + from;
+      double cosOut = std::cos(kPi * pct) + 1;
+      return to + (from - to) / 2.0 * cosOut;
+    }
+    start = phase.endStep;
+  }
+  return baseLr_;
+}
+
 double LrSchedule::torchStep(int64_t epoch, double lr) const {
   const double e = static_cast<double>(epoch);
   switch (kind_) {
+  case Kind::kOneCycleLR: // not chainable: get_lr is a closed form
+    return oneCycleLr(epoch, false);
   case Kind::kStepLR:
     if (epoch == 0 || epoch % stepSize_ != 0)
       return lr;
@@ -575,6 +654,9 @@ double LrSchedule::lr(int64_t t) const {
 }
 
 double LrSchedule::beta1(int64_t t) const {
+  // OneCycleLR writes the momentum of last_epoch t + 1 into betas[0].
+  if (kind_ == Kind::kOneCycleLR && cycleMomentum_)
+    return oneCycleLr(std::max<int64_t>(t, -1) + 1, true);
   if (kind_ != Kind::kOneCycle || !cycleMomentum_)
     return baseBeta1_;
   // _initialize_momentum writes the lower bound, not the formula at -1.
@@ -599,6 +681,22 @@ std::optional<int64_t> LrSchedule::iterationForStep(int64_t k) const {
   if (k == 1)
     return std::nullopt;
   return firstIteration_ + k - 1;
+}
+
+Status LrSchedule::checkStep(int64_t k) const {
+  if (kind_ != Kind::kOneCycleLR)
+    return Status::ok();
+  std::optional<int64_t> t = iterationForStep(k);
+  int64_t epoch = t ? *t + 1 : 0;
+  if (epoch <= oneCycleTotal_)
+    return Status::ok();
+  return makeStatus(StatusCode::kOutOfRange,
+                    "optimizer step %lld: OneCycleLR's total_steps (%lld) ran out after step "
+                    "%lld (torch raises ValueError \"Tried to step %lld times\"); raise "
+                    "total_steps (or epochs * steps_per_epoch) to the run's optimizer steps",
+                    static_cast<long long>(k), static_cast<long long>(oneCycleTotal_),
+                    static_cast<long long>(oneCycleTotal_ + 1),
+                    static_cast<long long>(oneCycleTotal_ + 1));
 }
 
 double LrSchedule::lrForStep(int64_t k) const {

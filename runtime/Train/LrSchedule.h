@@ -71,6 +71,7 @@ public:
     kPolynomialLR,
     kCosineAnnealingLR,
     kCosineAnnealingWarmRestarts,
+    kOneCycleLR,
   };
 
   /// The schedule `scheduler` describes for an optimizer whose configured lr
@@ -85,8 +86,9 @@ public:
   /// -1).
   double lr(int64_t t) const;
 
-  /// Adam's beta1 once last_batch_iteration is `t`: OneCycle with
-  /// cycle_momentum cycles it inversely to the lr; otherwise baseBeta1.
+  /// Adam's beta1 once last_batch_iteration is `t`: OneCycle (and torch's
+  /// OneCycleLR) with cycle_momentum cycles it inversely to the lr;
+  /// otherwise baseBeta1.
   /// DeepSpeed turns cycle_momentum off for an optimizer without betas
   /// (torch SGD), whose momentum is therefore never cycled: for "sgd" the
   /// caller ignores this value.
@@ -104,6 +106,11 @@ public:
   /// nothing when that step runs with the optimizer's own settings (k = 1
   /// after a construction at L != -1).
   std::optional<int64_t> iterationForStep(int64_t k) const;
+
+  /// Whether the k-th applied optimizer step may run: torch's OneCycleLR
+  /// raises ValueError once it is stepped past total_steps, which
+  /// DeepSpeed does after step total_steps + 1.
+  Status checkStep(int64_t k) const;
 
   /// The lr, beta1 and beta2 of the k-th applied optimizer step (k >= 1).
   double lrForStep(int64_t k) const;
@@ -126,6 +133,8 @@ private:
   double warmupGamma(int64_t t) const;
   double cosineRatio(int64_t t) const;
   double oneCycleScale(int64_t t) const;
+  /// OneCycleLR's lr (momentum: false) or momentum at last_epoch `epoch`.
+  double oneCycleLr(int64_t epoch, bool momentum) const;
 
   Kind kind_ = Kind::kConstant;
   double baseLr_ = 0;
@@ -163,6 +172,14 @@ private:
   /// CosineAnnealingWarmRestarts: T_0 and T_mult, and the cached epoch's
   /// T_cur and T_i (its lr is a closed form of them).
   int64_t t0_ = 1, tMult_ = 1;
+  /// OneCycleLR: its phases (each ends at a step, annealing the lr and the
+  /// momentum from one value to another) and its total_steps.
+  struct Phase {
+    double endStep, startLr, endLr, startMomentum, endMomentum;
+  };
+  std::vector<Phase> phases_;
+  int64_t oneCycleTotal_ = 0;
+  bool cosineAnneal_ = true;
   mutable int64_t cachedTCur_ = 0, cachedTI_ = 1;
   /// The last epoch torchLr computed and its lr (-1: none yet). Each rank
   /// owns its schedule, so no lock.

@@ -524,6 +524,8 @@ struct TrainRun {
     report.accumulation = accumulation;
     report.gradNorm = std::sqrt(sumSquares) * unscale;
     report.overflow = scaler.skipsNonfinite() && !std::isfinite(report.gradNorm);
+    if (!report.overflow)
+      ZCC_RETURN_IF_FAILED(schedule.checkStep(k));
     report.lr = schedule.lrForStep(k);
     if (report.overflow) {
       ZCC_RETURN_IF_ERROR(executor.run("zero_grads"), "step %lld", static_cast<long long>(step));

@@ -518,7 +518,8 @@ namespace {
 // name it does not define.
 const char *const kTorchSchedulers[] = {"StepLR",        "MultiStepLR",  "ExponentialLR",
                                         "ConstantLR",    "LinearLR",     "PolynomialLR",
-                                        "CosineAnnealingLR", "CosineAnnealingWarmRestarts"};
+                                        "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+                                        "OneCycleLR"};
 } // namespace
 
 const std::vector<std::string> &schedulerNames() {
@@ -641,6 +642,22 @@ const SectionSpec *schedulerParamsSchema(const std::string &type) {
                  intKey("T_mult", 1).atLeast(1).autoRejected(),
                  numberKey("eta_min", 0.0).atLeast(0.0).autoRejected()}),
       {}};
+  // One param group: max_lr is one number (torch also takes a list).
+  static const SectionSpec oneCycleLR{
+      "params",
+      torchKeys({numberKey("max_lr", nullptr).above(0.0).autoRejected(),
+                 intKey("total_steps", nullptr).atLeast(1).autoRejected(),
+                 intKey("epochs", nullptr).atLeast(1),
+                 intKey("steps_per_epoch", nullptr).atLeast(1),
+                 numberKey("pct_start", 0.3).atLeast(0.0).atMost(1.0),
+                 stringKey("anneal_strategy", "cos"),
+                 boolKey("cycle_momentum", true),
+                 numberKey("base_momentum", 0.85).atLeast(0.0),
+                 numberKey("max_momentum", 0.95).atLeast(0.0),
+                 numberKey("div_factor", 25.0).above(0.0),
+                 numberKey("final_div_factor", 1e4).above(0.0),
+                 boolKey("three_phase", false)}),
+      {}};
   static const std::pair<const char *, const SectionSpec *> kSchemas[] = {
       {"WarmupLR", &warmupLR},
       {"WarmupDecayLR", &warmupDecayLR},
@@ -654,7 +671,8 @@ const SectionSpec *schedulerParamsSchema(const std::string &type) {
       {"LinearLR", &linearLR},
       {"PolynomialLR", &polynomialLR},
       {"CosineAnnealingLR", &cosineAnnealingLR},
-      {"CosineAnnealingWarmRestarts", &cosineAnnealingWarmRestarts}};
+      {"CosineAnnealingWarmRestarts", &cosineAnnealingWarmRestarts},
+      {"OneCycleLR", &oneCycleLR}};
   for (const auto &[name, schema] : kSchemas)
     if (type == name)
       return schema;

@@ -135,6 +135,7 @@ private:
   std::optional<Json> resolveScheduler(const Json &input, const Json &optimizer);
   bool checkZero(Json &zero);
   void checkCheckpointing(const Json &checkpointing);
+  bool checkOneCycleLR(Json &params, const Json &optimizer);
   bool checkPrecision(const Json &config);
   bool checkPipeline(Json &pipeline);
   bool reconcileBatch(Json &config, int64_t dataParallelSize);
@@ -602,7 +603,7 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
          "takes a Python function (lr_lambda), which a JSON config cannot give; use one of "},
         {{"SequentialLR", "ChainedScheduler"},
          "chains scheduler objects, which a JSON config cannot give; use one of "},
-        {{"CyclicLR", "OneCycleLR", "ReduceLROnPlateau"}, "is not supported yet; zcc supports "}};
+        {{"CyclicLR", "ReduceLROnPlateau"}, "is not supported yet; zcc supports "}};
     for (const Refused &refused : kRefused)
       if (std::find(refused.names.begin(), refused.names.end(), name) != refused.names.end()) {
         error("scheduler.type", "torch scheduler '" + name + "' " + refused.why +
@@ -696,7 +697,40 @@ std::optional<Json> Importer::resolveScheduler(const Json &input, const Json &op
         return std::nullopt;
       }
   }
+  if (name == "OneCycleLR" && !checkOneCycleLR(params, optimizer))
+    return std::nullopt;
   return Json{{"type", name}, {"params", std::move(params)}};
+}
+
+/// torch.optim.lr_scheduler.OneCycleLR's constructor checks, and its
+/// total_steps from epochs * steps_per_epoch when it is not given.
+bool Importer::checkOneCycleLR(Json &params, const Json &optimizer) {
+  if (params["max_lr"].is_null())
+    return error("scheduler.params", "'max_lr' is required by OneCycleLR: the peak lr");
+  if (params["total_steps"].is_null()) {
+    if (params["epochs"].is_null() || params["steps_per_epoch"].is_null())
+      return error("scheduler.params",
+                   "OneCycleLR needs total_steps, or epochs and steps_per_epoch (torch "
+                   "raises ValueError): set total_steps to the job's optimizer steps");
+    params["total_steps"] =
+        params["epochs"].get<int64_t>() * params["steps_per_epoch"].get<int64_t>();
+  }
+  std::string strategy = params["anneal_strategy"].get<std::string>();
+  if (strategy != "cos" && strategy != "linear")
+    return error("scheduler.params.anneal_strategy",
+                 "'" + strategy + "' is not 'cos' or 'linear' (torch raises ValueError)");
+  if (params["cycle_momentum"].get<bool>()) {
+    // torch cycles Adam's (and Lion's, Lamb's) beta1, SGD's momentum.
+    std::string type = optimizer.is_object() ? optimizer["type"].get<std::string>() : "";
+    if (type == "adagrad")
+      return error("scheduler.params.cycle_momentum",
+                   "Adagrad has neither momentum nor betas to cycle (torch raises "
+                   "ValueError): set cycle_momentum to false");
+    if (type == "sgd")
+      return error("scheduler.params.cycle_momentum",
+                   "cycling SGD's momentum is not supported yet: set cycle_momentum to false");
+  }
+  return true;
 }
 
 /// DeepSpeed offloads checkpoints to the CPU only when it partitions them.

@@ -282,8 +282,8 @@ void Offloader::chooseHostParams() {
 /// parameter ZeRO left whole) gets a host master copy, set from the
 /// parameter by @init and fetched back into it after each update.
 LogicalResult Offloader::moveOptimizer(func::FuncOp update) {
-  // zcc's host kernels step element by element; Lamb's norms span the
-  // whole parameter, and it needs ZeRO stage 0, which offloads nothing.
+  // Lamb has no host kernels yet (DeepSpeed has no CPU Lamb either); the
+  // config import refuses it with offload_optimizer first.
   for (Operation &op : update.getBody().front())
     if (isa<zgraph::LambMomentsOp, zgraph::LambStepOp>(op))
       return op.emitError("Lamb does not run on the host yet: remove offload_optimizer");

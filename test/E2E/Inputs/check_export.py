@@ -20,22 +20,29 @@ from onnx import numpy_helper
 DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16}
 
 
-def main(weights, trained, original):
-    data = open(weights, "rb").read()
+def read_safetensors(path):
+    """name -> array, in the file's order (the metadata left out)."""
+    data = open(path, "rb").read()
     (length,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8:8 + length])
     base = 8 + length
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        tensors[name] = np.frombuffer(data[base + begin:base + end],
+                                      dtype=DTYPES[entry["dtype"]]).reshape(entry["shape"])
+    return tensors
+
+
+def main(weights, trained, original):
     trained_model = onnx.load(trained)
     trained_values = {t.name: numpy_helper.to_array(t) for t in trained_model.graph.initializer}
     original_values = {t.name: numpy_helper.to_array(t)
                        for t in onnx.load(original).graph.initializer}
     count = equal = changed = 0
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        value = np.frombuffer(data[base + begin:base + end],
-                              dtype=DTYPES[entry["dtype"]]).reshape(entry["shape"])
+    for name, value in read_safetensors(weights).items():
         count += 1
         equal += bool(np.array_equal(value, trained_values[name]))
         changed += not np.array_equal(value, original_values[name])
