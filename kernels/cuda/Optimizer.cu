@@ -33,6 +33,19 @@ unsigned stepBlocks(int64_t count) {
                                  : static_cast<unsigned>(kStepMaxBlocks);
 }
 
+/// Calls `launch(float{})` or `launch(double{})` for an optimizer step's
+/// parameter type (f32 or f64); any other type is invalid.
+template <typename Fn> cudaError_t withStepType(ElementType type, Fn &&launch) {
+  switch (type) {
+  case ElementType::kF32:
+    return launch(float{});
+  case ElementType::kF64:
+    return launch(double{});
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Arithmetic rounded operation by operation
 //===----------------------------------------------------------------------===//
@@ -744,14 +757,7 @@ cudaError_t launchLambMoments(const LambParams &params, void *workspace, cudaStr
                                                            params.squares + 1);
     return cudaGetLastError();
   };
-  switch (params.type) {
-  case ElementType::kF32:
-    return launch(float{});
-  case ElementType::kF64:
-    return launch(double{});
-  default:
-    return cudaErrorInvalidValue;
-  }
+  return withStepType(params.type, launch);
 }
 
 cudaError_t launchAccumulate(const AccumulateParams &params,
@@ -839,14 +845,7 @@ cudaError_t launchAdamw(const AdamwParams &params, cudaStream_t stream) {
       adamwKernel<T, false><<<blocks, kThreads, 0, stream>>>(params);
     return cudaGetLastError();
   };
-  switch (params.type) {
-  case ElementType::kF32:
-    return launch(float{});
-  case ElementType::kF64:
-    return launch(double{});
-  default:
-    return cudaErrorInvalidValue;
-  }
+  return withStepType(params.type, launch);
 }
 
 cudaError_t launchMultiAdamw(const AdamwTensor *tensors, int tensorCount,
@@ -932,16 +931,10 @@ cudaError_t launchStep(void (*f32)(Params), void (*f64)(Params), const Params &p
   if (params.count == 0)
     return cudaSuccess;
   unsigned blocks = stepBlocks(params.count);
-  switch (params.type) {
-  case ElementType::kF32:
-    f32<<<blocks, kThreads, 0, stream>>>(params);
+  return withStepType(params.type, [&](auto tag) {
+    (std::is_same_v<decltype(tag), float> ? f32 : f64)<<<blocks, kThreads, 0, stream>>>(params);
     return cudaGetLastError();
-  case ElementType::kF64:
-    f64<<<blocks, kThreads, 0, stream>>>(params);
-    return cudaGetLastError();
-  default:
-    return cudaErrorInvalidValue;
-  }
+  });
 }
 
 } // namespace
